@@ -1,0 +1,241 @@
+#include "common/config_reader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace neupims {
+namespace {
+
+std::string Describe(const nlohmann::json& j) {
+  std::string s = j.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+}  // namespace
+
+ConfigObject::ConfigObject(ConfigDocument* doc, const nlohmann::json* json, std::string path)
+    : doc_(doc), json_(json), path_(std::move(path)) {}
+
+std::string ConfigObject::FieldPath(absl::string_view key) const {
+  return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
+}
+
+void ConfigObject::Error(absl::string_view key, absl::string_view message) {
+  doc_->AddError(absl::StrCat(doc_->source(), ": field '", FieldPath(key), "': ", message));
+}
+
+bool ConfigObject::Has(absl::string_view key) const {
+  return json_ != nullptr && json_->contains(key);
+}
+
+const nlohmann::json* ConfigObject::Lookup(absl::string_view key, bool required) {
+  consumed_.emplace(key);
+  if (json_ == nullptr) return nullptr;  // parent already reported
+  auto it = json_->find(key);
+  if (it == json_->end()) {
+    if (required) {
+      doc_->AddError(
+          absl::StrCat(doc_->source(), ": missing required field '", FieldPath(key), "'"));
+    }
+    return nullptr;
+  }
+  return &*it;
+}
+
+namespace {
+bool ReadInt(const nlohmann::json& j, int64_t* out) {
+  if (j.is_number_integer()) {
+    *out = j.get<int64_t>();
+    return true;
+  }
+  if (j.is_number_float()) {  // accept 4.0 but not 4.5
+    double d = j.get<double>();
+    if (d == static_cast<double>(static_cast<int64_t>(d))) {
+      *out = static_cast<int64_t>(d);
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
+  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  if (j == nullptr) return range.min > 0 ? range.min : 0;
+  int64_t v = 0;
+  if (!ReadInt(*j, &v) || v < range.min || v > range.max) {
+    std::string want = "an integer";
+    if (range.min != std::numeric_limits<int64_t>::min()) absl::StrAppend(&want, " >= ", range.min);
+    if (range.max != std::numeric_limits<int64_t>::max()) absl::StrAppend(&want, " <= ", range.max);
+    Error(key, absl::StrCat("expected ", want, ", got ", Describe(*j)));
+    return range.min > 0 ? range.min : 0;
+  }
+  return v;
+}
+
+double ConfigObject::Double(absl::string_view key, DoubleRange range) {
+  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  if (j == nullptr) return range.min > 0 ? range.min : 0.0;
+  if (!j->is_number() || j->get<double>() < range.min || j->get<double>() > range.max) {
+    std::string want = "a number";
+    if (range.min > -std::numeric_limits<double>::infinity()) {
+      absl::StrAppend(&want, " >= ", range.min);
+    }
+    if (range.max < std::numeric_limits<double>::infinity()) {
+      absl::StrAppend(&want, " <= ", range.max);
+    }
+    Error(key, absl::StrCat("expected ", want, ", got ", Describe(*j)));
+    return range.min > 0 ? range.min : 0.0;
+  }
+  return j->get<double>();
+}
+
+bool ConfigObject::Bool(absl::string_view key) {
+  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  if (j == nullptr) return false;
+  if (!j->is_boolean()) {
+    Error(key, absl::StrCat("expected true or false, got ", Describe(*j)));
+    return false;
+  }
+  return j->get<bool>();
+}
+
+std::string ConfigObject::String(absl::string_view key) {
+  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  if (j == nullptr) return "";
+  if (!j->is_string()) {
+    Error(key, absl::StrCat("expected a string, got ", Describe(*j)));
+    return "";
+  }
+  return j->get<std::string>();
+}
+
+std::string ConfigObject::Enum(absl::string_view key, const std::vector<std::string>& allowed) {
+  if (!Has(key)) {
+    Lookup(key, /*required=*/true);
+    return allowed.empty() ? "" : allowed.front();
+  }
+  std::string v = String(key);
+  for (const auto& a : allowed) {
+    if (a == v) return v;
+  }
+  Error(key, absl::StrCat("expected one of {", absl::StrJoin(allowed, ", "), "}, got \"", v, "\""));
+  return allowed.empty() ? "" : allowed.front();
+}
+
+int64_t ConfigObject::OptionalInt(absl::string_view key, int64_t fallback, IntRange range) {
+  if (!Has(key)) {
+    consumed_.emplace(key);
+    return fallback;
+  }
+  return Int(key, range);
+}
+
+double ConfigObject::OptionalDouble(absl::string_view key, double fallback, DoubleRange range) {
+  if (!Has(key)) {
+    consumed_.emplace(key);
+    return fallback;
+  }
+  return Double(key, range);
+}
+
+bool ConfigObject::OptionalBool(absl::string_view key, bool fallback) {
+  if (!Has(key)) {
+    consumed_.emplace(key);
+    return fallback;
+  }
+  return Bool(key);
+}
+
+std::string ConfigObject::OptionalString(absl::string_view key, std::string fallback) {
+  if (!Has(key)) {
+    consumed_.emplace(key);
+    return fallback;
+  }
+  return String(key);
+}
+
+std::string ConfigObject::OptionalEnum(absl::string_view key, std::string fallback,
+                                       const std::vector<std::string>& allowed) {
+  if (!Has(key)) {
+    consumed_.emplace(key);
+    return fallback;
+  }
+  return Enum(key, allowed);
+}
+
+ConfigObject ConfigObject::Child(absl::string_view key) {
+  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  if (j != nullptr && !j->is_object()) {
+    Error(key, absl::StrCat("expected an object, got ", Describe(*j)));
+    j = nullptr;
+  }
+  return ConfigObject(doc_, j, FieldPath(key));
+}
+
+std::vector<std::string> ConfigObject::Keys() const {
+  std::vector<std::string> keys;
+  if (json_ == nullptr) return keys;
+  for (auto it = json_->begin(); it != json_->end(); ++it) keys.push_back(it.key());
+  return keys;
+}
+
+void ConfigObject::Finish() {
+  if (json_ == nullptr) return;
+  for (auto it = json_->begin(); it != json_->end(); ++it) {
+    if (consumed_.find(it.key()) == consumed_.end()) {
+      doc_->AddError(absl::StrCat(doc_->source(), ": unknown field '", FieldPath(it.key()), "'"));
+    }
+  }
+}
+
+ConfigDocument::ConfigDocument(std::unique_ptr<nlohmann::json> json, std::string source)
+    : json_(std::move(json)), source_(std::move(source)) {}
+
+ConfigDocument::~ConfigDocument() = default;
+
+absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return FromString(ss.str(), path);
+}
+
+absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromString(absl::string_view text,
+                                                                           std::string source) {
+  auto json = std::make_unique<nlohmann::json>(nlohmann::json::parse(text, /*cb=*/nullptr,
+                                                                     /*allow_exceptions=*/false,
+                                                                     /*ignore_comments=*/false));
+  if (json->is_discarded()) {
+    // Re-parse with exceptions to get the position of the syntax error.
+    try {
+      nlohmann::json ignored = nlohmann::json::parse(text);
+      (void)ignored;
+    } catch (const nlohmann::json::parse_error& e) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON"));
+  }
+  if (!json->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a JSON object at top level"));
+  }
+  return std::unique_ptr<ConfigDocument>(new ConfigDocument(std::move(json), std::move(source)));
+}
+
+ConfigObject ConfigDocument::Root() { return ConfigObject(this, json_.get(), ""); }
+
+void ConfigDocument::AddError(std::string message) { errors_.push_back(std::move(message)); }
+
+absl::Status ConfigDocument::status() const {
+  if (errors_.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors_, "\n"));
+}
+
+}  // namespace neupims

@@ -1,0 +1,37 @@
+// DeviceConfig: one simulated NPU+PIM device (NPU + HBM channels + PIM datapath) as data.
+//
+// Role: the typed form of configs/devices/<name>.json. LoadDeviceConfig accepts a built-in
+// name ("neupims", "newton", "npu-only") or a file path; every field is required, unknown
+// fields are errors naming the file and field (common/config_reader.h).
+#ifndef NEUPIMS_HW_DEVICE_H_
+#define NEUPIMS_HW_DEVICE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "hw/dram/hbm_spec.h"
+#include "hw/npu/npu_spec.h"
+
+namespace neupims::hw {
+
+struct DeviceConfig {
+  std::string name;
+  std::string description;
+  NpuSpec npu;
+  HbmSpec hbm;  // includes the PIM datapath (hbm.pim)
+
+  // Peak HBM bandwidth of the whole device, bytes per second.
+  double PeakHbmBytesPerSecond() const;
+  // HBM cycles per NPU cycle (clock-domain ratio).
+  double HbmCyclesPerNpuCycle() const { return hbm.frequency_mhz / npu.frequency_mhz; }
+};
+
+// Resolves a built-in name or a path and parses it.
+absl::StatusOr<DeviceConfig> LoadDeviceConfig(absl::string_view name_or_path);
+// Parses JSON text; `source` names it in error messages.
+absl::StatusOr<DeviceConfig> ParseDeviceConfig(absl::string_view json, absl::string_view source);
+
+}  // namespace neupims::hw
+
+#endif  // NEUPIMS_HW_DEVICE_H_

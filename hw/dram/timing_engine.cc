@@ -1,0 +1,234 @@
+#include "hw/dram/timing_engine.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/check.h"
+
+namespace neupims::hw {
+namespace {
+constexpr Cycles kNever = std::numeric_limits<Cycles>::max() / 4;
+}  // namespace
+
+TimingEngine::TimingEngine(const HbmSpec& spec, const TimingTable& table)
+    : spec_(spec),
+      row_buffers_(spec.pim.enabled && spec.pim.row_buffers == RowBufferMode::kDual ? 2 : 1),
+      banks_(spec.org.banks_per_channel()) {
+  const int sizes[kNumScopes] = {banks_ * row_buffers_, banks_, spec.org.bank_groups_per_channel(),
+                                 spec.org.ranks, 1};
+  for (int s = 0; s < kNumScopes; ++s) {
+    ReadyRow zero{};
+    ready_[s].assign(sizes[s], zero);
+  }
+  for (const TimingRule& r : table.rules) {
+    CompiledRule c{r.scope, r.to, r.latency_cycles, r.siblings_only, r.from_last_column, r.window};
+    if (r.window > 0) {
+      NEUPIMS_CHECK_MSG(r.scope == Scope::kRank && !has_window_, "one rank-level window rule");
+      NEUPIMS_CHECK_MSG(r.from == r.to, "window rules count one class of commands");
+      window_rule_ = c;
+      window_mask_ = r.from;
+      has_window_ = true;
+      continue;
+    }
+    for (int t = 0; t < kNumCommandTypes; ++t) {
+      if (r.from & (CommandMask{1} << t)) rules_from_[t].push_back(c);
+      if (r.to & (CommandMask{1} << t)) scopes_into_[t] |= 1u << static_cast<int>(r.scope);
+    }
+  }
+  window_history_.assign(spec.org.ranks, {});
+}
+
+TimingEngine::Target TimingEngine::TargetOf(const Command& cmd) const {
+  const HbmOrganization& o = spec_.org;
+  const int pim_rb = row_buffers_ == 2 ? 1 : 0;
+  const int group = cmd.rank * o.bank_groups + cmd.bank_group;
+  const int bank = group * o.banks_per_group + cmd.bank;
+  switch (cmd.type) {
+    case CommandType::kAct:
+    case CommandType::kPre:
+    case CommandType::kRd:
+    case CommandType::kWr:
+      return {bank, bank + 1, 1};
+    case CommandType::kPimGwrite:
+      return {bank, bank + 1, static_cast<uint8_t>(1u << pim_rb)};
+    case CommandType::kPimAct:
+      return {group * o.banks_per_group, (group + 1) * o.banks_per_group,
+              static_cast<uint8_t>(1u << pim_rb)};
+    case CommandType::kRef:
+      return {cmd.rank * o.banks_per_rank(), (cmd.rank + 1) * o.banks_per_rank(),
+              static_cast<uint8_t>((1u << row_buffers_) - 1)};
+    case CommandType::kPimHeader:
+      return {0, banks_, 0};
+    case CommandType::kPimDot:
+    case CommandType::kPimRdResult:
+    case CommandType::kPimGemv:
+    case CommandType::kPimPre:
+      return {0, banks_, static_cast<uint8_t>(1u << pim_rb)};
+  }
+  return {0, 0, 0};
+}
+
+template <typename F>
+void TimingEngine::ForEachNode(Scope scope, const Target& tg, bool siblings, F&& f) const {
+  const HbmOrganization& o = spec_.org;
+  if (tg.bank_end <= tg.bank_begin) {
+    if (scope == Scope::kChannel && !siblings) f(0);
+    return;
+  }
+  switch (scope) {
+    case Scope::kRowBuffer:
+      for (int b = tg.bank_begin; b < tg.bank_end; ++b) {
+        for (int rb = 0; rb < row_buffers_; ++rb) {
+          if (tg.rb_mask & (1u << rb)) f(b * row_buffers_ + rb);
+        }
+      }
+      return;
+    case Scope::kBank:
+      for (int b = tg.bank_begin; b < tg.bank_end; ++b) f(b);
+      return;
+    case Scope::kBankGroup: {
+      const int g0 = tg.bank_begin / o.banks_per_group;
+      const int g1 = (tg.bank_end - 1) / o.banks_per_group;
+      for (int g = g0; g <= g1; ++g) f(g);
+      return;
+    }
+    case Scope::kRank: {
+      const int r0 = tg.bank_begin / o.banks_per_rank();
+      const int r1 = (tg.bank_end - 1) / o.banks_per_rank();
+      if (siblings) {
+        for (int r = 0; r < o.ranks; ++r) {
+          if (r < r0 || r > r1) f(r);
+        }
+      } else {
+        for (int r = r0; r <= r1; ++r) f(r);
+      }
+      return;
+    }
+    case Scope::kChannel:
+      if (!siblings) f(0);
+      return;
+  }
+}
+
+Cycles TimingEngine::WindowEarliest(int node, int weight, Cycles not_before) const {
+  const std::deque<Cycles>& h = window_history_[node];
+  const int allowed_others = window_rule_.window - weight;  // entries that may stay in window
+  if (allowed_others < 0) return kNever;
+  const int n = static_cast<int>(h.size());
+  const int must_expire = n - allowed_others;  // the oldest `must_expire` entries
+  if (must_expire <= 0) return not_before;
+  return std::max(not_before, h[must_expire - 1] + window_rule_.latency);
+}
+
+Cycles TimingEngine::DataBusEarliest(Cycles not_before, Cycles offset, Cycles extra_slot) const {
+  const Cycles bl = spec_.timing.tBL;
+  Cycles d = not_before + offset;
+  auto check = [&](Cycles s) {
+    if (s + bl <= d) return true;   // slot entirely before: keep scanning
+    if (d + bl <= s) return false;  // slot entirely after: done (ascending order)
+    d = s + bl;                     // overlap: move past it
+    return true;
+  };
+  bool extra_done = extra_slot < 0;
+  for (Cycles s : bus_slots_) {
+    if (!extra_done && extra_slot <= s) {
+      extra_done = true;
+      if (!check(extra_slot)) return d - offset;
+    }
+    if (!check(s)) return d - offset;
+  }
+  if (!extra_done) check(extra_slot);
+  return d - offset;
+}
+
+Cycles TimingEngine::Earliest(const Command& cmd, Cycles not_before) const {
+  const int type = static_cast<int>(cmd.type);
+  const Target tg = TargetOf(cmd);
+  Cycles t = not_before;
+  const uint32_t scopes = scopes_into_[type];
+  for (int s = 0; s < kNumScopes; ++s) {
+    if (!(scopes & (1u << s))) continue;
+    const auto& rows = ready_[s];
+    ForEachNode(static_cast<Scope>(s), tg, false, [&](int n) { t = std::max(t, rows[n][type]); });
+  }
+  if (has_window_ && InMask(window_mask_, cmd.type)) {
+    const int w = ActivationWeight(cmd.type, spec_.org);
+    ForEachNode(Scope::kRank, tg, false, [&](int n) { t = std::max(t, WindowEarliest(n, w, t)); });
+  }
+  if (auto off = DataBusOffset(cmd, spec_.timing)) t = DataBusEarliest(t, *off, -1);
+  return t;
+}
+
+Cycles TimingEngine::EarliestIfIssued(const Command& second, Cycles not_before,
+                                      const Command& first, Cycles first_cycle) const {
+  Cycles t = Earliest(second, not_before);
+  const Target t1 = TargetOf(first);
+  const Target t2 = TargetOf(second);
+  const int type2 = static_cast<int>(second.type);
+  for (const CompiledRule& r : rules_from_[static_cast<int>(first.type)]) {
+    if (!(r.to & (CommandMask{1} << type2))) continue;
+    // Do the nodes `first` updates at this scope intersect the nodes `second` reads?
+    bool hit = false;
+    ForEachNode(r.scope, t1, r.siblings_only, [&](int n1) {
+      if (hit) return;
+      ForEachNode(r.scope, t2, false, [&](int n2) { hit = hit || n1 == n2; });
+    });
+    if (!hit) continue;
+    const Cycles base =
+        first_cycle + (r.from_last_column ? LastColumnOffset(first, spec_.timing) : 0);
+    t = std::max(t, base + r.latency);
+  }
+  if (has_window_ && InMask(window_mask_, first.type) && InMask(window_mask_, second.type)) {
+    const int w1 = ActivationWeight(first.type, spec_.org);
+    const int w2 = ActivationWeight(second.type, spec_.org);
+    ForEachNode(Scope::kRank, t1, false, [&](int n1) {
+      bool shared = false;
+      ForEachNode(Scope::kRank, t2, false, [&](int n2) { shared = shared || n1 == n2; });
+      if (!shared) return;
+      std::deque<Cycles> h = window_history_[n1];
+      for (int i = 0; i < w1; ++i) h.push_back(first_cycle);
+      const int must_expire = static_cast<int>(h.size()) - (window_rule_.window - w2);
+      if (must_expire > 0) t = std::max(t, h[must_expire - 1] + window_rule_.latency);
+    });
+  }
+  auto off1 = DataBusOffset(first, spec_.timing);
+  auto off2 = DataBusOffset(second, spec_.timing);
+  if (off1 && off2) t = DataBusEarliest(t, *off2, first_cycle + *off1);
+  return t;
+}
+
+void TimingEngine::Issue(const Command& cmd, Cycles cycle) {
+  NEUPIMS_CHECK_MSG(cycle >= last_issue_, "commands must be issued in cycle order");
+  const Target tg = TargetOf(cmd);
+  for (const CompiledRule& r : rules_from_[static_cast<int>(cmd.type)]) {
+    const Cycles base = cycle + (r.from_last_column ? LastColumnOffset(cmd, spec_.timing) : 0);
+    const Cycles until = base + r.latency;
+    auto& rows = ready_[static_cast<int>(r.scope)];
+    ForEachNode(r.scope, tg, r.siblings_only, [&](int n) {
+      ReadyRow& row = rows[n];
+      for (CommandMask m = r.to; m != 0; m &= m - 1) {
+        const int t = __builtin_ctz(m);
+        row[t] = std::max(row[t], until);
+      }
+    });
+  }
+  if (has_window_ && InMask(window_mask_, cmd.type)) {
+    const int w = ActivationWeight(cmd.type, spec_.org);
+    ForEachNode(Scope::kRank, tg, false, [&](int n) {
+      std::deque<Cycles>& h = window_history_[n];
+      for (int i = 0; i < w; ++i) h.push_back(cycle);
+      while (static_cast<int>(h.size()) > window_rule_.window) h.pop_front();
+    });
+  }
+  if (auto off = DataBusOffset(cmd, spec_.timing)) {
+    const Cycles slot = cycle + *off;
+    bus_slots_.insert(std::upper_bound(bus_slots_.begin(), bus_slots_.end(), slot), slot);
+  }
+  last_issue_ = cycle;
+  // Future commands put data on the bus no earlier than `cycle`: older slots cannot conflict.
+  while (!bus_slots_.empty() && bus_slots_.front() + spec_.timing.tBL <= cycle) {
+    bus_slots_.pop_front();
+  }
+}
+
+}  // namespace neupims::hw

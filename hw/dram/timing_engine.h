@@ -1,0 +1,87 @@
+// TimingEngine: applies a TimingTable to one channel.
+//
+// Role: answers "what is the earliest cycle this command may issue?" and records issued
+// commands. It knows timing only; bank state (which row is open) belongs to the controller.
+//
+// Mechanism (after Ramulator 2 / DRAMsim3): every node of the channel tree (row buffer, bank,
+// bank group, rank, channel) keeps, per command type, the earliest cycle at which that type may
+// next issue there. Issuing a command raises those values on the nodes its rules reach, so a
+// query is a max over the nodes the command targets. Window rules keep the last few weighted
+// activation times per node; the data bus keeps a list of reserved burst slots.
+//
+// Contract: Issue() must be called in non-decreasing cycle order with cycle >= Earliest().
+// Not thread-safe; one engine per channel.
+#ifndef NEUPIMS_HW_DRAM_TIMING_ENGINE_H_
+#define NEUPIMS_HW_DRAM_TIMING_ENGINE_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "hw/dram/command.h"
+#include "hw/dram/hbm_spec.h"
+#include "hw/dram/timing_table.h"
+
+namespace neupims::hw {
+
+class TimingEngine {
+ public:
+  TimingEngine(const HbmSpec& spec, const TimingTable& table);
+
+  // Earliest cycle >= not_before at which `cmd` satisfies every rule and finds its data-bus slot.
+  Cycles Earliest(const Command& cmd, Cycles not_before) const;
+
+  // As Earliest(second), had `first` been issued at `first_cycle` (not recorded). Lets the
+  // controller keep PIM commands strictly prioritised: a MEM command that would delay the next
+  // PIM command is held back.
+  Cycles EarliestIfIssued(const Command& second, Cycles not_before, const Command& first,
+                          Cycles first_cycle) const;
+
+  void Issue(const Command& cmd, Cycles cycle);
+
+  int row_buffers_per_bank() const { return row_buffers_; }
+
+ private:
+  struct Target {
+    int bank_begin = 0, bank_end = 0;  // flat bank ids [begin, end)
+    uint8_t rb_mask = 0;               // bit i: row buffer i of each bank
+  };
+  struct CompiledRule {
+    Scope scope;
+    CommandMask to;
+    int latency;
+    bool siblings_only;
+    bool from_last_column;
+    int window;
+  };
+  using ReadyRow = std::array<Cycles, kNumCommandTypes>;
+
+  Target TargetOf(const Command& cmd) const;
+  // Calls f(node_index) for every node at `scope` that `target` touches (or, with siblings, the
+  // nodes at `scope` it does not touch).
+  template <typename F>
+  void ForEachNode(Scope scope, const Target& target, bool siblings, F&& f) const;
+  Cycles WindowEarliest(int node, int weight, Cycles not_before) const;
+  Cycles DataBusEarliest(Cycles not_before, Cycles offset, Cycles extra_slot) const;
+
+  const HbmSpec spec_;
+  int row_buffers_;
+  int banks_;
+  std::array<std::vector<ReadyRow>, kNumScopes> ready_;
+  std::array<std::vector<CompiledRule>, kNumCommandTypes> rules_from_;
+  std::array<uint32_t, kNumCommandTypes> scopes_into_{};  // bit per scope with rules into type
+  // tFAW-style windows: per rank, the issue cycles of the most recent activations (one entry per
+  // unit of weight), newest at the back; at most `window_size_` entries.
+  CompiledRule window_rule_{};
+  bool has_window_ = false;
+  CommandMask window_mask_ = 0;
+  std::vector<std::deque<Cycles>> window_history_;
+  // Reserved data-bus burst start cycles, ascending; pruned as time advances.
+  std::deque<Cycles> bus_slots_;
+  Cycles last_issue_ = 0;
+};
+
+}  // namespace neupims::hw
+
+#endif  // NEUPIMS_HW_DRAM_TIMING_ENGINE_H_

@@ -1,0 +1,72 @@
+// NPU parameters as typed data (the "npu" object of a device config).
+//
+// NeuPIMs Table 2: 8 systolic arrays of 128x128 and 8 vector units of 128 lanes at 1 GHz,
+// FP16. The NPU reads weights and activations from the device's HBM; its peak bandwidth in
+// bytes per NPU cycle is derived from the "hbm" object when the device config is loaded.
+#ifndef NEUPIMS_HW_NPU_NPU_SPEC_H_
+#define NEUPIMS_HW_NPU_NPU_SPEC_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/config_reader.h"
+#include "common/units.h"
+
+namespace neupims::hw {
+
+// Element-wise and row-wise operations of the vector units.
+enum class VectorOp : uint8_t {
+  kSoftmax,    // row-wise: max, subtract + exp, sum, scale
+  kLayerNorm,  // row-wise: mean, variance, normalise + affine
+  kGelu,       // element-wise (tanh approximation)
+  kAdd,        // element-wise residual add
+  kReduce,     // element-wise sum of two partial results (all-reduce staging, partial GEMVs)
+};
+inline constexpr int kNumVectorOps = 5;
+const char* VectorOpName(VectorOp op);
+// Parses "softmax", "layernorm", "gelu", "add", "reduce".
+bool ParseVectorOp(absl::string_view name, VectorOp* op);
+
+// Cost of one vector op: `passes` element-wise sweeps over the row plus `reductions` tree
+// reductions across it (each reduction: ceil(cols / lanes) partial sums then log2(lanes) steps).
+struct VectorOpCost {
+  int passes = 1;
+  int reductions = 0;
+};
+
+struct NpuEnergy {
+  double mac_pj = 0.3;                      // one FP16 multiply-accumulate in a systolic PE
+  double sram_pj_per_byte = 0.5;            // scratchpad read or write
+  double vector_pj_per_element_pass = 0.4;  // one lane operation on one element
+  double static_power_w = 5.0;              // leakage + clock of the whole NPU while powered
+};
+
+struct NpuSpec {
+  double frequency_mhz = 1000;
+  int systolic_arrays = 8;
+  int array_rows = 128;  // weight-stationary: a weight tile is array_rows (K) x array_cols (N)
+  int array_cols = 128;
+  int vector_units = 8;
+  int vector_lanes = 128;
+  int64_t sram_bytes = 32 << 20;  // on-chip scratchpad, split in two halves for double buffering
+  int element_bytes = 2;
+  std::array<VectorOpCost, kNumVectorOps> vector_ops{};
+  NpuEnergy energy;
+  // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle.
+  double hbm_bytes_per_cycle = 1024;
+
+  Clock clock() const { return Clock{frequency_mhz}; }
+  int64_t peak_macs_per_cycle() const {
+    return static_cast<int64_t>(systolic_arrays) * array_rows * array_cols;
+  }
+};
+
+// Parses the "npu" object (everything but hbm_bytes_per_cycle).
+void ParseNpuSpec(ConfigObject npu, NpuSpec* out);
+absl::Status ValidateNpuSpec(const NpuSpec& spec);
+
+}  // namespace neupims::hw
+
+#endif  // NEUPIMS_HW_NPU_NPU_SPEC_H_

@@ -1,0 +1,213 @@
+#include "hw/pim/pim_model.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "hw/dram/timing_table.h"
+#include "hw/pim/channel_controller.h"
+#include "hw/pim/tile_cost.h"
+
+namespace neupims::hw {
+
+double PimOpResult::MacUtilization(const HbmSpec& spec) const {
+  if (cycles <= 0) return 0;
+  return static_cast<double>(column_steps) * spec.timing.tCCD_L / static_cast<double>(cycles);
+}
+
+PimModel::PimModel(const HbmSpec& spec) : spec_(spec), geometry_(PimGeometry::FromSpec(spec)) {}
+
+absl::StatusOr<PimOpResult> PimModel::Attention(const AttentionShape& shape,
+                                                const MemTraffic& traffic) {
+  ASSIGN_OR_RETURN(GemvProgram program, PlanAttention(shape, geometry_));
+  return Run(program, traffic);
+}
+
+absl::StatusOr<PimOpResult> PimModel::Gemv(const GemvShape& shape, const MemTraffic& traffic) {
+  ASSIGN_OR_RETURN(GemvProgram program, PlanGemv(shape, geometry_));
+  return Run(program, traffic);
+}
+
+absl::Status PimModel::ValidateTraffic(const MemTraffic& traffic) const {
+  if (!(traffic.demand >= 0 && traffic.demand <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MEM traffic demand must be in [0, 1], got ", traffic.demand));
+  }
+  if (!(traffic.write_fraction >= 0 && traffic.write_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MEM traffic write fraction must be in [0, 1], got ", traffic.write_fraction));
+  }
+  if (!spec_.pim.enabled) {
+    return absl::FailedPreconditionError("this device has no PIM (pim.enabled is false)");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+void FillProgramCounts(const GemvProgram& p, const PimGeometry& g, PimOpResult* r) {
+  r->tiles = p.tiles();
+  r->vector_loads = p.vector_loads();
+  r->column_steps = p.column_steps();
+  r->results = p.dot_products();
+  r->macs = p.macs(g);
+}
+
+// ---------------------------------------------------------------------------------------------
+class CommandLevelPimModel : public PimModel {
+ public:
+  CommandLevelPimModel(const HbmSpec& spec, const PimModelOptions& options)
+      : PimModel(spec), options_(options) {}
+
+  const char* name() const override { return "command"; }
+
+  absl::StatusOr<PimOpResult> Run(const GemvProgram& program, const MemTraffic& traffic) override {
+    RETURN_IF_ERROR(ValidateTraffic(traffic));
+    const int phases = std::max(1, options_.phases);
+    PimOpResult mean;
+    double cycles_sum = 0, refresh_sum = 0, bw_sum = 0, lat_sum = 0;
+    for (int i = 0; i < phases; ++i) {
+      const Cycles phase = phases == 1 ? options_.refresh_phase_cycles
+                                       : options_.refresh_phase_cycles +
+                                             static_cast<Cycles>(i) * spec_.timing.tREFI / phases;
+      PimOpResult r = RunOnce(program, traffic, phase, options_.record_trace && i == 0);
+      cycles_sum += static_cast<double>(r.cycles);
+      refresh_sum += r.refreshes;
+      bw_sum += r.mem_bytes_per_cycle;
+      lat_sum += r.mem_latency_cycles;
+      if (i == 0) mean = std::move(r);
+    }
+    mean.cycles = static_cast<Cycles>(std::llround(cycles_sum / phases));
+    mean.refreshes = refresh_sum / phases;
+    mean.mem_bytes_per_cycle = bw_sum / phases;
+    mean.mem_latency_cycles = lat_sum / phases;
+    return mean;
+  }
+
+  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape) override {
+    ASSIGN_OR_RETURN(PimOpResult r, Attention(shape));
+    return r.cycles;
+  }
+
+ private:
+  PimOpResult RunOnce(const GemvProgram& program, const MemTraffic& traffic, Cycles phase,
+                      bool trace) {
+    ControllerOptions copts;
+    copts.refresh_phase_cycles = phase;
+    copts.record_trace = trace;
+    ChannelController ctrl(spec_, copts);
+    SyntheticTraffic source(spec_, traffic, std::numeric_limits<int64_t>::max());
+    if (traffic.active()) ctrl.SetTrafficSource(&source);
+    ctrl.SubmitPim(0, program);
+    ctrl.RunUntilPimDone();
+    const ControllerStats& s = ctrl.stats();
+    PimOpResult r;
+    FillProgramCounts(program, geometry_, &r);
+    const PimJobRecord& job = ctrl.pim_jobs().front();
+    r.cycles = job.end - job.start;
+    r.commands = s.commands;
+    r.refreshes = static_cast<double>(s.refreshes);
+    const double served = static_cast<double>(s.mem_reads + s.mem_writes);
+    if (r.cycles > 0) r.mem_bytes_per_cycle = served * spec_.org.burst_bytes / r.cycles;
+    if (served > 0) r.mem_latency_cycles = static_cast<double>(s.mem_latency_sum) / served;
+    DramActivity a;
+    a.commands = s.commands;
+    a.pim_column_steps = static_cast<double>(s.pim_column_steps);
+    a.pim_results = static_cast<double>(s.pim_results);
+    a.rank_cycles_total = static_cast<double>(s.rank_cycles_total);
+    a.rank_cycles_row_open = static_cast<double>(s.rank_cycles_mem_open);
+    a.rank_cycles_second_buffer = static_cast<double>(s.rank_cycles_pim_open);
+    r.energy = ComputeDramEnergy(spec_, a);
+    if (trace) r.trace = ctrl.trace();
+    return r;
+  }
+
+  PimModelOptions options_;
+};
+
+// ---------------------------------------------------------------------------------------------
+class AnalyticPimModel : public PimModel {
+ public:
+  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&)
+      : PimModel(spec), tiles_(spec), neupims_(spec.pim.command_set == PimCommandSet::kNeuPims) {}
+
+  const char* name() const override { return "analytic"; }
+
+  absl::StatusOr<PimOpResult> Run(const GemvProgram& program, const MemTraffic& traffic) override {
+    RETURN_IF_ERROR(ValidateTraffic(traffic));
+    PimOpResult r;
+    FillProgramCounts(program, geometry_, &r);
+    const Cycles busy = ProgramCycles(program);
+    const double refresh = Refresh(busy, r.tiles);
+    r.cycles = busy + static_cast<Cycles>(std::llround(refresh));
+    const double events = refresh / tiles_.RefreshBlockCycles();
+    const int refs_per_event = spec_.refresh == RefreshPolicy::kAllRanks ? spec_.org.ranks : 1;
+    r.refreshes = events * refs_per_event;
+    // Commands implied by the program.
+    auto& c = r.commands;
+    int64_t groups = 0;
+    for (const GemvBlock& b : program.blocks) {
+      for (const TileRun& run : b.runs) groups += b.repeat * run.count * run.groups;
+    }
+    c[static_cast<int>(CommandType::kPimAct)] = groups;
+    c[static_cast<int>(CommandType::kPimPre)] = r.tiles;
+    c[static_cast<int>(CommandType::kPimGwrite)] = r.vector_loads;
+    if (neupims_) {
+      c[static_cast<int>(CommandType::kPimHeader)] = r.vector_loads;
+      c[static_cast<int>(CommandType::kPimGemv)] = r.results;
+    } else {
+      c[static_cast<int>(CommandType::kPimDot)] = r.column_steps;
+      c[static_cast<int>(CommandType::kPimRdResult)] = r.results;
+    }
+    c[static_cast<int>(CommandType::kRef)] = static_cast<int64_t>(std::llround(r.refreshes));
+    // Energy: rows are open in every rank for the whole op except the precharge gaps.
+    DramActivity a;
+    a.commands = c;
+    a.pim_column_steps = static_cast<double>(r.column_steps);
+    a.pim_results = static_cast<double>(r.results);
+    const double mean_tile = r.tiles > 0 ? static_cast<double>(busy) / r.tiles : 0;
+    const double open_fraction =
+        mean_tile > 0 ? std::max(0.0, 1.0 - spec_.timing.tRP / mean_tile) : 0;
+    a.rank_cycles_total = static_cast<double>(spec_.org.ranks) * r.cycles;
+    a.rank_cycles_row_open = static_cast<double>(spec_.org.ranks) * busy * open_fraction;
+    if (spec_.pim.row_buffers == RowBufferMode::kDual) {
+      a.rank_cycles_second_buffer = a.rank_cycles_row_open;
+    }
+    r.energy = ComputeDramEnergy(spec_, a);
+    return r;
+  }
+
+  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape) override {
+    ASSIGN_OR_RETURN(GemvProgram program, PlanAttention(shape, geometry_));
+    const Cycles busy = ProgramCycles(program);
+    return busy + static_cast<Cycles>(std::llround(Refresh(busy, program.tiles())));
+  }
+
+ private:
+  double Refresh(Cycles busy, int64_t tiles) const {
+    if (tiles <= 0) return 0;
+    return tiles_.ExpectedRefreshCycles(static_cast<double>(busy),
+                                        static_cast<double>(busy) / static_cast<double>(tiles));
+  }
+
+  Cycles ProgramCycles(const GemvProgram& program) const { return tiles_.ProgramCycles(program); }
+
+  TileCostModel tiles_;
+  bool neupims_;
+};
+
+}  // namespace
+
+std::unique_ptr<PimModel> CreateCommandLevelPimModel(const HbmSpec& spec,
+                                                     const PimModelOptions& options) {
+  return std::make_unique<CommandLevelPimModel>(spec, options);
+}
+
+std::unique_ptr<PimModel> CreateAnalyticPimModel(const HbmSpec& spec,
+                                                 const PimModelOptions& options) {
+  return std::make_unique<AnalyticPimModel>(spec, options);
+}
+
+}  // namespace neupims::hw

@@ -1,0 +1,72 @@
+// Closed-form latency of PIM GEMV tiles, derived from the HBM timing parameters.
+//
+// Role: the analytic heart of the PIM model (docs/hw.md, "PIM tile latency") and the latency
+// estimate a header-aware memory controller computes from a PIM_HEADER to plan refresh.
+//
+// A tile starts at tau, when every PIM row buffer is precharged. With G bank groups activated
+// in the order r0g0, r1g0, r0g1, ... over R ranks, grouped activation i issues at
+//   a_0 = max(tau, rho_rank(0)),  a_i = max(a_{i-1} + 1, a_{i-R} + tFAW, rho_rank(i))
+// (one row command per cycle; a grouped activation fills a rank's four-activation tFAW window).
+// Column work starts once the last group is open, c_0 = a_{G-1} + tRCD, and takes
+//   NeuPIMs:  k PIM_GEMV(s) back to back:      last column = c_0 + (k*s - 1) * tCCD_L
+//   Newton:   k x (s PIM_DOTPRODUCT + RDRESULT): last column = c_0 + (k*(s+1) - 1) * tCCD_L
+// and the PIM row buffers close with PIM_PRECHARGE at p = max(last + tRTP, a_{G-1} + tRAS), so
+// the next tile may start at tau' = p + tRP. The tile's period is tau' - tau.
+// The first tile of a block follows a PIM_GWRITE issued at tau (column bus) on the last rank:
+// that rank's first grouped activation waits a tFAW window (rho = tau + tFAW), the source bank's
+// group waits for the GWRITE's self-precharge, and the first column op waits for the global
+// buffer (tau + tRCD + bursts_per_row * tCCD_L), and the all-bank PIM_PRECHARGE waits until the
+// GWRITE's source bank has precharged itself. NeuPIMs also sends a PIM_HEADER (row bus) at the
+// start of every block.
+#ifndef NEUPIMS_HW_PIM_TILE_COST_H_
+#define NEUPIMS_HW_PIM_TILE_COST_H_
+
+#include "absl/container/flat_hash_map.h"
+#include "common/units.h"
+#include "hw/dram/hbm_spec.h"
+#include "hw/pim/gemv_plan.h"
+
+namespace neupims::hw {
+
+class TileCostModel {
+ public:
+  explicit TileCostModel(const HbmSpec& spec);
+
+  // Period of one tile (tau -> tau'), optionally the first of a block (after GWRITE/HEADER).
+  // Memoised per tile shape (the shapes of a model are few), so repeated queries are O(1).
+  Cycles TilePeriod(const TileRun& run, bool block_start) const;
+  // As TilePeriod, when rank r's first grouped activation cannot issue before tau +
+  // rank_delay[r] (its tFAW window still holds recent MEM activations). The controller's
+  // refresh planning uses it with delays read off the live timing state.
+  Cycles TilePeriodWithRankDelays(const TileRun& run, bool block_start,
+                                  const Cycles* rank_delay) const;
+  // The worst-case tile a controller must assume without a PIM_HEADER: every group, one dot
+  // product per column step over the whole page.
+  Cycles WorstCaseTilePeriod(const Cycles* rank_delay = nullptr) const;
+  // Sum of tile periods of a program: its channel occupancy without refresh or MEM traffic.
+  Cycles ProgramCycles(const GemvProgram& program) const;
+
+  // Expected cycles lost to refresh by PIM work of `busy_cycles` on a channel kept busy by PIM,
+  // averaged over the refresh phase. `mean_tile` is the program's average tile period: tiles
+  // never straddle a refresh, so refreshes come every tRFC + n * mean_tile cycles with n the
+  // whole tiles that fit in tREFI - tRFC.
+  double ExpectedRefreshCycles(double busy_cycles, double mean_tile) const;
+
+  const PimGeometry& geometry() const { return geometry_; }
+  // Cycles one refresh event blocks PIM work (tRFC plus one row-bus slot per extra REF).
+  Cycles RefreshBlockCycles() const;
+  // Refresh events per tREFI that block PIM (1 for all-rank refresh, ranks when staggered).
+  int RefreshEventsPerInterval() const;
+
+ private:
+  Cycles Period(int groups, int dots, int steps, bool block_start, const Cycles* rank_delay) const;
+
+  HbmSpec spec_;
+  PimGeometry geometry_;
+  bool neupims_;
+  mutable absl::flat_hash_map<uint64_t, Cycles> cache_;  // not thread-safe: one model per thread
+};
+
+}  // namespace neupims::hw
+
+#endif  // NEUPIMS_HW_PIM_TILE_COST_H_

@@ -1,0 +1,69 @@
+#include "hw/registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace neupims::hw {
+namespace {
+
+struct PimEntry {
+  const char* name;
+  std::unique_ptr<PimModel> (*create)(const HbmSpec&, const PimModelOptions&);
+};
+struct NpuEntry {
+  const char* name;
+  std::unique_ptr<NpuModel> (*create)(const NpuSpec&);
+};
+
+constexpr PimEntry kPimModels[] = {
+    {"command", &CreateCommandLevelPimModel},
+    {"analytic", &CreateAnalyticPimModel},
+};
+constexpr NpuEntry kNpuModels[] = {
+    {"tiled", &CreateTiledNpuModel},
+    {"analytic", &CreateAnalyticNpuModel},
+};
+
+}  // namespace
+
+std::vector<std::string> PimModelNames() {
+  std::vector<std::string> out;
+  for (const auto& e : kPimModels) out.emplace_back(e.name);
+  return out;
+}
+
+std::vector<std::string> NpuModelNames() {
+  std::vector<std::string> out;
+  for (const auto& e : kNpuModels) out.emplace_back(e.name);
+  return out;
+}
+
+std::vector<std::string> DetailLevelNames() { return {"command", "analytic"}; }
+
+absl::StatusOr<std::unique_ptr<PimModel>> CreatePimModel(absl::string_view name,
+                                                         const DeviceConfig& device,
+                                                         const PimModelOptions& options) {
+  for (const auto& e : kPimModels) {
+    if (name == e.name) return e.create(device.hbm, options);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "unknown PIM model '", name, "' (choices: ", absl::StrJoin(PimModelNames(), ", "), ")"));
+}
+
+absl::StatusOr<std::unique_ptr<NpuModel>> CreateNpuModel(absl::string_view name,
+                                                         const DeviceConfig& device) {
+  for (const auto& e : kNpuModels) {
+    if (name == e.name) return e.create(device.npu);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "unknown NPU model '", name, "' (choices: ", absl::StrJoin(NpuModelNames(), ", "), ")"));
+}
+
+absl::StatusOr<DetailLevel> ResolveDetailLevel(absl::string_view level) {
+  if (level == "command") return DetailLevel{"command", "tiled"};
+  if (level == "analytic") return DetailLevel{"analytic", "analytic"};
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown level of detail '", level, "' (choices: command, analytic)"));
+}
+
+}  // namespace neupims::hw
