@@ -25,11 +25,11 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
   auto wrap = [&](absl::Status s) {
     return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat(doc.source(), ": ", s.message()));
   };
-  RETURN_IF_ERROR(wrap(ValidateNpuSpec(cfg.npu)));
   RETURN_IF_ERROR(wrap(ValidateHbmSpec(cfg.hbm)));
   // The NPU streams from every channel: peak bytes per NPU cycle.
   cfg.npu.hbm_bytes_per_cycle =
       cfg.hbm.org.channels * cfg.hbm.peak_bytes_per_cycle() * cfg.HbmCyclesPerNpuCycle();
+  RETURN_IF_ERROR(wrap(ValidateNpuSpec(cfg.npu)));
   return cfg;
 }
 

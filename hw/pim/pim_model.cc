@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "hw/dram/timing_table.h"
@@ -86,8 +87,9 @@ class CommandLevelPimModel : public PimModel {
     return mean;
   }
 
-  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape) override {
-    ASSIGN_OR_RETURN(PimOpResult r, Attention(shape));
+  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
+                                         const MemTraffic& traffic) override {
+    ASSIGN_OR_RETURN(PimOpResult r, Attention(shape, traffic));
     return r.cycles;
   }
 
@@ -139,8 +141,9 @@ class AnalyticPimModel : public PimModel {
     RETURN_IF_ERROR(ValidateTraffic(traffic));
     PimOpResult r;
     FillProgramCounts(program, geometry_, &r);
-    const Cycles busy = ProgramCycles(program);
+    const Cycles busy = ProgramCycles(program, traffic);
     const double refresh = Refresh(busy, r.tiles);
+    if (traffic.active()) r.mem_bytes_per_cycle = MemBandwidth(program, traffic);
     r.cycles = busy + static_cast<Cycles>(std::llround(refresh));
     const double events = refresh / tiles_.RefreshBlockCycles();
     const int refs_per_event = spec_.refresh == RefreshPolicy::kAllRanks ? spec_.org.ranks : 1;
@@ -179,9 +182,10 @@ class AnalyticPimModel : public PimModel {
     return r;
   }
 
-  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape) override {
+  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
+                                         const MemTraffic& traffic) override {
     ASSIGN_OR_RETURN(GemvProgram program, PlanAttention(shape, geometry_));
-    const Cycles busy = ProgramCycles(program);
+    const Cycles busy = ProgramCycles(program, traffic);
     return busy + static_cast<Cycles>(std::llround(Refresh(busy, program.tiles())));
   }
 
@@ -192,10 +196,91 @@ class AnalyticPimModel : public PimModel {
                                         static_cast<double>(busy) / static_cast<double>(tiles));
   }
 
-  Cycles ProgramCycles(const GemvProgram& program) const { return tiles_.ProgramCycles(program); }
+  // Measured period (and MEM bytes served) of one tile shape under `traffic`.
+  struct Calibrated {
+    double period = 0;
+    double mem_bytes_per_cycle = 0;
+  };
+
+  const Calibrated& Calibrate(const TileRun& run, bool block_start, const MemTraffic& traffic) {
+    const uint64_t key = (static_cast<uint64_t>(run.groups) << 48) ^
+                         (static_cast<uint64_t>(run.dots) << 36) ^
+                         (static_cast<uint64_t>(run.steps_per_dot) << 24) ^
+                         (static_cast<uint64_t>(std::llround(traffic.demand * 1000)) << 8) ^
+                         (static_cast<uint64_t>(std::llround(traffic.write_fraction * 100)) << 1) ^
+                         (block_start ? 1 : 0) ^
+                         (traffic.pattern == MemTraffic::Pattern::kRandom ? (1ull << 63) : 0);
+    auto it = calibrated_.find(key);
+    if (it != calibrated_.end()) return it->second;
+    // Ten tiles of this shape (each after its own GWRITE for block-start tiles) on a channel
+    // that has carried the traffic alone for a while; refresh stays out of the window and is
+    // added analytically like in the no-traffic case.
+    constexpr int kTiles = 10;
+    constexpr Cycles kWarmup = 200;
+    GemvProgram p;
+    GemvBlock b;
+    b.load_vector = block_start;
+    b.repeat = block_start ? kTiles : 1;
+    b.runs.push_back({block_start ? 1 : kTiles, run.groups, run.dots, run.steps_per_dot});
+    p.blocks.push_back(b);
+    ControllerOptions opts;
+    opts.refresh_phase_cycles = 0;
+    ChannelController ctrl(spec_, opts);
+    SyntheticTraffic source(spec_, traffic, std::numeric_limits<int64_t>::max());
+    ctrl.SetTrafficSource(&source);
+    ctrl.Run(kWarmup);
+    const int64_t served_before = ctrl.stats().mem_reads + ctrl.stats().mem_writes;
+    ctrl.SubmitPim(0, p);
+    ctrl.RunUntilPimDone();
+    const PimJobRecord& job = ctrl.pim_jobs().front();
+    const double cycles = static_cast<double>(job.end - job.start);
+    const int64_t served = ctrl.stats().mem_reads + ctrl.stats().mem_writes - served_before;
+    Calibrated c;
+    c.period = cycles / kTiles;
+    c.mem_bytes_per_cycle = static_cast<double>(served) * spec_.org.burst_bytes /
+                            static_cast<double>(job.end - kWarmup);
+    return calibrated_.emplace(key, c).first->second;
+  }
+
+  template <typename F>
+  void ForEachTileClass(const GemvProgram& program, F&& f) {
+    for (const GemvBlock& b : program.blocks) {
+      bool first = b.load_vector;
+      for (const TileRun& r : b.runs) {
+        if (r.count <= 0) continue;
+        if (first) {
+          f(r, true, b.repeat);
+          if (r.count > 1) f(r, false, b.repeat * (r.count - 1));
+        } else {
+          f(r, false, b.repeat * r.count);
+        }
+        first = false;
+      }
+    }
+  }
+
+  Cycles ProgramCycles(const GemvProgram& program, const MemTraffic& traffic) {
+    if (!traffic.active()) return tiles_.ProgramCycles(program);
+    double total = 0;
+    ForEachTileClass(program, [&](const TileRun& r, bool start, int64_t n) {
+      total += static_cast<double>(n) * Calibrate(r, start, traffic).period;
+    });
+    return static_cast<Cycles>(std::llround(total));
+  }
+
+  double MemBandwidth(const GemvProgram& program, const MemTraffic& traffic) {
+    double bytes = 0, cycles = 0;
+    ForEachTileClass(program, [&](const TileRun& r, bool start, int64_t n) {
+      const Calibrated& c = Calibrate(r, start, traffic);
+      bytes += static_cast<double>(n) * c.period * c.mem_bytes_per_cycle;
+      cycles += static_cast<double>(n) * c.period;
+    });
+    return cycles > 0 ? bytes / cycles : 0;
+  }
 
   TileCostModel tiles_;
   bool neupims_;
+  absl::flat_hash_map<uint64_t, Calibrated> calibrated_;
 };
 
 }  // namespace

@@ -7,6 +7,10 @@
 //   "analytic" - closed form: tile periods from TileCostModel (derived from the timing
 //                parameters, docs/hw.md), expected refresh overhead, no per-command work. It is
 //                the engine's hot path (AttentionCycles: well under a microsecond per query).
+//                Under concurrent MEM traffic the tile periods are instead measured once per
+//                (tile shape, traffic) on the command-level controller and cached, in the
+//                spirit of NeuPIMs Algorithm 1's measured L_tile: MEM activations share the
+//                tFAW windows with grouped PIM activations, which no simple closed form captures.
 // Tests sweep shapes and check the analytic model stays within 5% of the command-level one.
 //
 // Latency convention: `cycles` is the channel occupancy in HBM cycles, from the op's first
@@ -63,7 +67,8 @@ class PimModel {
   virtual absl::StatusOr<PimOpResult> Run(const GemvProgram& program,
                                           const MemTraffic& traffic = {}) = 0;
   // Occupancy of one request-layer's attention (logit + attend); the engine's hot path.
-  virtual absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape) = 0;
+  virtual absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
+                                                 const MemTraffic& traffic = {}) = 0;
   virtual const char* name() const = 0;
 
   absl::StatusOr<PimOpResult> Attention(const AttentionShape& shape,

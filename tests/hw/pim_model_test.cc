@@ -1,0 +1,162 @@
+// The two PIM model implementations behind one interface, checked against each other.
+#include "hw/pim/pim_model.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "hw/dram/timing_checker.h"
+#include "hw/pim/tile_cost.h"
+#include "tests/hw/test_specs.h"
+
+namespace neupims::hw {
+namespace {
+
+using testing::NeuPimsSpec;
+using testing::NewtonSpec;
+using testing::Spec;
+
+struct SweepCase {
+  RowBufferMode rb;
+  double demand;
+};
+
+class AnalyticVsCommandLevel : public ::testing::TestWithParam<SweepCase> {};
+
+// The analytic model must stay within 5% of the command-level one over sequence lengths 1 to
+// 4096, several head counts / model widths, both row-buffer modes, with and without MEM traffic.
+// The command-level model is averaged over refresh phases: the analytic model returns the
+// expectation over the phase an op starts in.
+TEST_P(AnalyticVsCommandLevel, WithinFivePercent) {
+  const SweepCase c = GetParam();
+  const HbmSpec spec = c.rb == RowBufferMode::kDual ? NeuPimsSpec() : NewtonSpec();
+  PimModelOptions opts;
+  opts.phases = 4;
+  auto command = CreateCommandLevelPimModel(spec, opts);
+  auto analytic = CreateAnalyticPimModel(spec, opts);
+  MemTraffic traffic;
+  traffic.demand = c.demand;
+  // (heads, kv heads): GPT3-7B/TP4, GPT3-175B/TP8, LLaMA-2-70B/TP8 (GQA).
+  const std::vector<std::pair<int, int>> heads = {{8, 8}, {12, 12}, {8, 1}};
+  for (auto [h, kv] : heads) {
+    for (int64_t seq : {1, 17, 100, 511, 1024, 2500, 4096}) {
+      if (c.demand > 0 && seq > 1024 && h != 8) continue;  // keep the traffic runs short
+      AttentionShape shape{seq, h, kv, 128};
+      auto a = analytic->Attention(shape, traffic);
+      auto m = command->Attention(shape, traffic);
+      ASSERT_TRUE(a.ok() && m.ok());
+      const double err = static_cast<double>(a->cycles) / static_cast<double>(m->cycles) - 1;
+      EXPECT_LT(std::fabs(err), 0.05) << "seq " << seq << " heads " << h << "/" << kv
+                                      << ": analytic " << a->cycles << " vs command " << m->cycles;
+      // Both count the same PIM commands.
+      for (CommandType t :
+           {CommandType::kPimAct, CommandType::kPimGwrite, CommandType::kPimGemv,
+            CommandType::kPimDot, CommandType::kPimRdResult, CommandType::kPimPre}) {
+        EXPECT_EQ(a->commands[static_cast<int>(t)], m->commands[static_cast<int>(t)])
+            << CommandName(t) << " seq " << seq;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, AnalyticVsCommandLevel,
+                         ::testing::Values(SweepCase{RowBufferMode::kSingle, 0.0},
+                                           SweepCase{RowBufferMode::kDual, 0.0},
+                                           SweepCase{RowBufferMode::kSingle, 0.6},
+                                           SweepCase{RowBufferMode::kDual, 0.6}));
+
+TEST(AnalyticPim, AttentionCyclesEqualsTheFullResult) {
+  auto m = CreateAnalyticPimModel(NeuPimsSpec(), {});
+  for (int64_t seq : {1, 300, 3000}) {
+    AttentionShape s{seq, 8, 8, 128};
+    EXPECT_EQ(*m->AttentionCycles(s), m->Attention(s)->cycles);
+  }
+}
+
+TEST(AnalyticPim, WithoutRefreshTheLatencyIsTheSumOfClosedFormTilePeriods) {
+  const HbmSpec spec = NeuPimsSpec();
+  auto program = PlanAttention({200, 8, 8, 128}, PimGeometry::FromSpec(spec));
+  ASSERT_TRUE(program.ok());
+  TileCostModel tiles(spec);
+  const Cycles busy = tiles.ProgramCycles(*program);
+  const double refresh = tiles.ExpectedRefreshCycles(
+      static_cast<double>(busy), static_cast<double>(busy) / static_cast<double>(program->tiles()));
+  auto r = CreateAnalyticPimModel(spec, {})->Run(*program);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cycles, busy + std::llround(refresh));
+  // Refresh costs about tRFC per tREFI of PIM work.
+  EXPECT_NEAR(refresh / static_cast<double>(busy), 260.0 / (3900 - 260), 0.01);
+}
+
+TEST(CommandLevelPim, TraceOfAnAttentionPassesTheChecker) {
+  PimModelOptions opts;
+  opts.record_trace = true;
+  opts.refresh_phase_cycles = 3000;  // a refresh falls inside the op
+  for (const HbmSpec& spec : {NeuPimsSpec(), NewtonSpec()}) {
+    auto r = CreateCommandLevelPimModel(spec, opts)->Attention({1500, 8, 8, 128});
+    ASSERT_TRUE(r.ok());
+    EXPECT_GT(r->trace.size(), 1000u);
+    EXPECT_GE(r->refreshes, 1);
+    EXPECT_TRUE(TimingChecker(spec).Check(r->trace).empty());
+  }
+}
+
+TEST(PimModels, DualRowBuffersLetTheNpuStreamDuringPim) {
+  MemTraffic traffic;
+  traffic.demand = 0.8;
+  AttentionShape s{800, 8, 8, 128};
+  auto single = CreateCommandLevelPimModel(NewtonSpec(), {})->Attention(s, traffic);
+  auto dual = CreateCommandLevelPimModel(NeuPimsSpec(), {})->Attention(s, traffic);
+  ASSERT_TRUE(single.ok() && dual.ok());
+  EXPECT_EQ(single->mem_bytes_per_cycle, 0);  // blocked: the NPU waits for the PIM
+  EXPECT_GT(dual->mem_bytes_per_cycle, 5);    // bytes per HBM cycle served meanwhile
+  auto analytic = CreateAnalyticPimModel(NeuPimsSpec(), {})->Attention(s, traffic);
+  EXPECT_NEAR(analytic->mem_bytes_per_cycle, dual->mem_bytes_per_cycle,
+              0.15 * dual->mem_bytes_per_cycle);
+}
+
+TEST(PimModels, NeuPimsCommandSetIssuesFewerCommandsThanNewton) {
+  AttentionShape s{1000, 8, 8, 128};
+  auto newton =
+      CreateAnalyticPimModel(Spec(RowBufferMode::kDual, PimCommandSet::kNewton), {})->Attention(s);
+  auto neupims = CreateAnalyticPimModel(NeuPimsSpec(), {})->Attention(s);
+  int64_t n_newton = 0, n_neupims = 0;
+  for (int t = 0; t < kNumCommandTypes; ++t) {
+    n_newton += newton->commands[t];
+    n_neupims += neupims->commands[t];
+  }
+  EXPECT_LT(n_neupims * 3, n_newton);  // C/A traffic of Figure 9
+  EXPECT_LT(neupims->cycles, newton->cycles);
+}
+
+TEST(PimModels, EnergyCountsPimCommandsAsMultiplesOfARead) {
+  const HbmSpec spec = NeuPimsSpec();
+  const DramEventEnergy e = ComputeEventEnergy(spec);
+  // Micron model with the DRAMsim3 HBM2 currents: ACT = 1.2 V x (65x48 - 55x34 - 40x14) mA ns.
+  EXPECT_NEAR(e.act_pj, 1.2 * (65 * 48 - 55 * 34 - 40 * 14), 1e-6);
+  EXPECT_NEAR(e.rd_pj, 1.2 * (390 - 55) * 2, 1e-6);
+  EXPECT_NEAR(e.pim_step_pj, 4 * e.rd_pj, 1e-6);
+  EXPECT_NEAR(e.pim_act_pj, 4 * e.act_pj, 1e-6);
+  auto r = CreateAnalyticPimModel(spec, {})->Attention({512, 8, 8, 128});
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->energy.pim_j,
+              (r->commands[static_cast<int>(CommandType::kPimAct)] * e.pim_act_pj +
+               r->commands[static_cast<int>(CommandType::kPimGwrite)] * e.gwrite_pj +
+               r->column_steps * e.pim_step_pj + r->results * e.pim_result_pj) *
+                  1e-12,
+              1e-12);
+  EXPECT_GT(r->energy.background_j, 0);
+}
+
+TEST(PimModels, RejectBadTrafficAndPimlessDevices) {
+  MemTraffic bad;
+  bad.demand = 1.5;
+  auto m = CreateAnalyticPimModel(NeuPimsSpec(), {});
+  EXPECT_EQ(m->Attention({10, 8, 8, 128}, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  HbmSpec no_pim = NeuPimsSpec();
+  no_pim.pim.enabled = false;
+  EXPECT_EQ(CreateAnalyticPimModel(no_pim, {})->Attention({10, 8, 8, 128}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace neupims::hw
