@@ -25,6 +25,7 @@ TimingEngine::TimingEngine(const HbmSpec& spec, const TimingTable& table)
     if (r.window > 0) {
       NEUPIMS_CHECK_MSG(r.scope == Scope::kRank && !has_window_, "one rank-level window rule");
       NEUPIMS_CHECK_MSG(r.from == r.to, "window rules count one class of commands");
+      NEUPIMS_CHECK_MSG(r.window <= 16, "window rules track at most 16 activations");
       window_rule_ = c;
       window_mask_ = r.from;
       has_window_ = true;
@@ -111,13 +112,12 @@ void TimingEngine::ForEachNode(Scope scope, const Target& tg, bool siblings, F&&
 }
 
 Cycles TimingEngine::WindowEarliest(int node, int weight, Cycles not_before) const {
-  const std::deque<Cycles>& h = window_history_[node];
+  const WindowRing& h = window_history_[node];
   const int allowed_others = window_rule_.window - weight;  // entries that may stay in window
   if (allowed_others < 0) return kNever;
-  const int n = static_cast<int>(h.size());
-  const int must_expire = n - allowed_others;  // the oldest `must_expire` entries
+  const int must_expire = h.size - allowed_others;  // the oldest `must_expire` entries
   if (must_expire <= 0) return not_before;
-  return std::max(not_before, h[must_expire - 1] + window_rule_.latency);
+  return std::max(not_before, h.Get(must_expire - 1) + window_rule_.latency);
 }
 
 Cycles TimingEngine::DataBusEarliest(Cycles not_before, Cycles offset, Cycles extra_slot) const {
@@ -146,10 +146,22 @@ Cycles TimingEngine::Earliest(const Command& cmd, Cycles not_before) const {
   const Target tg = TargetOf(cmd);
   Cycles t = not_before;
   const uint32_t scopes = scopes_into_[type];
+  const bool all = CoversAll(tg);
   for (int s = 0; s < kNumScopes; ++s) {
     if (!(scopes & (1u << s))) continue;
+    const Scope scope = static_cast<Scope>(s);
+    if (all) {
+      for (int k = 0; k < (scope == Scope::kRowBuffer ? row_buffers_ : 1); ++k) {
+        if (scope == Scope::kRowBuffer && !(tg.rb_mask & (1u << k))) continue;
+        t = std::max({t, floor_[s][k][type], ceil_[s][k][type]});
+      }
+      continue;
+    }
     const auto& rows = ready_[s];
-    ForEachNode(static_cast<Scope>(s), tg, false, [&](int n) { t = std::max(t, rows[n][type]); });
+    const auto& floor = floor_[s];
+    ForEachNode(scope, tg, false, [&](int n) {
+      t = std::max({t, rows[n][type], floor[KindOf(scope, n)][type]});
+    });
   }
   if (has_window_ && InMask(window_mask_, cmd.type)) {
     const int w = ActivationWeight(cmd.type, spec_.org);
@@ -185,10 +197,10 @@ Cycles TimingEngine::EarliestIfIssued(const Command& second, Cycles not_before,
       bool shared = false;
       ForEachNode(Scope::kRank, t2, false, [&](int n2) { shared = shared || n1 == n2; });
       if (!shared) return;
-      std::deque<Cycles> h = window_history_[n1];
-      for (int i = 0; i < w1; ++i) h.push_back(first_cycle);
-      const int must_expire = static_cast<int>(h.size()) - (window_rule_.window - w2);
-      if (must_expire > 0) t = std::max(t, h[must_expire - 1] + window_rule_.latency);
+      WindowRing h = window_history_[n1];
+      for (int i = 0; i < w1; ++i) h.Push(first_cycle, window_rule_.window);
+      const int must_expire = h.size - (window_rule_.window - w2);
+      if (must_expire > 0) t = std::max(t, h.Get(must_expire - 1) + window_rule_.latency);
     });
   }
   auto off1 = DataBusOffset(first, spec_.timing);
@@ -203,21 +215,35 @@ void TimingEngine::Issue(const Command& cmd, Cycles cycle) {
   for (const CompiledRule& r : rules_from_[static_cast<int>(cmd.type)]) {
     const Cycles base = cycle + (r.from_last_column ? LastColumnOffset(cmd, spec_.timing) : 0);
     const Cycles until = base + r.latency;
-    auto& rows = ready_[static_cast<int>(r.scope)];
+    const int s = static_cast<int>(r.scope);
+    auto& rows = ready_[s];
+    auto& ceil = ceil_[s];
+    if (CoversAll(tg) && !r.siblings_only) {
+      for (int k = 0; k < (r.scope == Scope::kRowBuffer ? row_buffers_ : 1); ++k) {
+        if (r.scope == Scope::kRowBuffer && !(tg.rb_mask & (1u << k))) continue;
+        for (CommandMask m = r.to; m != 0; m &= m - 1) {
+          const int t = __builtin_ctz(m);
+          floor_[s][k][t] = std::max(floor_[s][k][t], until);
+          ceil[k][t] = std::max(ceil[k][t], until);
+        }
+      }
+      continue;
+    }
     ForEachNode(r.scope, tg, r.siblings_only, [&](int n) {
       ReadyRow& row = rows[n];
+      ReadyRow& c = ceil[KindOf(r.scope, n)];
       for (CommandMask m = r.to; m != 0; m &= m - 1) {
         const int t = __builtin_ctz(m);
         row[t] = std::max(row[t], until);
+        c[t] = std::max(c[t], until);
       }
     });
   }
   if (has_window_ && InMask(window_mask_, cmd.type)) {
     const int w = ActivationWeight(cmd.type, spec_.org);
     ForEachNode(Scope::kRank, tg, false, [&](int n) {
-      std::deque<Cycles>& h = window_history_[n];
-      for (int i = 0; i < w; ++i) h.push_back(cycle);
-      while (static_cast<int>(h.size()) > window_rule_.window) h.pop_front();
+      WindowRing& h = window_history_[n];
+      for (int i = 0; i < w; ++i) h.Push(cycle, window_rule_.window);
     });
   }
   if (auto off = DataBusOffset(cmd, spec_.timing)) {

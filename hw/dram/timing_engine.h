@@ -65,10 +65,23 @@ class TimingEngine {
   Cycles WindowEarliest(int node, int weight, Cycles not_before) const;
   Cycles DataBusEarliest(Cycles not_before, Cycles offset, Cycles extra_slot) const;
 
+  // True if `tg` covers every node of `scope` (for the row-buffer scope: every bank, for each
+  // row-buffer kind in its mask).
+  bool CoversAll(const Target& tg) const { return tg.bank_begin == 0 && tg.bank_end == banks_; }
+  int KindOf(Scope scope, int node) const {
+    return scope == Scope::kRowBuffer ? node % row_buffers_ : 0;
+  }
+
   const HbmSpec spec_;
   int row_buffers_;
   int banks_;
   std::array<std::vector<ReadyRow>, kNumScopes> ready_;
+  // Aggregates that make channel-wide (all-bank) PIM commands O(1) per rule:
+  // floor_ holds a bound that applies to every node of a scope (written by all-bank commands),
+  // ceil_ the maximum over the scope's nodes (read by all-bank commands). Indexed
+  // [scope][row-buffer kind] (kind is 0 outside the row-buffer scope).
+  std::array<std::array<ReadyRow, 2>, kNumScopes> floor_{};
+  std::array<std::array<ReadyRow, 2>, kNumScopes> ceil_{};
   std::array<std::vector<CompiledRule>, kNumCommandTypes> rules_from_;
   std::array<uint32_t, kNumCommandTypes> scopes_into_{};  // bit per scope with rules into type
   // tFAW-style windows: per rank, the issue cycles of the most recent activations (one entry per
@@ -76,7 +89,22 @@ class TimingEngine {
   CompiledRule window_rule_{};
   bool has_window_ = false;
   CommandMask window_mask_ = 0;
-  std::vector<std::deque<Cycles>> window_history_;
+  // A fixed ring per rank: the window never needs more than `window` entries.
+  struct WindowRing {
+    std::array<Cycles, 16> at{};
+    int size = 0;
+    int head = 0;                                            // index of the oldest entry
+    Cycles Get(int i) const { return at[(head + i) & 15]; }  // i-th oldest
+    void Push(Cycles c, int cap) {
+      if (size == cap) {
+        head = (head + 1) & 15;
+        --size;
+      }
+      at[(head + size) & 15] = c;
+      ++size;
+    }
+  };
+  std::vector<WindowRing> window_history_;
   // Reserved data-bus burst start cycles, ascending; pruned as time advances.
   std::deque<Cycles> bus_slots_;
   Cycles last_issue_ = 0;

@@ -23,9 +23,17 @@ RefreshManager::RefreshManager(const HbmSpec& spec, Cycles phase)
     if (d > refi) d -= refi;
     deadline_[r] = d;
   }
+  Refresh();
 }
 
-void RefreshManager::Update(Cycles now) {
+void RefreshManager::Refresh() {
+  any_pending_ = std::find(pending_.begin(), pending_.end(), true) != pending_.end();
+  first_deadline_ = *std::min_element(deadline_.begin(), deadline_.end());
+  first_drain_ = first_deadline_ - drain_lead_;
+}
+
+bool RefreshManager::Update(Cycles now) {
+  if (now < first_deadline_) return false;
   bool any = false;
   for (size_t r = 0; r < deadline_.size(); ++r) {
     if (!pending_[r] && now >= deadline_[r]) {
@@ -36,6 +44,8 @@ void RefreshManager::Update(Cycles now) {
   if (any && spec_.refresh == RefreshPolicy::kAllRanks) {
     std::fill(pending_.begin(), pending_.end(), true);
   }
+  Refresh();
+  return any;
 }
 
 bool RefreshManager::PullIn(Cycles until) {
@@ -49,17 +59,17 @@ bool RefreshManager::PullIn(Cycles until) {
   if (any && spec_.refresh == RefreshPolicy::kAllRanks) {
     std::fill(pending_.begin(), pending_.end(), true);
   }
+  Refresh();
   return any;
 }
 
 void RefreshManager::OnRefresh(int rank, Cycles now) {
   pending_[rank] = false;
   deadline_[rank] = now + spec_.timing.tREFI;
+  Refresh();
 }
 
-bool RefreshManager::AnyPending() const {
-  return std::find(pending_.begin(), pending_.end(), true) != pending_.end();
-}
+bool RefreshManager::AnyPending() const { return any_pending_; }
 
 Cycles RefreshManager::NextEvent(Cycles now) const {
   Cycles next = kNeverCycle;
@@ -71,9 +81,7 @@ Cycles RefreshManager::NextEvent(Cycles now) const {
   return next;
 }
 
-Cycles RefreshManager::EarliestDeadline() const {
-  return *std::min_element(deadline_.begin(), deadline_.end());
-}
+Cycles RefreshManager::EarliestDeadline() const { return first_deadline_; }
 
 // ---------------------------------------------------------------------------------------------
 // PimStream: expands a GemvProgram into its command sequence, one command at a time.
@@ -94,6 +102,17 @@ class ChannelController::PimStream {
   bool AtGate() const { return gate_; }
   // The gate opens a block (PIM_HEADER / PIM_GWRITE) rather than a plain tile.
   bool GateIsBlockStart() const { return phase_ != Phase::kTile; }
+  // The command whose issue starts the tile's clock (tau): a block's PIM_GWRITE (the header
+  // before it only announces the GEMV), else the tile's first grouped activation.
+  Command TauCommand() const {
+    if (phase_ != Phase::kHeader) return cur_;
+    Command g;
+    g.type = CommandType::kPimGwrite;
+    g.rank = static_cast<int8_t>(spec_.org.ranks - 1);
+    g.bank_group = static_cast<int8_t>(spec_.org.bank_groups - 1);
+    g.row = static_cast<int32_t>(spec_.org.rows - 1);
+    return g;
+  }
   // The tile the gate opens (for a block start: the block's first tile).
   const TileRun& Run() const { return Block().runs[run_]; }
   // Bit r set: rank r still owes grouped activations to the current (or next) tile. MEM
@@ -208,11 +227,9 @@ class ChannelController::PimStream {
       case Phase::kGwrite:
         // The vector chunk is staged in a reserved row of the last rank's last bank group, the
         // group activated last, so its self-precharge overlaps the other activations.
-        cur_.type = CommandType::kPimGwrite;
-        cur_.rank = static_cast<int8_t>(o.ranks - 1);
-        cur_.bank_group = static_cast<int8_t>(o.bank_groups - 1);
-        cur_.bank = 0;
-        cur_.row = static_cast<int32_t>(o.rows - 1);
+        phase_ = Phase::kHeader;
+        cur_ = TauCommand();
+        phase_ = Phase::kGwrite;
         return;
       case Phase::kTile:
         break;
@@ -265,7 +282,8 @@ ChannelController::ChannelController(const HbmSpec& spec, ControllerOptions opti
       rbs_(static_cast<size_t>(spec_.org.banks_per_channel()) * rb_count_),
       open_mem_per_rank_(spec_.org.ranks, 0),
       open_pim_per_rank_(spec_.org.ranks, 0),
-      closed_page_pending_(spec_.org.banks_per_channel(), false) {}
+      closed_page_pending_(spec_.org.banks_per_channel(), false),
+      bank_info_(spec_.org.banks_per_channel()) {}
 
 ChannelController::~ChannelController() = default;
 
@@ -274,6 +292,7 @@ int ChannelController::FlatBank(int rank, int bg, int bank) const {
 }
 
 void ChannelController::SubmitPim(int64_t id, GemvProgram program) {
+  ++state_version_;
   pim_queue_.push_back({id, std::move(program), now_});
 }
 
@@ -350,6 +369,7 @@ ChannelController::Candidate ChannelController::PrechargeFor(int flat_bank, int 
 }
 
 ChannelController::Candidate ChannelController::RefreshCandidate() {
+  if (!refresh_.AnyDraining(now_)) return {};
   const HbmOrganization& o = spec_.org;
   for (int r = 0; r < o.ranks; ++r) {
     if (!refresh_.Draining(r, now_)) continue;
@@ -406,7 +426,8 @@ ChannelController::Candidate ChannelController::PimCandidate() {
   c.source = 2;
   if (active_->AtGate()) {
     if (refresh_.AnyPending()) return {};  // the refresh goes first
-    const Cycles start = engine_.Earliest(cmd, now_);
+    const Cycles start =
+        std::max(engine_.Earliest(cmd, now_), engine_.Earliest(active_->TauCommand(), now_));
     // When can each rank open its first group, given the activations already in its window?
     Cycles delay[8] = {0};
     for (int r = 0; r < std::min(o.ranks, 8); ++r) {
@@ -440,15 +461,12 @@ ChannelController::Candidate ChannelController::PimCandidate() {
 }
 
 ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pim) {
-  if (mem_queue_.empty() && std::none_of(closed_page_pending_.begin(), closed_page_pending_.end(),
-                                         [](bool b) { return b; })) {
-    return {};
-  }
+  if (mem_queue_.empty() && closed_page_pending_count_ == 0) return {};
   if (Blocked() && (active_ != nullptr || !pim_queue_.empty())) return {};
-  const HbmOrganization& o = spec_.org;
   Candidate best_hit, best_other;
+  int best_hit_age = INT32_MAX, best_other_age = INT32_MAX;
   Cycles next = kNeverCycle;
-  auto consider = [&](Candidate c, bool hit) {
+  auto consider = [&](Candidate c, bool hit, int age) {
     if (c.earliest <= now_ && options_.protect_pim && pim.source == 2 && pim.earliest > now_) {
       if (engine_.EarliestIfIssued(pim.cmd, now_, c.cmd, now_) > pim.earliest) {
         c.earliest = pim.earliest;  // held back until the PIM command has gone
@@ -456,43 +474,59 @@ ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pi
     }
     next = std::min(next, c.earliest);
     if (c.earliest > now_) return;
-    Candidate& slot = hit ? best_hit : best_other;
-    if (slot.source == 0) slot = c;
+    if (hit && age < best_hit_age) {
+      best_hit = c;
+      best_hit_age = age;
+    } else if (!hit && age < best_other_age) {
+      best_other = c;
+      best_other_age = age;
+    }
   };
-  // Closed-page policy: precharge rows whose last queued hit has been served.
-  for (int b = 0; b < o.banks_per_channel(); ++b) {
-    if (!closed_page_pending_[b]) continue;
-    bool more = false;
-    for (const MemRequest& r : mem_queue_) {
-      more = more || (FlatBank(r.rank, r.bank_group, r.bank) == b && r.row == Rb(b, 0).open_row);
-    }
-    if (more || Rb(b, 0).open_row < 0) {
-      closed_page_pending_[b] = false;
-      continue;
-    }
-    consider(PrechargeFor(b, 3), false);
-  }
+  // One pass: per bank, the oldest request and the oldest request hitting the open row
+  // (FR-FCFS only ever issues for those two).
+  touched_banks_.clear();
   for (size_t i = 0; i < mem_queue_.size(); ++i) {
     const MemRequest& r = mem_queue_[i];
     const int b = FlatBank(r.rank, r.bank_group, r.bank);
-    const int32_t open = Rb(b, 0).open_row;
+    BankQueueInfo& info = bank_info_[b];
+    if (info.stamp != scan_stamp_) {
+      info = BankQueueInfo{scan_stamp_, static_cast<int>(i), -1};
+      touched_banks_.push_back(b);
+    }
+    if (info.first_hit < 0 && r.row == Rb(b, 0).open_row) info.first_hit = static_cast<int>(i);
+  }
+  // Closed-page policy: precharge rows whose last queued hit has been served.
+  if (closed_page_pending_count_ > 0) {
+    for (int b = 0; b < static_cast<int>(closed_page_pending_.size()); ++b) {
+      if (!closed_page_pending_[b]) continue;
+      const bool more = bank_info_[b].stamp == scan_stamp_ && bank_info_[b].first_hit >= 0;
+      if (more || Rb(b, 0).open_row < 0) {
+        closed_page_pending_[b] = false;
+        --closed_page_pending_count_;
+        continue;
+      }
+      consider(PrechargeFor(b, 3), false, -1);
+    }
+  }
+  for (int b : touched_banks_) {
+    const BankQueueInfo& info = bank_info_[b];
+    const bool hit = info.first_hit >= 0;
+    const int index = hit ? info.first_hit : info.first;
+    const MemRequest& r = mem_queue_[index];
+    // A draining rank takes no new MEM work: every row hit would push its precharge (tRTP).
+    if (refresh_.Draining(r.rank, now_)) continue;
     Candidate c;
     c.source = 3;
-    c.mem_index = static_cast<int>(i);
+    c.mem_index = index;
     c.cmd.rank = static_cast<int8_t>(r.rank);
     c.cmd.bank_group = static_cast<int8_t>(r.bank_group);
     c.cmd.bank = static_cast<int8_t>(r.bank);
     c.cmd.row = r.row;
     c.cmd.col = r.col;
-    // A draining rank takes no new MEM work: every row hit would push its precharge (tRTP).
-    if (refresh_.Draining(r.rank, now_)) continue;
-    if (open == r.row) {
+    const int32_t open = Rb(b, 0).open_row;
+    if (hit) {
       c.cmd.type = r.is_write ? CommandType::kWr : CommandType::kRd;
-      c.earliest = engine_.Earliest(c.cmd, now_);
-      consider(c, true);
-      continue;
-    }
-    if (open < 0) {
+    } else if (open < 0) {
       if (rb_count_ == 2 && Rb(b, 1).open_row == r.row) continue;  // row busy in PIM buffer
       // PIM priority: no MEM activation in a rank that still owes the PIM grouped activations.
       if (active_ != nullptr && (active_->RanksAwaitingActivation() & (1u << r.rank))) {
@@ -501,19 +535,14 @@ ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pi
       }
       c.cmd.type = CommandType::kAct;
     } else {
-      // Row conflict: only close the row if no queued request still hits it.
-      bool hit_pending = false;
-      for (const MemRequest& q : mem_queue_) {
-        hit_pending = hit_pending || (FlatBank(q.rank, q.bank_group, q.bank) == b && q.row == open);
-      }
-      if (hit_pending) continue;
-      c.cmd.type = CommandType::kPre;
+      c.cmd.type = CommandType::kPre;  // row conflict and no queued hit on the open row
       c.cmd.row = 0;
       c.cmd.col = 0;
     }
     c.earliest = engine_.Earliest(c.cmd, now_);
-    consider(c, false);
+    consider(c, hit, index);
   }
+  ++scan_stamp_;
   if (best_hit.source != 0) return best_hit;
   if (best_other.source != 0) return best_other;
   Candidate wait;
@@ -524,6 +553,7 @@ ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pi
 void ChannelController::IssueCommand(const Candidate& c) {
   const Command& cmd = c.cmd;
   const HbmTiming& t = spec_.timing;
+  ++state_version_;
   engine_.Issue(cmd, now_);
   ++stats_.commands[static_cast<int>(cmd.type)];
   if (options_.record_trace) trace_.push_back({now_, cmd});
@@ -577,11 +607,15 @@ void ChannelController::IssueCommand(const Candidate& c) {
       ++stats_.mem_reads;
     }
     if (options_.row_policy == RowPolicy::kClosed) {
-      closed_page_pending_[FlatBank(r.rank, r.bank_group, r.bank)] = true;
+      const int b = FlatBank(r.rank, r.bank_group, r.bank);
+      if (!closed_page_pending_[b]) ++closed_page_pending_count_;
+      closed_page_pending_[b] = true;
     }
   }
   if (cmd.type == CommandType::kPre) {
-    closed_page_pending_[FlatBank(cmd.rank, cmd.bank_group, cmd.bank)] = false;
+    const int b = FlatBank(cmd.rank, cmd.bank_group, cmd.bank);
+    if (closed_page_pending_[b]) --closed_page_pending_count_;
+    closed_page_pending_[b] = false;
   }
 }
 
@@ -594,7 +628,7 @@ Cycles ChannelController::RunUntilPimDone(Cycles limit) {
 Cycles ChannelController::RunLoop(Cycles until, bool stop_on_pim_idle) {
   while (now_ < until && !(stop_on_pim_idle && PimIdle())) {
     PullArrivals();
-    refresh_.Update(now_);
+    if (refresh_.Update(now_)) ++state_version_;
     // Priorities: a due REF, then PIM, then the refresh drain's precharges, then MEM.
     const Candidate ref = RefreshCandidate();
     if (ref.source != 0 && ref.earliest <= now_ && ref.cmd.type == CommandType::kRef) {
@@ -602,12 +636,20 @@ Cycles ChannelController::RunLoop(Cycles until, bool stop_on_pim_idle) {
       continue;
     }
     const bool refresh_was_pending = refresh_.AnyPending();
-    const Candidate pim = PimCandidate();
+    if (pim_cached_version_ != state_version_ || pim_cached_.earliest < now_ ||
+        pim_cached_.source != 2) {
+      pim_cached_ = PimCandidate();
+      pim_cached_version_ = state_version_;
+    }
+    const Candidate pim = pim_cached_;
     if (pim.source != 0 && pim.earliest <= now_) {
       IssueCommand(pim);
       continue;
     }
-    if (!refresh_was_pending && refresh_.AnyPending()) continue;  // PIM pulled a refresh in
+    if (!refresh_was_pending && refresh_.AnyPending()) {  // PIM pulled a refresh in
+      ++state_version_;
+      continue;
+    }
     if (ref.source != 0 && ref.earliest <= now_) {
       IssueCommand(ref);
       continue;

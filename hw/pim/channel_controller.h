@@ -104,9 +104,12 @@ class RefreshManager {
   bool Draining(int rank, Cycles now) const {
     return pending_[rank] || now >= deadline_[rank] - drain_lead_;
   }
+  // Cheap test for the controller's hot loop: is any rank draining or pending at `now`?
+  bool AnyDraining(Cycles now) const { return any_pending_ || now >= first_drain_; }
   // The next cycle at which some rank starts draining or becomes due (kNeverCycle if none).
   Cycles NextEvent(Cycles now) const;
-  void Update(Cycles now);
+  // Marks due ranks pending; true if any rank became pending.
+  bool Update(Cycles now);
   // Marks pending every rank whose deadline falls before `until` (all ranks together under
   // the all-rank policy). Returns true if any rank became pending.
   bool PullIn(Cycles until);
@@ -117,10 +120,15 @@ class RefreshManager {
   Cycles EarliestDeadline() const;
 
  private:
+  void Refresh();  // recomputes the cached summaries below
+
   const HbmSpec& spec_;
   Cycles drain_lead_;
   std::vector<Cycles> deadline_;
   std::vector<bool> pending_;
+  bool any_pending_ = false;
+  Cycles first_deadline_ = 0;  // min over ranks
+  Cycles first_drain_ = 0;     // min over ranks of deadline - drain_lead
 };
 
 class ChannelController {
@@ -199,9 +207,24 @@ class ChannelController {
   MemTrafficSource* traffic_ = nullptr;
   std::vector<MemRequest> mem_queue_;      // arrival order
   std::vector<bool> closed_page_pending_;  // per bank: precharge after the last hit
+  int closed_page_pending_count_ = 0;
+  // Scratch for one FR-FCFS scan (valid when stamp == scan_stamp_).
+  struct BankQueueInfo {
+    uint64_t stamp = 0;
+    int first = -1;      // oldest queued request for the bank
+    int first_hit = -1;  // oldest queued request hitting the open row
+  };
+  std::vector<BankQueueInfo> bank_info_;
+  std::vector<int> touched_banks_;
+  uint64_t scan_stamp_ = 1;
 
   ControllerStats stats_;
   std::vector<IssuedCommand> trace_;
+  // The PIM candidate only changes when a command issues, a job arrives or a refresh changes
+  // state; between those events the loop reuses it (it is the hot path of PIM-only runs).
+  uint64_t state_version_ = 0;
+  uint64_t pim_cached_version_ = ~uint64_t{0};
+  Candidate pim_cached_;
 };
 
 }  // namespace neupims::hw

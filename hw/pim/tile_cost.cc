@@ -20,14 +20,15 @@ Cycles TileCostModel::Period(int groups, int dots, int steps, bool block_start,
   const Cycles tau = 0;
   // Per-rank earliest first activation, and the GWRITE source bank's group (last rank, last
   // bank group), which must wait for the GWRITE's self-precharge.
-  Cycles header_slot = -1;
+  // A block's PIM_HEADER goes out on the row bus while the previous tile precharges (it waits
+  // for nothing), so it costs the tile no time.
+  const Cycles header_slot = -1;
   Cycles rho_last_rank = tau;
   Cycles gb_ready = tau;
   int source_group = -1;
   Cycles source_ready = tau;
   if (block_start) {
-    if (neupims_) header_slot = tau;  // PIM_HEADER takes the row bus at tau
-    rho_last_rank = tau + t.tFAW;     // GWRITE (weight 1) + grouped ACT (weight 4) > 4
+    rho_last_rank = tau + t.tFAW;  // GWRITE (weight 1) + grouped ACT (weight 4) > 4
     gb_ready = tau + GwriteBufferReadyCycles(spec_);
     source_group = (R - 1) + R * (spec_.org.bank_groups - 1);  // program index of that group
     source_ready = tau + GwriteBankBusyCycles(spec_);

@@ -16,8 +16,8 @@
 // that rank's first grouped activation waits a tFAW window (rho = tau + tFAW), the source bank's
 // group waits for the GWRITE's self-precharge, and the first column op waits for the global
 // buffer (tau + tRCD + bursts_per_row * tCCD_L), and the all-bank PIM_PRECHARGE waits until the
-// GWRITE's source bank has precharged itself. NeuPIMs also sends a PIM_HEADER (row bus) at the
-// start of every block.
+// GWRITE's source bank has precharged itself. NeuPIMs also sends a PIM_HEADER at the start of
+// every block; it rides the row bus during the previous tile's precharge and costs no time.
 #ifndef NEUPIMS_HW_PIM_TILE_COST_H_
 #define NEUPIMS_HW_PIM_TILE_COST_H_
 

@@ -100,6 +100,23 @@ TEST(CommandLevelPim, TraceOfAnAttentionPassesTheChecker) {
   }
 }
 
+TEST(CommandLevelPim, NoRefreshIsLateAtAnyPhase) {
+  for (const HbmSpec& spec : {NeuPimsSpec(), NewtonSpec()}) {
+    for (int phase = 0; phase < 3900; phase += 3900 / 13) {
+      PimModelOptions opts;
+      opts.record_trace = true;
+      opts.refresh_phase_cycles = phase;
+      for (int64_t seq : {40, 1024}) {
+        auto r = CreateCommandLevelPimModel(spec, opts)->Attention({seq, 8, 8, 128});
+        ASSERT_TRUE(r.ok());
+        for (const Violation& v : TimingChecker(spec).Check(r->trace)) {
+          ADD_FAILURE() << "phase " << phase << " seq " << seq << ": " << v.rule << " " << v.detail;
+        }
+      }
+    }
+  }
+}
+
 TEST(PimModels, DualRowBuffersLetTheNpuStreamDuringPim) {
   MemTraffic traffic;
   traffic.demand = 0.8;

@@ -1,0 +1,14 @@
+// neupims: the command-line front door of the NeuPIMs serving simulator.
+#include "CLI/CLI.hpp"
+#include "tools/neupims/hw_commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "neupims - an LLM serving engine on a simulated NPU + HBM-PIM (NeuPIMs) accelerator"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "neupims 0.1.0");
+  int exit_code = 0;
+  neupims::cli::RegisterHwCommands(app, &exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
