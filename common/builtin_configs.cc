@@ -1,7 +1,5 @@
 #include "common/builtin_configs.h"
 
-#include <filesystem>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -32,17 +30,19 @@ std::vector<std::string> BuiltinConfigNames(absl::string_view kind) {
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> OpenConfig(absl::string_view kind,
                                                            absl::string_view name_or_path) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(std::string(name_or_path), ec)) {
-    return ConfigDocument::FromFile(std::string(name_or_path));
-  }
+  // A path has a '/' or a ".json" suffix; a bare name is a built-in, so a file that happens to
+  // share its name in the working directory (the `neupims` binary itself) never shadows it.
+  const bool looks_like_path =
+      absl::StrContains(name_or_path, '/') || absl::EndsWith(name_or_path, ".json");
+  if (looks_like_path) return ConfigDocument::FromFile(std::string(name_or_path));
   const std::string builtin = absl::StrCat(kind, "/", name_or_path, ".json");
   if (auto text = BuiltinConfigText(builtin)) {
     return ConfigDocument::FromString(*text, absl::StrCat("configs/", builtin));
   }
-  return absl::NotFoundError(absl::StrCat("no ", kind, " config '", name_or_path,
-                                          "': not a file and not a built-in (built-ins: ",
-                                          absl::StrJoin(BuiltinConfigNames(kind), ", "), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("no built-in ", kind, " config '", name_or_path,
+                   "' (give a file path ending in .json, or a built-in (built-ins: ",
+                   absl::StrJoin(BuiltinConfigNames(kind), ", "), ")"));
 }
 
 }  // namespace neupims

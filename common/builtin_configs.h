@@ -1,8 +1,9 @@
 // The configuration files under configs/ compiled into the binaries, so every tool runs on the
 // built-in defaults from any working directory (and inside containers).
 //
-// OpenConfig(kind, name_or_path) resolves, in order: an existing file path; then the built-in
-// "<kind>/<name>.json". Errors name what was tried and list the built-in choices.
+// OpenConfig(kind, name_or_path): a value containing '/' or ending in ".json" is a file path;
+// anything else is a built-in name "<kind>/<name>.json". Errors name what was tried and list the
+// built-in choices.
 #ifndef NEUPIMS_COMMON_BUILTIN_CONFIGS_H_
 #define NEUPIMS_COMMON_BUILTIN_CONFIGS_H_
 

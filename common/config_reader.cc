@@ -1,5 +1,6 @@
 #include "common/config_reader.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -10,7 +11,10 @@
 namespace neupims {
 namespace {
 
-std::string Describe(const nlohmann::json& j) {
+// Objects keep their keys in document order (Keys() promises it).
+using Json = nlohmann::ordered_json;
+
+std::string Describe(const Json& j) {
   std::string s = j.dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
@@ -18,7 +22,7 @@ std::string Describe(const nlohmann::json& j) {
 
 }  // namespace
 
-ConfigObject::ConfigObject(ConfigDocument* doc, const nlohmann::json* json, std::string path)
+ConfigObject::ConfigObject(ConfigDocument* doc, const Json* json, std::string path)
     : doc_(doc), json_(json), path_(std::move(path)) {}
 
 std::string ConfigObject::FieldPath(absl::string_view key) const {
@@ -33,7 +37,7 @@ bool ConfigObject::Has(absl::string_view key) const {
   return json_ != nullptr && json_->contains(key);
 }
 
-const nlohmann::json* ConfigObject::Lookup(absl::string_view key, bool required) {
+const Json* ConfigObject::Lookup(absl::string_view key, bool required) {
   consumed_.emplace(key);
   if (json_ == nullptr) return nullptr;  // parent already reported
   auto it = json_->find(key);
@@ -48,14 +52,21 @@ const nlohmann::json* ConfigObject::Lookup(absl::string_view key, bool required)
 }
 
 namespace {
-bool ReadInt(const nlohmann::json& j, int64_t* out) {
+bool ReadInt(const Json& j, int64_t* out) {
+  if (j.is_number_unsigned()) {  // may exceed INT64_MAX: never wrap
+    const uint64_t u = j.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+    *out = static_cast<int64_t>(u);
+    return true;
+  }
   if (j.is_number_integer()) {
     *out = j.get<int64_t>();
     return true;
   }
-  if (j.is_number_float()) {  // accept 4.0 but not 4.5
-    double d = j.get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) {
+  if (j.is_number_float()) {  // accept 4.0 but not 4.5; stay inside int64 before casting
+    const double d = j.get<double>();
+    if (!(d >= -9.2233720368547758e18 && d < 9.2233720368547758e18)) return false;
+    if (d == std::trunc(d)) {
       *out = static_cast<int64_t>(d);
       return true;
     }
@@ -65,7 +76,7 @@ bool ReadInt(const nlohmann::json& j, int64_t* out) {
 }  // namespace
 
 int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
-  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  const Json* j = Lookup(key, /*required=*/true);
   if (j == nullptr) return range.min > 0 ? range.min : 0;
   int64_t v = 0;
   if (!ReadInt(*j, &v) || v < range.min || v > range.max) {
@@ -79,7 +90,7 @@ int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
 }
 
 double ConfigObject::Double(absl::string_view key, DoubleRange range) {
-  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  const Json* j = Lookup(key, /*required=*/true);
   if (j == nullptr) return range.min > 0 ? range.min : 0.0;
   if (!j->is_number() || j->get<double>() < range.min || j->get<double>() > range.max) {
     std::string want = "a number";
@@ -96,7 +107,7 @@ double ConfigObject::Double(absl::string_view key, DoubleRange range) {
 }
 
 bool ConfigObject::Bool(absl::string_view key) {
-  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  const Json* j = Lookup(key, /*required=*/true);
   if (j == nullptr) return false;
   if (!j->is_boolean()) {
     Error(key, absl::StrCat("expected true or false, got ", Describe(*j)));
@@ -106,7 +117,7 @@ bool ConfigObject::Bool(absl::string_view key) {
 }
 
 std::string ConfigObject::String(absl::string_view key) {
-  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  const Json* j = Lookup(key, /*required=*/true);
   if (j == nullptr) return "";
   if (!j->is_string()) {
     Error(key, absl::StrCat("expected a string, got ", Describe(*j)));
@@ -116,11 +127,14 @@ std::string ConfigObject::String(absl::string_view key) {
 }
 
 std::string ConfigObject::Enum(absl::string_view key, const std::vector<std::string>& allowed) {
-  if (!Has(key)) {
-    Lookup(key, /*required=*/true);
+  const Json* j = Lookup(key, /*required=*/true);
+  if (j == nullptr) return allowed.empty() ? "" : allowed.front();
+  if (!j->is_string()) {
+    Error(key,
+          absl::StrCat("expected one of {", absl::StrJoin(allowed, ", "), "}, got ", Describe(*j)));
     return allowed.empty() ? "" : allowed.front();
   }
-  std::string v = String(key);
+  std::string v = j->get<std::string>();
   for (const auto& a : allowed) {
     if (a == v) return v;
   }
@@ -170,7 +184,7 @@ std::string ConfigObject::OptionalEnum(absl::string_view key, std::string fallba
 }
 
 ConfigObject ConfigObject::Child(absl::string_view key) {
-  const nlohmann::json* j = Lookup(key, /*required=*/true);
+  const Json* j = Lookup(key, /*required=*/true);
   if (j != nullptr && !j->is_object()) {
     Error(key, absl::StrCat("expected an object, got ", Describe(*j)));
     j = nullptr;
@@ -194,7 +208,7 @@ void ConfigObject::Finish() {
   }
 }
 
-ConfigDocument::ConfigDocument(std::unique_ptr<nlohmann::json> json, std::string source)
+ConfigDocument::ConfigDocument(std::unique_ptr<Json> json, std::string source)
     : json_(std::move(json)), source_(std::move(source)) {}
 
 ConfigDocument::~ConfigDocument() = default;
@@ -209,15 +223,15 @@ absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromFile(const s
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromString(absl::string_view text,
                                                                            std::string source) {
-  auto json = std::make_unique<nlohmann::json>(nlohmann::json::parse(text, /*cb=*/nullptr,
-                                                                     /*allow_exceptions=*/false,
-                                                                     /*ignore_comments=*/false));
+  auto json = std::make_unique<Json>(Json::parse(text, /*cb=*/nullptr,
+                                                 /*allow_exceptions=*/false,
+                                                 /*ignore_comments=*/false));
   if (json->is_discarded()) {
     // Re-parse with exceptions to get the position of the syntax error.
     try {
-      nlohmann::json ignored = nlohmann::json::parse(text);
+      Json ignored = Json::parse(text);
       (void)ignored;
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const Json::parse_error& e) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
     }
     return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON"));

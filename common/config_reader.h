@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "nlohmann/json_fwd.hpp"
+#include "nlohmann/json_fwd.hpp"  // nlohmann::ordered_json
 
 namespace neupims {
 
@@ -74,12 +74,12 @@ class ConfigObject {
 
  private:
   friend class ConfigDocument;
-  ConfigObject(ConfigDocument* doc, const nlohmann::json* json, std::string path);
-  const nlohmann::json* Lookup(absl::string_view key, bool required);
+  ConfigObject(ConfigDocument* doc, const nlohmann::ordered_json* json, std::string path);
+  const nlohmann::ordered_json* Lookup(absl::string_view key, bool required);
   std::string FieldPath(absl::string_view key) const;
 
   ConfigDocument* doc_;
-  const nlohmann::json* json_;  // null when this view stands for a missing/invalid object
+  const nlohmann::ordered_json* json_;  // null when this view stands for a missing/invalid object
   std::string path_;
   std::set<std::string, std::less<>> consumed_;
 };
@@ -100,10 +100,10 @@ class ConfigDocument {
 
  private:
   friend class ConfigObject;
-  ConfigDocument(std::unique_ptr<nlohmann::json> json, std::string source);
+  ConfigDocument(std::unique_ptr<nlohmann::ordered_json> json, std::string source);
   void AddError(std::string message);
 
-  std::unique_ptr<nlohmann::json> json_;
+  std::unique_ptr<nlohmann::ordered_json> json_;
   std::string source_;
   std::vector<std::string> errors_;
 };

@@ -1,0 +1,376 @@
+#include "common/config_reader.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace neupims {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+// Parses `text` under the source name "cfg.json"; null (with a test failure) if it is invalid.
+std::unique_ptr<ConfigDocument> Parse(absl::string_view text) {
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc =
+      ConfigDocument::FromString(text, "cfg.json");
+  EXPECT_TRUE(doc.ok()) << doc.status();
+  return doc.ok() ? std::move(*doc) : nullptr;
+}
+
+// Number of errors in a document status (one per line).
+size_t ErrorCount(const absl::Status& status) {
+  if (status.ok()) return 0;
+  return std::vector<std::string>(absl::StrSplit(status.message(), '\n')).size();
+}
+
+TEST(ConfigReader, ReadsRequiredIntDoubleBoolStringAndEnum) {
+  auto doc = Parse(R"({"i": 42, "d": 2.5, "b": true, "s": "hello", "e": "dual"})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  EXPECT_EQ(root.Int("i"), 42);
+  EXPECT_DOUBLE_EQ(root.Double("d"), 2.5);
+  EXPECT_TRUE(root.Bool("b"));
+  EXPECT_EQ(root.String("s"), "hello");
+  EXPECT_EQ(root.Enum("e", {"single", "dual"}), "dual");
+  root.Finish();
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, DoubleAcceptsAnIntegerLiteral) {
+  auto doc = Parse(R"({"d": 3})");
+  ASSERT_NE(doc, nullptr);
+  EXPECT_DOUBLE_EQ(doc->Root().Double("d"), 3.0);
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, OptionalFieldsReturnFallbackWhenAbsentWithoutError) {
+  auto doc = Parse(R"({})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  EXPECT_EQ(root.OptionalInt("i", 7), 7);
+  EXPECT_DOUBLE_EQ(root.OptionalDouble("d", 1.5), 1.5);
+  EXPECT_TRUE(root.OptionalBool("b", true));
+  EXPECT_EQ(root.OptionalString("s", "fallback"), "fallback");
+  EXPECT_EQ(root.OptionalEnum("e", "single", {"single", "dual"}), "single");
+  root.Finish();
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, OptionalFieldsReturnThePresentValue) {
+  auto doc = Parse(R"({"i": 3, "d": 0.25, "b": false, "s": "x", "e": "dual"})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  EXPECT_EQ(root.OptionalInt("i", 7), 3);
+  EXPECT_DOUBLE_EQ(root.OptionalDouble("d", 1.5), 0.25);
+  EXPECT_FALSE(root.OptionalBool("b", true));
+  EXPECT_EQ(root.OptionalString("s", "fallback"), "x");
+  EXPECT_EQ(root.OptionalEnum("e", "single", {"single", "dual"}), "dual");
+  root.Finish();
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, OptionalFieldPresentWithWrongTypeIsAnError) {
+  auto doc = Parse(R"({"i": "three"})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().OptionalInt("i", 7);
+  EXPECT_EQ(doc->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(doc->status().message(),
+              HasSubstr("cfg.json: field 'i': expected an integer, got \"three\""));
+}
+
+TEST(ConfigReader, OptionalIntOutOfRangeIsAnError) {
+  auto doc = Parse(R"({"i": 0})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().OptionalInt("i", 7, {.min = 1});
+  EXPECT_THAT(doc->status().message(), HasSubstr("field 'i': expected an integer >= 1, got 0"));
+}
+
+TEST(ConfigReader, IntBelowMinimumErrorMentionsTheBoundAndTheValue) {
+  auto doc = Parse(R"({"a": {"b": -3}})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject a = doc->Root().Child("a");
+  a.Int("b", {.min = 1});
+  EXPECT_EQ(doc->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(doc->status().message(), "cfg.json: field 'a.b': expected an integer >= 1, got -3");
+}
+
+TEST(ConfigReader, IntAboveMaximumErrorMentionsBothBoundsAndTheValue) {
+  auto doc = Parse(R"({"n": 11})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().Int("n", {.min = 1, .max = 10});
+  EXPECT_THAT(doc->status().message(),
+              HasSubstr("field 'n': expected an integer >= 1 <= 10, got 11"));
+}
+
+TEST(ConfigReader, IntAtTheBoundsIsAccepted) {
+  auto doc = Parse(R"({"lo": 1, "hi": 10})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  EXPECT_EQ(root.Int("lo", {.min = 1, .max = 10}), 1);
+  EXPECT_EQ(root.Int("hi", {.min = 1, .max = 10}), 10);
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, DoubleOutOfRangeErrorMentionsTheBoundsAndTheValue) {
+  auto doc = Parse(R"({"x": 1.5})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().Double("x", {.min = 0, .max = 1});
+  EXPECT_THAT(doc->status().message(),
+              HasSubstr("cfg.json: field 'x': expected a number >= 0 <= 1, got 1.5"));
+}
+
+TEST(ConfigReader, MissingRequiredFieldIsAnErrorNamingFileAndPath) {
+  auto doc = Parse(R"({"a": {}})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject a = doc->Root().Child("a");
+  EXPECT_EQ(a.Int("b"), 0);
+  EXPECT_EQ(doc->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(doc->status().message(), "cfg.json: missing required field 'a.b'");
+}
+
+TEST(ConfigReader, EveryRequiredAccessorReportsAMissingField) {
+  auto doc = Parse(R"({})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  root.Int("i");
+  root.Double("d");
+  root.Bool("b");
+  root.String("s");
+  root.Enum("e", {"x", "y"});
+  root.Child("c");
+  const std::string message(doc->status().message());
+  for (const char* key : {"i", "d", "b", "s", "e", "c"}) {
+    EXPECT_THAT(message, HasSubstr(std::string("missing required field '") + key + "'"));
+  }
+  EXPECT_EQ(ErrorCount(doc->status()), 6u) << message;
+}
+
+TEST(ConfigReader, UnknownFieldIsAnErrorNamingFileAndPath) {
+  auto doc = Parse(R"({"a": {"b": 1, "c": 2}})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  ConfigObject a = root.Child("a");
+  a.Int("b");
+  a.Finish();
+  root.Finish();
+  EXPECT_EQ(doc->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(doc->status().message(), "cfg.json: unknown field 'a.c'");
+}
+
+TEST(ConfigReader, FieldReadByAnOptionalAccessorIsNotUnknown) {
+  auto doc = Parse(R"({"x": 1})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  root.OptionalInt("x", 0);
+  root.Finish();
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, ChildWithWrongTypeIsOneErrorAndYieldsAnEmptyView) {
+  auto doc = Parse(R"({"a": 5})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  ConfigObject a = root.Child("a");
+  EXPECT_EQ(a.path(), "a");
+  EXPECT_FALSE(a.Has("b"));
+  EXPECT_THAT(a.Keys(), IsEmpty());
+  // Reads inside the invalid child are not reported again: the parent already was.
+  EXPECT_EQ(a.Int("b"), 0);
+  a.Finish();
+  root.Finish();
+  EXPECT_EQ(doc->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(doc->status().message(), "cfg.json: field 'a': expected an object, got 5");
+}
+
+TEST(ConfigReader, NestedChildPathsAreDotted) {
+  auto doc = Parse(R"({"a": {"b": {"c": "oops"}}})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject c = doc->Root().Child("a").Child("b");
+  EXPECT_EQ(c.path(), "a.b");
+  c.Int("c");
+  EXPECT_THAT(doc->status().message(), HasSubstr("cfg.json: field 'a.b.c': expected an integer"));
+}
+
+TEST(ConfigReader, WrongTypesAreErrorsNamingTheExpectedType) {
+  auto doc = Parse(R"({"b": 1, "s": 2, "d": "x", "i": true})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  root.Bool("b");
+  root.String("s");
+  root.Double("d");
+  root.Int("i");
+  const std::string message(doc->status().message());
+  EXPECT_THAT(message, HasSubstr("field 'b': expected true or false, got 1"));
+  EXPECT_THAT(message, HasSubstr("field 's': expected a string, got 2"));
+  EXPECT_THAT(message, HasSubstr("field 'd': expected a number, got \"x\""));
+  EXPECT_THAT(message, HasSubstr("field 'i': expected an integer, got true"));
+}
+
+TEST(ConfigReader, EnumTypoListsTheAllowedValues) {
+  auto doc = Parse(R"({"mode": "duel"})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().Enum("mode", {"single", "dual"});
+  EXPECT_EQ(doc->status().message(),
+            "cfg.json: field 'mode': expected one of {single, dual}, got \"duel\"");
+}
+
+TEST(ConfigReader, InvalidJsonTextIsAnErrorNamingTheSource) {
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc =
+      ConfigDocument::FromString(R"({"a": 1,)", "broken.json");
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(doc.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(doc.status().message(), HasSubstr("broken.json: invalid JSON"));
+}
+
+TEST(ConfigReader, JsonCommentsAreRejected) {
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc =
+      ConfigDocument::FromString("{\"a\": 1 // note\n}", "commented.json");
+  ASSERT_FALSE(doc.ok());
+  EXPECT_THAT(doc.status().message(), HasSubstr("commented.json: invalid JSON"));
+}
+
+TEST(ConfigReader, TopLevelNonObjectIsAnErrorNamingTheSource) {
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc =
+      ConfigDocument::FromString("[1, 2]", "array.json");
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(doc.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(doc.status().message(), HasSubstr("array.json: expected a JSON object at top level"));
+}
+
+TEST(ConfigReader, SeveralErrorsAreAllReported) {
+  auto doc = Parse(R"({"a": {"n": -1, "typo": 1}, "mode": "x", "flag": "yes"})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  ConfigObject a = root.Child("a");
+  a.Int("n", {.min = 0});
+  a.String("missing");
+  a.Finish();
+  root.Enum("mode", {"p", "q"});
+  root.Bool("flag");
+  root.Finish();
+  const absl::Status status = doc->status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(status.message());
+  EXPECT_THAT(message, HasSubstr("cfg.json: field 'a.n': expected an integer >= 0, got -1"));
+  EXPECT_THAT(message, HasSubstr("cfg.json: missing required field 'a.missing'"));
+  EXPECT_THAT(message, HasSubstr("cfg.json: unknown field 'a.typo'"));
+  EXPECT_THAT(message, HasSubstr("cfg.json: field 'mode': expected one of {p, q}, got \"x\""));
+  EXPECT_THAT(message, HasSubstr("cfg.json: field 'flag': expected true or false, got \"yes\""));
+  EXPECT_EQ(ErrorCount(status), 5u) << message;
+}
+
+TEST(ConfigReader, IntRejectsANonIntegerFloat) {
+  auto doc = Parse(R"({"n": 4.5})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().Int("n");
+  EXPECT_EQ(doc->status().message(), "cfg.json: field 'n': expected an integer, got 4.5");
+}
+
+TEST(ConfigReader, IntAcceptsAnIntegralFloat) {
+  auto doc = Parse(R"({"n": 4.0, "big": 1e3})");
+  ASSERT_NE(doc, nullptr);
+  EXPECT_EQ(doc->Root().Int("n"), 4);
+  EXPECT_EQ(doc->Root().Int("big"), 1000);
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, IntRejectsAFloatOutsideTheInt64Range) {
+  auto doc = Parse(R"({"n": 1e30})");
+  ASSERT_NE(doc, nullptr);
+  doc->Root().Int("n");
+  EXPECT_THAT(doc->status().message(), HasSubstr("field 'n': expected an integer"));
+}
+
+// An unsigned JSON integer above INT64_MAX must be rejected, never wrapped to a negative value.
+TEST(ConfigReader, IntAboveInt64MaxIsAnErrorNotAWrappedValue) {
+  auto doc = Parse(R"({"n": 9223372036854775808})");
+  ASSERT_NE(doc, nullptr);
+  const int64_t n = doc->Root().Int("n");
+  EXPECT_FALSE(doc->status().ok()) << "Int returned " << n;
+  EXPECT_THAT(doc->status().message(), HasSubstr("field 'n': expected an integer"));
+}
+
+TEST(ConfigReader, KeysListsEveryFieldOfTheObject) {
+  auto doc = Parse(R"({"zeta": 1, "alpha": 2, "mid": {"x": 3}})");
+  ASSERT_NE(doc, nullptr);
+  EXPECT_THAT(doc->Root().Keys(), UnorderedElementsAre("zeta", "alpha", "mid"));
+}
+
+// Keys() keeps document order (the document is an nlohmann::ordered_json), not sorted order.
+TEST(ConfigReader, KeysAreInDocumentOrder) {
+  auto doc = Parse(R"({"zeta": 1, "alpha": 2, "mid": {"x": 3}})");
+  ASSERT_NE(doc, nullptr);
+  EXPECT_THAT(doc->Root().Keys(), ElementsAre("zeta", "alpha", "mid"));
+}
+
+TEST(ConfigReader, KeysDoNotConsumeFields) {
+  auto doc = Parse(R"({"a": 1})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  EXPECT_THAT(root.Keys(), ElementsAre("a"));
+  root.Finish();
+  EXPECT_THAT(doc->status().message(), HasSubstr("unknown field 'a'"));
+}
+
+TEST(ConfigReader, CallerErrorNamesFileAndDottedPath) {
+  auto doc = Parse(R"({"a": {"b": 3}})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject a = doc->Root().Child("a");
+  a.Int("b");
+  a.Error("b", "must be even");
+  EXPECT_EQ(doc->status().message(), "cfg.json: field 'a.b': must be even");
+}
+
+TEST(ConfigReader, StatusIsOkWhenEveryFieldIsReadCorrectly) {
+  auto doc = Parse(R"({"a": {"b": 1}, "c": "x"})");
+  ASSERT_NE(doc, nullptr);
+  EXPECT_EQ(doc->source(), "cfg.json");
+  ConfigObject root = doc->Root();
+  EXPECT_EQ(root.path(), "");
+  EXPECT_TRUE(root.Has("a"));
+  EXPECT_FALSE(root.Has("b"));
+  ConfigObject a = root.Child("a");
+  a.Int("b");
+  a.Finish();
+  root.String("c");
+  root.Finish();
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReader, FromFileReadsTheFileAndNamesItAsTheSource) {
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / "config_reader_test_from_file.json";
+  {
+    std::ofstream out(path);
+    out << R"({"n": "not a number"})";
+  }
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc = ConfigDocument::FromFile(path.string());
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  EXPECT_EQ((*doc)->source(), path.string());
+  (*doc)->Root().Int("n");
+  EXPECT_THAT((*doc)->status().message(), HasSubstr(path.string() + ": field 'n'"));
+  std::filesystem::remove(path);
+}
+
+TEST(ConfigReader, FromFileOfAMissingFileIsNotFoundNamingThePath) {
+  const std::string path = ::testing::TempDir() + "/config_reader_test_does_not_exist.json";
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc = ConfigDocument::FromFile(path);
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(doc.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(doc.status().message(), HasSubstr(path));
+}
+
+}  // namespace
+}  // namespace neupims

@@ -1,0 +1,262 @@
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/builtin_configs.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hw/device.h"
+#include "nlohmann/json.hpp"
+
+namespace neupims::hw {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+DeviceConfig MustLoad(absl::string_view name) {
+  absl::StatusOr<DeviceConfig> cfg = LoadDeviceConfig(name);
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  return cfg.ok() ? *cfg : DeviceConfig{};
+}
+
+// The built-in neupims device as a mutable JSON tree.
+nlohmann::json NeuPimsJson() {
+  std::optional<absl::string_view> text = BuiltinConfigText("devices/neupims.json");
+  EXPECT_TRUE(text.has_value());
+  const absl::string_view t = text.value_or("{}");
+  return nlohmann::json::parse(t.begin(), t.end());
+}
+
+// The error of parsing `j` as "test.json" (OK if it parses).
+absl::Status ParseStatus(const nlohmann::json& j) {
+  return ParseDeviceConfig(j.dump(), "test.json").status();
+}
+
+TEST(DeviceConfig, NeuPimsHasTable2HbmOrganizationAndTiming) {
+  const DeviceConfig cfg = MustLoad("neupims");
+  EXPECT_EQ(cfg.name, "neupims");
+  EXPECT_FALSE(cfg.description.empty());
+  const HbmOrganization& o = cfg.hbm.org;
+  EXPECT_EQ(o.channels, 32);
+  EXPECT_EQ(o.ranks, 2);
+  EXPECT_EQ(o.bank_groups, 4);
+  EXPECT_EQ(o.banks_per_group, 4);
+  EXPECT_EQ(o.banks_per_channel(), 32);
+  EXPECT_EQ(o.page_bytes, 1024);
+  EXPECT_EQ(o.burst_bytes, 64);
+  EXPECT_DOUBLE_EQ(cfg.hbm.frequency_mhz, 1000);
+  const HbmTiming& t = cfg.hbm.timing;
+  EXPECT_EQ(t.tBL, 2);
+  EXPECT_EQ(t.tRCD, 14);
+  EXPECT_EQ(t.tFAW, 30);
+  EXPECT_EQ(t.tREFI, 3900);
+  EXPECT_EQ(t.tRFC, 260);
+  EXPECT_EQ(cfg.hbm.refresh, RefreshPolicy::kAllRanks);
+}
+
+TEST(DeviceConfig, NeuPimsHasTable2Npu) {
+  const DeviceConfig cfg = MustLoad("neupims");
+  const NpuSpec& npu = cfg.npu;
+  EXPECT_DOUBLE_EQ(npu.frequency_mhz, 1000);
+  EXPECT_EQ(npu.systolic_arrays, 8);
+  EXPECT_EQ(npu.array_rows, 128);
+  EXPECT_EQ(npu.array_cols, 128);
+  EXPECT_EQ(npu.vector_units, 8);
+  EXPECT_EQ(npu.vector_lanes, 128);
+  EXPECT_EQ(npu.element_bytes, 2);
+  EXPECT_EQ(npu.peak_macs_per_cycle(), 8 * 128 * 128);
+  const VectorOpCost& softmax = npu.vector_ops[static_cast<int>(VectorOp::kSoftmax)];
+  EXPECT_EQ(softmax.passes, 3);
+  EXPECT_EQ(softmax.reductions, 2);
+}
+
+TEST(DeviceConfig, NeuPimsHasDualRowBuffersAndTheNeuPimsCommandSet) {
+  const DeviceConfig cfg = MustLoad("neupims");
+  EXPECT_TRUE(cfg.hbm.pim.enabled);
+  EXPECT_EQ(cfg.hbm.pim.row_buffers, RowBufferMode::kDual);
+  EXPECT_EQ(cfg.hbm.pim.command_set, PimCommandSet::kNeuPims);
+  EXPECT_EQ(cfg.hbm.pim.mac_lanes_per_bank, 16);
+}
+
+TEST(DeviceConfig, NewtonHasSingleRowBuffersAndTheNewtonCommandSet) {
+  const DeviceConfig cfg = MustLoad("newton");
+  EXPECT_EQ(cfg.name, "newton");
+  EXPECT_TRUE(cfg.hbm.pim.enabled);
+  EXPECT_EQ(cfg.hbm.pim.row_buffers, RowBufferMode::kSingle);
+  EXPECT_EQ(cfg.hbm.pim.command_set, PimCommandSet::kNewton);
+}
+
+TEST(DeviceConfig, NpuOnlyHasPimDisabled) {
+  const DeviceConfig cfg = MustLoad("npu-only");
+  EXPECT_EQ(cfg.name, "npu-only");
+  EXPECT_FALSE(cfg.hbm.pim.enabled);
+}
+
+TEST(DeviceConfig, EveryBuiltinDeviceLoads) {
+  for (const std::string& name : BuiltinConfigNames("devices")) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<DeviceConfig> cfg = LoadDeviceConfig(name);
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    EXPECT_EQ(cfg->name, name);
+  }
+}
+
+TEST(DeviceConfig, NpuHbmBytesPerCycleIsDerivedFromEveryChannel) {
+  const DeviceConfig cfg = MustLoad("neupims");
+  // 32 channels x 64 B per burst / 2 cycles per burst, HBM and NPU both at 1 GHz.
+  EXPECT_DOUBLE_EQ(cfg.hbm.peak_bytes_per_cycle(), 32.0);
+  EXPECT_DOUBLE_EQ(cfg.HbmCyclesPerNpuCycle(), 1.0);
+  EXPECT_DOUBLE_EQ(cfg.npu.hbm_bytes_per_cycle, 32 * 64 / 2.0);
+  EXPECT_DOUBLE_EQ(cfg.npu.hbm_bytes_per_cycle, 1024.0);
+}
+
+TEST(DeviceConfig, NpuHbmBytesPerCycleFollowsTheClockRatio) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["organization"]["channels"] = 16;
+  j["npu"]["frequency_mhz"] = 2000;  // two NPU cycles per HBM cycle
+  absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_DOUBLE_EQ(cfg->npu.hbm_bytes_per_cycle, 16 * 32 * 0.5);
+}
+
+TEST(DeviceConfig, PeakHbmBytesPerSecondIsOnePointZeroTwoFourTerabytes) {
+  EXPECT_DOUBLE_EQ(MustLoad("neupims").PeakHbmBytesPerSecond(), 1.024e12);
+}
+
+TEST(DeviceConfig, UnmodifiedNeuPimsJsonParses) {
+  const absl::Status s = ParseStatus(NeuPimsJson());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(DeviceConfig, UnknownNameIsNotFound) {
+  absl::StatusOr<DeviceConfig> cfg = LoadDeviceConfig("no-such-device");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(cfg.status().message(), HasSubstr("neupims"));
+}
+
+TEST(DeviceConfig, UnknownTopLevelFieldIsAnErrorNamingFileAndPath) {
+  nlohmann::json j = NeuPimsJson();
+  j["extra"] = 1;
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("test.json: unknown field 'extra'"));
+}
+
+TEST(DeviceConfig, UnknownTimingFieldIsAnErrorNamingFileAndPath) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"]["tRDC"] = 14;
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("test.json: unknown field 'hbm.timing_cycles.tRDC'"));
+}
+
+TEST(DeviceConfig, MissingTimingFieldIsAnErrorNamingFileAndPath) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"].erase("tRCD");
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("test.json: missing required field 'hbm.timing_cycles.tRCD'"));
+}
+
+TEST(DeviceConfig, MissingPimObjectIsAnError) {
+  nlohmann::json j = NeuPimsJson();
+  j.erase("pim");
+  const absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s.message(), HasSubstr("test.json: missing required field 'pim'"));
+}
+
+TEST(DeviceConfig, MissingVectorOpIsAnErrorNamingFileAndPath) {
+  nlohmann::json j = NeuPimsJson();
+  j["npu"]["vector_ops"].erase("gelu");
+  const absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s.message(), HasSubstr("test.json: missing required field 'npu.vector_ops.gelu'"));
+}
+
+TEST(DeviceConfig, WrongTypeIsAnErrorNamingFileAndPath) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["organization"]["channels"] = "32";
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json: field 'hbm.organization.channels'"),
+                                 HasSubstr("expected an integer"), HasSubstr("got \"32\"")));
+}
+
+TEST(DeviceConfig, OutOfRangeTimingNamesTheBoundAndTheValue) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"]["tRCD"] = -3;
+  const absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json: field 'hbm.timing_cycles.tRCD'"),
+                                 HasSubstr(">= 1"), HasSubstr("got -3")));
+}
+
+TEST(DeviceConfig, RowBufferTypoListsTheAllowedValues) {
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["row_buffers"] = "duel";
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("test.json: field 'pim.row_buffers': expected one of "
+                                     "{single, dual}, got \"duel\""));
+}
+
+TEST(DeviceConfig, PageNotAMultipleOfTheBurstIsACrossFieldError) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["organization"]["page_bytes"] = 1000;
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("hbm.organization.page_bytes"),
+                                 HasSubstr("burst_bytes")));
+}
+
+TEST(DeviceConfig, RefreshIntervalNotAboveRefreshTimeIsACrossFieldError) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"]["tREFI"] = 260;
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("hbm.timing_cycles.tREFI")));
+}
+
+TEST(DeviceConfig, TooSmallNpuScratchpadIsACrossFieldError) {
+  nlohmann::json j = NeuPimsJson();
+  j["npu"]["sram_bytes"] = 1 << 19;  // the weight tiles alone need 2 x 512 KiB
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("npu.sram_bytes")));
+}
+
+TEST(DeviceConfig, SeveralErrorsAreAllReported) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"]["tRDC"] = 14;
+  j["hbm"]["organization"]["channels"] = "32";
+  j["pim"]["command_set"] = "newtonn";
+  const absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("unknown field 'hbm.timing_cycles.tRDC'"),
+                                 HasSubstr("field 'hbm.organization.channels'"),
+                                 HasSubstr("field 'pim.command_set'")));
+}
+
+TEST(DeviceConfig, InvalidJsonNamesTheSource) {
+  const absl::Status s = ParseDeviceConfig("{\"name\": ", "test.json").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("test.json"));
+}
+
+TEST(DeviceConfig, LoadFromAFilePathNamesThePathInErrors) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"]["tRDC"] = 14;
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / "device_config_test_typo.json";
+  std::ofstream(path) << j.dump(2);
+  absl::StatusOr<DeviceConfig> cfg = LoadDeviceConfig(path.string());
+  std::filesystem::remove(path);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_THAT(cfg.status().message(),
+              HasSubstr(path.string() + ": unknown field 'hbm.timing_cycles.tRDC'"));
+}
+
+}  // namespace
+}  // namespace neupims::hw
