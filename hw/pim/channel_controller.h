@@ -59,7 +59,7 @@ enum class RowPolicy { kOpen, kClosed };
 
 struct ControllerOptions {
   RowPolicy row_policy = RowPolicy::kOpen;
-  int mem_queue_capacity = 32;
+  int mem_queue_capacity = 128;  // as the command queue of the NeuPIMs HBM2 config
   // Cycles since the last refresh at cycle 0 (the refresh phase the run starts in).
   Cycles refresh_phase_cycles = 0;
   bool record_trace = false;

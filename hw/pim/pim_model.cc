@@ -26,6 +26,31 @@ absl::StatusOr<PimOpResult> PimModel::Attention(const AttentionShape& shape,
   return Run(program, traffic);
 }
 
+absl::StatusOr<Cycles> PimModel::AttentionCycles(const AttentionShape& shape,
+                                                 const MemTraffic& traffic) {
+  ASSIGN_OR_RETURN(GemvProgram program, PlanAttention(shape, geometry_));
+  return ProgramCycles(program, traffic);
+}
+
+CommandCounts ImpliedPimCommands(const GemvProgram& program, PimCommandSet command_set) {
+  CommandCounts c{};
+  int64_t groups = 0;
+  for (const GemvBlock& b : program.blocks) {
+    for (const TileRun& run : b.runs) groups += b.repeat * run.count * run.groups;
+  }
+  c[static_cast<int>(CommandType::kPimAct)] = groups;
+  c[static_cast<int>(CommandType::kPimPre)] = program.tiles();
+  c[static_cast<int>(CommandType::kPimGwrite)] = program.vector_loads();
+  if (command_set == PimCommandSet::kNeuPims) {
+    c[static_cast<int>(CommandType::kPimHeader)] = program.vector_loads();
+    c[static_cast<int>(CommandType::kPimGemv)] = program.dot_products();
+  } else {
+    c[static_cast<int>(CommandType::kPimDot)] = program.column_steps();
+    c[static_cast<int>(CommandType::kPimRdResult)] = program.dot_products();
+  }
+  return c;
+}
+
 absl::StatusOr<PimOpResult> PimModel::Gemv(const GemvShape& shape, const MemTraffic& traffic) {
   ASSIGN_OR_RETURN(GemvProgram program, PlanGemv(shape, geometry_));
   return Run(program, traffic);
@@ -87,9 +112,9 @@ class CommandLevelPimModel : public PimModel {
     return mean;
   }
 
-  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
-                                         const MemTraffic& traffic) override {
-    ASSIGN_OR_RETURN(PimOpResult r, Attention(shape, traffic));
+  absl::StatusOr<Cycles> ProgramCycles(const GemvProgram& program,
+                                       const MemTraffic& traffic) override {
+    ASSIGN_OR_RETURN(PimOpResult r, Run(program, traffic));
     return r.cycles;
   }
 
@@ -141,7 +166,7 @@ class AnalyticPimModel : public PimModel {
     RETURN_IF_ERROR(ValidateTraffic(traffic));
     PimOpResult r;
     FillProgramCounts(program, geometry_, &r);
-    const Cycles busy = ProgramCycles(program, traffic);
+    const Cycles busy = BusyCycles(program, traffic);
     const double refresh = Refresh(busy, r.tiles);
     if (traffic.active()) r.mem_bytes_per_cycle = MemBandwidth(program, traffic);
     r.cycles = busy + static_cast<Cycles>(std::llround(refresh));
@@ -149,21 +174,8 @@ class AnalyticPimModel : public PimModel {
     const int refs_per_event = spec_.refresh == RefreshPolicy::kAllRanks ? spec_.org.ranks : 1;
     r.refreshes = events * refs_per_event;
     // Commands implied by the program.
+    r.commands = ImpliedPimCommands(program, spec_.pim.command_set);
     auto& c = r.commands;
-    int64_t groups = 0;
-    for (const GemvBlock& b : program.blocks) {
-      for (const TileRun& run : b.runs) groups += b.repeat * run.count * run.groups;
-    }
-    c[static_cast<int>(CommandType::kPimAct)] = groups;
-    c[static_cast<int>(CommandType::kPimPre)] = r.tiles;
-    c[static_cast<int>(CommandType::kPimGwrite)] = r.vector_loads;
-    if (neupims_) {
-      c[static_cast<int>(CommandType::kPimHeader)] = r.vector_loads;
-      c[static_cast<int>(CommandType::kPimGemv)] = r.results;
-    } else {
-      c[static_cast<int>(CommandType::kPimDot)] = r.column_steps;
-      c[static_cast<int>(CommandType::kPimRdResult)] = r.results;
-    }
     c[static_cast<int>(CommandType::kRef)] = static_cast<int64_t>(std::llround(r.refreshes));
     // Energy: rows are open in every rank for the whole op except the precharge gaps.
     DramActivity a;
@@ -182,10 +194,10 @@ class AnalyticPimModel : public PimModel {
     return r;
   }
 
-  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
-                                         const MemTraffic& traffic) override {
-    ASSIGN_OR_RETURN(GemvProgram program, PlanAttention(shape, geometry_));
-    const Cycles busy = ProgramCycles(program, traffic);
+  absl::StatusOr<Cycles> ProgramCycles(const GemvProgram& program,
+                                       const MemTraffic& traffic) override {
+    RETURN_IF_ERROR(ValidateTraffic(traffic));
+    const Cycles busy = BusyCycles(program, traffic);
     return busy + static_cast<Cycles>(std::llround(Refresh(busy, program.tiles())));
   }
 
@@ -259,7 +271,7 @@ class AnalyticPimModel : public PimModel {
     }
   }
 
-  Cycles ProgramCycles(const GemvProgram& program, const MemTraffic& traffic) {
+  Cycles BusyCycles(const GemvProgram& program, const MemTraffic& traffic) {
     if (!traffic.active()) return tiles_.ProgramCycles(program);
     double total = 0;
     ForEachTileClass(program, [&](const TileRun& r, bool start, int64_t n) {

@@ -66,9 +66,12 @@ class PimModel {
 
   virtual absl::StatusOr<PimOpResult> Run(const GemvProgram& program,
                                           const MemTraffic& traffic = {}) = 0;
-  // Occupancy of one request-layer's attention (logit + attend); the engine's hot path.
-  virtual absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
-                                                 const MemTraffic& traffic = {}) = 0;
+  // Occupancy of a program / of one request-layer's attention (logit + attend), without the
+  // per-command detail; the engine's hot path.
+  virtual absl::StatusOr<Cycles> ProgramCycles(const GemvProgram& program,
+                                               const MemTraffic& traffic = {}) = 0;
+  absl::StatusOr<Cycles> AttentionCycles(const AttentionShape& shape,
+                                         const MemTraffic& traffic = {});
   virtual const char* name() const = 0;
 
   absl::StatusOr<PimOpResult> Attention(const AttentionShape& shape,
@@ -85,6 +88,9 @@ class PimModel {
   HbmSpec spec_;
   PimGeometry geometry_;
 };
+
+// The PIM commands a program issues under a command set (refresh not included).
+CommandCounts ImpliedPimCommands(const GemvProgram& program, PimCommandSet command_set);
 
 std::unique_ptr<PimModel> CreateCommandLevelPimModel(const HbmSpec& spec,
                                                      const PimModelOptions& options);

@@ -1,6 +1,8 @@
 // neupims: the command-line front door of the NeuPIMs serving simulator.
 #include "CLI/CLI.hpp"
 #include "tools/neupims/hw_commands.h"
+#include "tools/neupims/simulate_command.h"
+#include "tools/neupims/step_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -9,6 +11,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "neupims 0.1.0");
   int exit_code = 0;
   neupims::cli::RegisterHwCommands(app, &exit_code);
+  neupims::cli::RegisterSimulateCommand(app, &exit_code);
+  neupims::cli::RegisterStepCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

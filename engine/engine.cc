@@ -1,0 +1,512 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "hw/registry.h"
+#include "scheduler/batching.h"
+
+namespace neupims::engine {
+namespace {
+
+absl::StatusOr<scheduler::ChannelPolicy> ParsePolicy(absl::string_view name) {
+  if (name == "round_robin" || name == "rr") return scheduler::ChannelPolicy::kRoundRobin;
+  if (name == "min_load" || name == "minload") return scheduler::ChannelPolicy::kMinLoad;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown channel policy '", name, "' (choices: round_robin, min_load)"));
+}
+
+SimTime CeilNs(double ns) { return static_cast<SimTime>(std::ceil(ns - 1e-9)); }
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options) : options_(options) {}
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
+  if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (o.max_prefill_tokens < 1) return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
+  if (o.prefill != "standalone" && o.prefill != "local") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown prefill mode '", o.prefill, "' (choices: standalone, local)"));
+  }
+  if (o.prefill_groups < 1) return absl::InvalidArgumentError("prefill_groups must be >= 1");
+  if (o.prefill_batch_tokens < 1) {
+    return absl::InvalidArgumentError("prefill_batch_tokens must be >= 1");
+  }
+  if (!(o.prefill_link.gb_per_s > 0) || !(o.interconnect.gb_per_s > 0)) {
+    return absl::InvalidArgumentError("link bandwidths must be > 0");
+  }
+  std::unique_ptr<Engine> e(new Engine(o));
+  ASSIGN_OR_RETURN(SystemMode mode, ParseSystemMode(o.mode));
+  if (o.dual_row_buffers >= 0) mode.dual_row_buffers = o.dual_row_buffers != 0;
+  if (o.sub_batch_interleaving >= 0) mode.sub_batch_interleaving = o.sub_batch_interleaving != 0;
+  if (!o.channel_policy.empty()) {
+    ASSIGN_OR_RETURN(mode.channel_policy, ParsePolicy(o.channel_policy));
+  }
+  if (!mode.pim_attention) mode.sub_batch_interleaving = false;
+  IterationModelOptions io;
+  ASSIGN_OR_RETURN(io.model, models::LoadModelConfig(o.model));
+  ASSIGN_OR_RETURN(io.device,
+                   hw::LoadDeviceConfig(o.device.empty() ? mode.default_device() : o.device));
+  // The row-buffer ablation changes the device's banks.
+  if (mode.pim_attention && io.device.hbm.pim.enabled) {
+    io.device.hbm.pim.row_buffers =
+        mode.dual_row_buffers ? hw::RowBufferMode::kDual : hw::RowBufferMode::kSingle;
+  }
+  io.parallelism = {o.tp > 0 ? o.tp : io.model.default_tp, o.pp > 0 ? o.pp : io.model.default_pp};
+  io.mode = mode;
+  io.level = o.level;
+  io.interconnect = o.interconnect;
+  ASSIGN_OR_RETURN(e->iteration_, IterationModel::Create(io));
+
+  if (o.prefill == "standalone") {
+    IterationModelOptions po = io;
+    ASSIGN_OR_RETURN(po.mode, ParseSystemMode("npu-only"));
+    ASSIGN_OR_RETURN(po.device, hw::LoadDeviceConfig("npu-only"));
+    po.device.npu = io.device.npu;  // the same NPU, without PIM
+    ASSIGN_OR_RETURN(e->prefill_model_, IterationModel::Create(po));
+    e->prefill_free_at_.assign(o.prefill_groups, 0);
+  }
+
+  // KV cache: per PIM channel, the channel's capacity minus its share of the weights (spread
+  // over every channel). Without PIM attention the KV cache is one device-wide pool.
+  const models::ModelConfig& m = io.model;
+  const models::Parallelism& p = io.parallelism;
+  const hw::HbmOrganization& org = io.device.hbm.org;
+  const int64_t weights = models::DeviceWeightBytes(m, p);
+  const int64_t kv_per_token = static_cast<int64_t>(m.layers / p.pp) * 2 * (m.kv_heads / p.tp) *
+                               m.head_dim() * m.element_bytes;
+  const int64_t block_bytes = kv_per_token * o.block_tokens;
+  const int channels = mode.pim_attention ? org.channels : 1;
+  const int64_t capacity = org.channel_capacity_bytes() * org.channels;
+  if (weights >= capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", m.name, " needs ", weights, " bytes of weights per device (tp ", p.tp, ", pp ",
+        p.pp, ") but a device holds ", capacity, " bytes: raise --tp or --pp"));
+  }
+  const int64_t per_channel = (capacity - weights) / channels / block_bytes;
+  if (per_channel < 1) {
+    return absl::InvalidArgumentError("no room for a single KV block per channel");
+  }
+  kv_cache::BlockManagerOptions ko;
+  ko.block_tokens = o.block_tokens;
+  ko.blocks_per_channel.assign(channels, per_channel);
+  ko.watermark = o.kv_watermark;
+  ASSIGN_OR_RETURN(kv_cache::BlockManager kv, kv_cache::BlockManager::Create(ko));
+  e->kv_ = std::make_unique<kv_cache::BlockManager>(std::move(kv));
+
+  // MHA estimate for channel load balancing.
+  const models::AttentionDims d = models::DeviceAttentionDims(m, p);
+  const hw::AttentionShape dims{1, d.heads, d.kv_heads, d.head_dim};
+  if (o.mha_estimator == "algorithm1" && mode.pim_attention) {
+    e->estimator_ = std::make_unique<scheduler::Algorithm1Estimator>(
+        scheduler::Algorithm1Params::FromHardware(io.device.hbm, dims));
+  } else if (o.mha_estimator == "analytic" || !mode.pim_attention) {
+    hw::DeviceConfig est_dev = io.device;
+    if (!est_dev.hbm.pim.enabled) {
+      ASSIGN_OR_RETURN(est_dev, hw::LoadDeviceConfig("neupims"));  // any PIM geometry works
+    }
+    ASSIGN_OR_RETURN(e->estimator_pim_, hw::CreatePimModel("analytic", est_dev));
+    e->estimator_ = std::make_unique<scheduler::PimModelEstimator>(e->estimator_pim_.get(), dims);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown MHA estimator '", o.mha_estimator, "' (choices: analytic, algorithm1)"));
+  }
+  scheduler::SchedulerOptions so;
+  so.max_batch = o.max_batch;
+  so.max_prefill_tokens = o.max_prefill_tokens;
+  so.channel_policy = mode.channel_policy;
+  so.sub_batches = mode.sub_batch_interleaving;
+  so.standalone_prefill = o.prefill == "standalone";
+  e->scheduler_ = std::make_unique<scheduler::Scheduler>(so, e->kv_.get(), e->estimator_.get());
+  return e;
+}
+
+int Engine::kv_channels() const { return kv_->channels(); }
+int64_t Engine::kv_blocks_per_channel() const { return kv_->TotalBlocks(0); }
+
+void Engine::Push(SimTime t, EventKind kind, int64_t arg) {
+  events_.push({t, event_seq_++, kind, arg});
+}
+
+Request* Engine::Get(RequestId id) {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+const Request* Engine::Find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+absl::Status Engine::Submit(const SubmitSpec& spec) {
+  const models::ModelConfig& m = model();
+  if (spec.prompt_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens));
+  }
+  if (spec.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens must be >= 1, got ", spec.max_new_tokens));
+  }
+  if (spec.prompt_tokens + spec.max_new_tokens > m.max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", spec.prompt_tokens, " tokens) + max_new_tokens (", spec.max_new_tokens,
+        ") exceeds the context of ", m.name, " (", m.max_seq_len, " tokens)"));
+  }
+  const int64_t blocks = kv_->BlocksFor(spec.prompt_tokens + spec.max_new_tokens);
+  if (blocks > kv_->TotalBlocks(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("request needs ", blocks,
+                                                   " KV blocks but a PIM channel holds ",
+                                                   kv_->TotalBlocks(0)));
+  }
+  if (requests_.contains(spec.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in flight"));
+  }
+  if (options_.max_waiting > 0 && scheduler_->waiting() >= options_.max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "waiting queue is full (", options_.max_waiting, " requests); retry later"));
+  }
+  auto r = std::make_unique<Request>();
+  r->id = spec.id;
+  r->prompt_tokens = spec.prompt_tokens;
+  r->max_new_tokens = spec.max_new_tokens;
+  r->priority = spec.priority;
+  r->arrival = std::max(spec.arrival, now_);
+  Push(r->arrival, EventKind::kArrival, r->id);
+  requests_.emplace(spec.id, std::move(r));
+  ++stats_.submitted;
+  return absl::OkStatus();
+}
+
+void Engine::Notify(Request* r) {
+  switch (r->finish_reason) {
+    case scheduler::FinishReason::kLength: ++stats_.finished; break;
+    case scheduler::FinishReason::kAborted: ++stats_.aborted; break;
+    case scheduler::FinishReason::kRejected: ++stats_.rejected; break;
+    case scheduler::FinishReason::kNone: break;
+  }
+  if (observer_ != nullptr) observer_->OnFinished(*r);
+  Release(r);
+}
+
+void Engine::Release(Request* r) {
+  auto it = requests_.find(r->id);
+  if (it == requests_.end()) return;
+  graveyard_.push_back(std::move(it->second));
+  requests_.erase(it);
+}
+
+absl::Status Engine::Abort(RequestId id) {
+  Request* r = Get(id);
+  if (r == nullptr || r->terminal()) {
+    return absl::NotFoundError(absl::StrCat("no live request with id ", id));
+  }
+  if (r->state == scheduler::RequestState::kWaiting && r->arrival > now_) {
+    // Not arrived yet: it never reaches the scheduler (its arrival event is ignored).
+    r->finish_reason = scheduler::FinishReason::kAborted;
+    r->finished = now_;
+    RETURN_IF_ERROR(scheduler::Transition(*r, scheduler::RequestState::kAborted));
+  } else {
+    auto q = std::find(prefill_queue_.begin(), prefill_queue_.end(), id);
+    if (q != prefill_queue_.end()) prefill_queue_.erase(q);
+    RETURN_IF_ERROR(scheduler_->Abort(r));
+    r->finished = now_;
+  }
+  Notify(r);
+  return absl::OkStatus();
+}
+
+SimTime Engine::NextEventTime() const {
+  return events_.empty() ? scheduler::kNoTime : events_.top().time;
+}
+
+absl::Status Engine::AdvanceTo(SimTime t) {
+  while (!events_.empty() && events_.top().time <= t) {
+    const Event e = events_.top();
+    events_.pop();
+    now_ = std::max(now_, e.time);
+    if (stats_.first_event < 0) stats_.first_event = now_;
+    stats_.last_event = now_;
+    RETURN_IF_ERROR(Process(e));
+  }
+  now_ = std::max(now_, t);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::RunToCompletion() {
+  while (!events_.empty()) {
+    RETURN_IF_ERROR(AdvanceTo(events_.top().time));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Process(const Event& e) {
+  switch (e.kind) {
+    case EventKind::kArrival: {
+      Request* r = Get(e.arg);
+      if (r == nullptr || r->terminal()) return absl::OkStatus();  // aborted before arriving
+      RETURN_IF_ERROR(scheduler_->Add(r));
+      return MaybeStartIteration();
+    }
+    case EventKind::kIterationEnd:
+      RETURN_IF_ERROR(EndIteration());
+      RETURN_IF_ERROR(DispatchPrefill());
+      return MaybeStartIteration();
+    case EventKind::kPrefillDone: {
+      auto it = prefill_batches_.find(e.arg);
+      if (it == prefill_batches_.end()) return absl::OkStatus();
+      PrefillBatch batch = std::move(it->second);
+      prefill_batches_.erase(it);
+      const models::ModelConfig& m = model();
+      const models::Parallelism& p = parallelism();
+      for (RequestId id : batch.requests) {
+        Request* r = Get(id);
+        if (r == nullptr || r->state != scheduler::RequestState::kPrefilling) continue;
+        // The prefill produced the first token; decoding needs the KV cache on the device.
+        r->first_token = now_;
+        if (observer_ != nullptr) observer_->OnTokens(*r, r->generated, 1, now_);
+        if (r->max_new_tokens - r->generated <= 1) {
+          RETURN_IF_ERROR(scheduler_->PrefillDone(r, now_));
+          if (r->terminal()) Notify(r);
+          continue;
+        }
+        const double bytes = static_cast<double>(r->context_tokens()) *
+                             (m.layers / p.pp) * 2.0 * (m.kv_heads / p.tp) * m.head_dim() *
+                             m.element_bytes;
+        Push(now_ + CeilNs(options_.prefill_link.TransferNs(bytes)), EventKind::kKvReady, id);
+      }
+      RETURN_IF_ERROR(DispatchPrefill());
+      return MaybeStartIteration();
+    }
+    case EventKind::kKvReady: {
+      Request* r = Get(e.arg);
+      if (r == nullptr || r->state != scheduler::RequestState::kPrefilling) return absl::OkStatus();
+      const SimTime token_time = r->first_token;
+      r->first_token = scheduler::kNoTime;  // PrefillDone stamps the token
+      RETURN_IF_ERROR(scheduler_->PrefillDone(r, token_time));
+      r->last_token = token_time;
+      if (r->terminal()) Notify(r);
+      return MaybeStartIteration();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::MaybeStartIteration() {
+  if (in_flight_) return absl::OkStatus();
+  graveyard_.clear();
+  scheduler::ScheduleOutput out = scheduler_->Schedule(now_);
+  for (Request* r : out.rejected) Notify(r);
+  stats_.preemptions += static_cast<int64_t>(out.preempted.size());
+  const bool local = options_.prefill == "local";
+  if (!local) {
+    for (Request* r : out.prefill) prefill_queue_.push_back(r->id);
+    RETURN_IF_ERROR(DispatchPrefill());
+  }
+  IterationInput in;
+  in.sub_batches[0].reserve(out.sub_batch[0].size());
+  for (int s = 0; s < 2; ++s) {
+    for (Request* r : out.sub_batch[s]) {
+      in.sub_batches[s].push_back({kv_->TokensOf(r->id), r->channel});
+    }
+  }
+  if (local) {
+    for (Request* r : out.prefill) in.prefill_prompts.push_back(r->context_tokens());
+  }
+  if (in.sub_batches[0].empty() && in.sub_batches[1].empty() && in.prefill_prompts.empty()) {
+    return absl::OkStatus();  // nothing to run until an arrival or a prefill completes
+  }
+  in.record_timeline = stats_.iterations < timeline_iterations_;
+  ASSIGN_OR_RETURN(current_cost_, iteration_->Run(in));
+  current_ = std::move(out);
+  in_flight_ = true;
+  iteration_start_ = now_;
+  Push(now_ + std::max<SimTime>(1, CeilNs(current_cost_.duration_ns)), EventKind::kIterationEnd,
+       0);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::EndIteration() {
+  in_flight_ = false;
+  const scheduler::ScheduleOutput& out = current_;
+  const IterationCost& c = current_cost_;
+  // Tokens of this iteration (requests aborted meanwhile produce nothing).
+  std::vector<std::pair<Request*, int64_t>> emitted;
+  for (Request* r : out.decode) {
+    if (r->state == scheduler::RequestState::kRunning) emitted.emplace_back(r, r->generated);
+  }
+  const bool local = options_.prefill == "local";
+  int64_t prefill_tokens = 0;
+  if (local) {
+    for (Request* r : out.prefill) {
+      if (r->state == scheduler::RequestState::kRunning) {
+        emitted.emplace_back(r, r->generated);
+        prefill_tokens += r->context_tokens();
+      }
+    }
+  }
+  std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
+  if (observer_ != nullptr) {
+    for (auto& [r, index] : emitted) observer_->OnTokens(*r, index, 1, now_);
+  }
+  // Statistics.
+  ++stats_.iterations;
+  stats_.busy_ns += now_ - iteration_start_;
+  stats_.decode_tokens += static_cast<int64_t>(out.decode.size());
+  stats_.prompt_tokens_computed += prefill_tokens;
+  stats_.batch_sum += static_cast<int64_t>(out.decode.size());
+  for (int s = 0; s < 2; ++s) stats_.sub_batch_sum[s] += c.sub_batch_sizes[s];
+  if (!out.decode.empty() && mode().pim_attention) {
+    stats_.channel_imbalance_sum += c.channel_imbalance;
+    ++stats_.pim_iterations;
+  }
+  stats_.systolic_busy_ns += c.systolic_busy_ns;
+  stats_.vector_busy_ns += c.vector_busy_ns;
+  stats_.pim_channel_busy_ns += c.pim_channel_busy_ns;
+  stats_.pim_mac_ns += c.pim_mac_ns;
+  stats_.interconnect_busy_ns += c.interconnect_busy_ns;
+  stats_.npu_macs += c.npu_macs;
+  stats_.npu_hbm_bytes += c.npu_hbm_bytes;
+  stats_.pim_macs += c.pim_macs;
+  stats_.npu_dynamic_j += c.npu_dynamic_j;
+  stats_.npu_static_j += c.npu_static_j;
+  stats_.dram_j += c.dram_j;
+  stats_.pim_j += c.pim_j;
+  stats_.dram_background_j += c.dram_background_j;
+  for (int t = 0; t < hw::kNumCommandTypes; ++t) stats_.pim_commands[t] += c.pim_commands[t];
+  if (observer_ != nullptr) {
+    IterationRecord rec;
+    rec.index = stats_.iterations - 1;
+    rec.start = iteration_start_;
+    rec.end = now_;
+    rec.decode = static_cast<int64_t>(out.decode.size());
+    rec.prefill = static_cast<int64_t>(out.prefill.size());
+    rec.preempted = static_cast<int64_t>(out.preempted.size());
+    rec.sub_batch = c.sub_batch_sizes;
+    rec.prefill_tokens = prefill_tokens;
+    rec.kv_usage = kv_->Usage();
+    rec.cost = &c;
+    observer_->OnIteration(rec);
+  }
+  for (Request* r : finished) Notify(r);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::DispatchPrefill() {
+  if (prefill_model_ == nullptr) return absl::OkStatus();
+  for (size_t g = 0; g < prefill_free_at_.size() && !prefill_queue_.empty(); ++g) {
+    if (prefill_free_at_[g] > now_) continue;
+    PrefillBatch batch;
+    batch.group = static_cast<int>(g);
+    std::vector<int64_t> prompts;
+    int64_t tokens = 0;
+    while (!prefill_queue_.empty()) {
+      Request* r = Get(prefill_queue_.front());
+      if (r == nullptr || r->state != scheduler::RequestState::kPrefilling) {
+        prefill_queue_.pop_front();
+        continue;
+      }
+      const int64_t t = r->context_tokens();
+      if (!prompts.empty() && tokens + t > options_.prefill_batch_tokens) break;
+      prompts.push_back(t);
+      tokens += t;
+      batch.requests.push_back(r->id);
+      prefill_queue_.pop_front();
+    }
+    if (prompts.empty()) break;
+    IterationInput in;
+    in.prefill_prompts = prompts;
+    ASSIGN_OR_RETURN(IterationCost c, prefill_model_->Run(in));
+    const SimTime done = now_ + std::max<SimTime>(1, CeilNs(c.duration_ns));
+    prefill_free_at_[g] = done;
+    stats_.prefill_busy_ns += c.duration_ns;
+    stats_.prefill_j += c.energy_j();
+    stats_.prompt_tokens_computed += tokens;
+    const int64_t id = next_prefill_batch_++;
+    prefill_batches_.emplace(id, std::move(batch));
+    Push(done, EventKind::kPrefillDone, id);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest>& batch,
+                                                   int layers, bool timeline) {
+  if (batch.empty()) return absl::InvalidArgumentError("the batch is empty");
+  const int channels = mode().pim_attention ? device().hbm.org.channels : 1;
+  std::vector<int> channel(batch.size(), -1);
+  std::vector<size_t> unassigned;
+  std::vector<double> loads(channels, 0.0);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepRequest& r = batch[i];
+    if (r.seq_len < 1 || r.seq_len > model().max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": seq_len ", r.seq_len,
+                                                     " outside [1, ", model().max_seq_len, "]"));
+    }
+    if (!mode().pim_attention) {
+      channel[i] = 0;  // no PIM: the KV cache is one device-wide pool
+      continue;
+    }
+    if (r.channel >= channels) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": channel ", r.channel,
+                                                     " outside [0, ", channels - 1, "]"));
+    }
+    if (r.channel >= 0) {
+      channel[i] = r.channel;
+      loads[r.channel] += estimator_->Estimate(r.seq_len);
+    } else {
+      unassigned.push_back(i);
+    }
+  }
+  auto any = [](int, int) { return true; };
+  if (mode().channel_policy == scheduler::ChannelPolicy::kMinLoad) {
+    std::stable_sort(unassigned.begin(), unassigned.end(),
+                     [&](size_t a, size_t b) { return batch[a].seq_len > batch[b].seq_len; });
+    std::vector<double> req_loads;
+    for (size_t i : unassigned) req_loads.push_back(estimator_->Estimate(batch[i].seq_len));
+    std::vector<int> got = scheduler::GreedyMinLoad(loads, req_loads, any);
+    for (size_t k = 0; k < unassigned.size(); ++k) channel[unassigned[k]] = got[k];
+  } else {
+    int cursor = 0;
+    std::vector<int> got =
+        scheduler::RoundRobin(channels, static_cast<int>(unassigned.size()), &cursor, any);
+    for (size_t k = 0; k < unassigned.size(); ++k) channel[unassigned[k]] = got[k];
+  }
+  IterationInput in;
+  if (mode().sub_batch_interleaving) {
+    std::vector<std::vector<DecodeItem>> per_channel(channels);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      per_channel[channel[i]].push_back({batch[i].seq_len, channel[i]});
+    }
+    auto [a, b] = scheduler::PartitionSubBatches(per_channel);
+    in.sub_batches[0] = std::move(a);
+    in.sub_batches[1] = std::move(b);
+  } else {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      in.sub_batches[0].push_back({batch[i].seq_len, channel[i]});
+    }
+  }
+  in.layers = layers;
+  in.record_timeline = timeline;
+  return iteration_->Run(in);
+}
+
+EngineLoad Engine::Load() const {
+  EngineLoad l;
+  l.running = scheduler_->running() - scheduler_->prefilling();
+  l.prefilling = scheduler_->prefilling();
+  l.waiting = scheduler_->waiting();
+  l.kv_usage = kv_->Usage();
+  for (int c = 0; c < kv_->channels(); ++c) {
+    const int64_t total = kv_->TotalBlocks(c);
+    l.channel_kv_usage.push_back(total > 0 ? static_cast<double>(kv_->UsedBlocks(c)) / total : 0);
+    l.kv_blocks_used += kv_->UsedBlocks(c);
+    l.kv_blocks_total += total;
+  }
+  return l;
+}
+
+}  // namespace neupims::engine

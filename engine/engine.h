@@ -1,0 +1,234 @@
+// Engine: the serving simulation. One narrow API used by the offline replay CLI and the gRPC
+// server alike (there is one engine, not two copies of the scheduling logic).
+//
+// Role: owns the requests, the paged KV cache on PIM channels (kv_cache/), the iteration-level
+// scheduler (scheduler/), the iteration model on the hardware models (iteration_model.h) and,
+// when prefill is delegated to standalone NPUs (NeuPIMs sec. 4), their pool and the KV-cache
+// transfer link. Simulated time advances event by event:
+//   arrival -> (scheduler admits at an iteration boundary) -> prefill (local: inside the next
+//   iteration; standalone: on a prefill NPU group, then the KV cache crosses the link) ->
+//   one token per iteration -> finished (or aborted / rejected)
+// Tokens are produced at iteration ends (Orca: the batch changes only at iteration
+// boundaries); a standalone prefill produces the first token when it completes.
+//
+// Driving it: Submit() requests (arrival >= now), then AdvanceTo(t) processes every event up to
+// simulated time t; NextEventTime() tells when the next one is due, so a realtime driver can
+// sleep until then and a fast driver calls RunToCompletion(). The engine never reads the wall
+// clock; simulated results depend only on the submitted arrivals.
+//
+// Contract: not thread-safe: one thread drives it (the server's engine thread). Observer
+// callbacks run on that thread, inside AdvanceTo().
+#ifndef NEUPIMS_ENGINE_ENGINE_H_
+#define NEUPIMS_ENGINE_ENGINE_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/iteration_model.h"
+#include "engine/system_mode.h"
+#include "kv_cache/block_manager.h"
+#include "scheduler/mha_estimator.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler.h"
+
+namespace neupims::engine {
+
+using scheduler::Request;
+using scheduler::RequestId;
+using scheduler::SimTime;
+
+struct EngineOptions {
+  std::string model = "gpt3-7b";
+  std::string mode = "neupims";  // npu-only, npu+pim, neupims
+  std::string device;            // default: the mode's device (neupims, newton, npu-only)
+  // Ablation overrides of the mode (Figure 13); -1 / "" = the mode's choice.
+  int dual_row_buffers = -1;
+  int sub_batch_interleaving = -1;
+  std::string channel_policy;  // "round_robin" or "min_load"
+  int tp = 0, pp = 0;          // 0 = the model's default (Table 3)
+  int max_batch = 256;
+  int64_t max_prefill_tokens = 8192;  // prompt tokens admitted per iteration
+  int block_tokens = 32;              // KV block = one key tile of 32 banks
+  double kv_watermark = 0.01;
+  std::string mha_estimator = "analytic";  // "analytic" or "algorithm1" (NeuPIMs Algorithm 1)
+  std::string prefill = "standalone";      // "standalone" NPUs (sec. 4) or "local"
+  int prefill_groups = 1;                  // standalone prefill instances (tp x pp NPUs each)
+  int64_t prefill_batch_tokens = 4096;     // prompt tokens per standalone prefill batch
+  LinkSpec prefill_link{64, 2000};         // KV transfer, prefill NPUs -> NeuPIMs devices
+  LinkSpec interconnect{64, 1000};         // tensor/pipeline-parallel links between devices
+  std::string level = "analytic";          // hardware detail: "analytic" or "command"
+  int64_t max_waiting = 0;                 // admission control: 0 = unbounded
+};
+
+struct SubmitSpec {
+  RequestId id = 0;
+  int64_t prompt_tokens = 1;
+  int64_t max_new_tokens = 1;
+  SimTime arrival = 0;  // clamped to now() if earlier
+  int priority = 0;
+};
+
+struct IterationRecord {
+  int64_t index = 0;
+  SimTime start = 0, end = 0;
+  int64_t decode = 0, prefill = 0, preempted = 0;
+  std::array<int64_t, 2> sub_batch{};
+  int64_t prefill_tokens = 0;
+  double kv_usage = 0;
+  const IterationCost* cost = nullptr;  // valid during the callback
+};
+
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  // Tokens first_index .. first_index + count - 1 of `r` were produced at simulated time `t`.
+  virtual void OnTokens(const Request& /*r*/, int64_t /*first_index*/, int /*count*/,
+                        SimTime /*t*/) {}
+  // `r` ended (finish_reason says how); it is released after this call.
+  virtual void OnFinished(const Request& /*r*/) {}
+  virtual void OnIteration(const IterationRecord& /*it*/) {}
+};
+
+struct EngineStats {
+  int64_t iterations = 0;
+  SimTime busy_ns = 0;  // decode-device time spent in iterations
+  SimTime first_event = -1, last_event = 0;
+  int64_t submitted = 0, finished = 0, aborted = 0, rejected = 0, preemptions = 0;
+  int64_t decode_tokens = 0, prompt_tokens_computed = 0;
+  int64_t batch_sum = 0;  // sum over iterations of decoding requests
+  std::array<int64_t, 2> sub_batch_sum{};
+  double channel_imbalance_sum = 0;
+  int64_t pim_iterations = 0;
+  double systolic_busy_ns = 0, vector_busy_ns = 0, pim_channel_busy_ns = 0, pim_mac_ns = 0;
+  double interconnect_busy_ns = 0, npu_macs = 0, npu_hbm_bytes = 0, pim_macs = 0;
+  double npu_dynamic_j = 0, npu_static_j = 0, dram_j = 0, pim_j = 0, dram_background_j = 0;
+  double prefill_j = 0;          // standalone prefill NPUs
+  double prefill_busy_ns = 0;    // summed over prefill groups
+  hw::CommandCounts pim_commands{};
+
+  double energy_j() const {
+    return npu_dynamic_j + npu_static_j + dram_j + pim_j + dram_background_j + prefill_j;
+  }
+};
+
+struct EngineLoad {
+  int64_t running = 0, waiting = 0, prefilling = 0;
+  double kv_usage = 0;
+  std::vector<double> channel_kv_usage;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+
+  // Queues a request. InvalidArgument for bad lengths (naming the field) or a request that
+  // cannot fit the model's context or a PIM channel; AlreadyExists for a live id;
+  // ResourceExhausted when the waiting queue is at max_waiting.
+  absl::Status Submit(const SubmitSpec& spec);
+  // Ends a request wherever it is and frees its KV blocks; NotFound if unknown or ended.
+  absl::Status Abort(RequestId id);
+
+  void set_observer(EngineObserver* observer) { observer_ = observer; }
+  // Timelines are recorded for the first `n` iterations (IterationRecord::cost->timeline).
+  void set_timeline_iterations(int64_t n) { timeline_iterations_ = n; }
+
+  SimTime now() const { return now_; }
+  // Simulated time of the next pending event, or kNoTime when nothing is scheduled.
+  SimTime NextEventTime() const;
+  absl::Status AdvanceTo(SimTime t);
+  absl::Status RunToCompletion();
+  bool Idle() const { return events_.empty(); }
+
+  const EngineStats& stats() const { return stats_; }
+  EngineLoad Load() const;
+  const Request* Find(RequestId id) const;
+
+  // Single-iteration study (`neupims step`): one decode iteration of a given batch, channels
+  // assigned by the mode's policy where `channel` < 0, sub-batches by Algorithm 3. `layers` = 0
+  // runs the device's whole stage, else that many decoder layers. Does not touch the engine's
+  // requests or KV cache.
+  struct StepRequest {
+    int64_t seq_len = 1;
+    int channel = -1;
+  };
+  absl::StatusOr<IterationCost> SimulateStep(const std::vector<StepRequest>& batch, int layers,
+                                             bool timeline);
+
+  const models::ModelConfig& model() const { return iteration_->options().model; }
+  const hw::DeviceConfig& device() const { return iteration_->options().device; }
+  const SystemMode& mode() const { return iteration_->options().mode; }
+  const models::Parallelism& parallelism() const { return iteration_->options().parallelism; }
+  const EngineOptions& options() const { return options_; }
+  const IterationModel& iteration_model() const { return *iteration_; }
+  int kv_channels() const;
+  int64_t kv_blocks_per_channel() const;
+
+ private:
+  enum class EventKind { kArrival, kIterationEnd, kPrefillDone, kKvReady };
+  struct Event {
+    SimTime time;
+    int64_t seq;
+    EventKind kind;
+    int64_t arg;  // request id / prefill batch id
+    bool operator>(const Event& o) const {
+      return time != o.time ? time > o.time : seq > o.seq;
+    }
+  };
+  struct PrefillBatch {
+    std::vector<RequestId> requests;
+    int group = 0;
+  };
+
+  explicit Engine(const EngineOptions& options);
+  void Push(SimTime t, EventKind kind, int64_t arg);
+  absl::Status Process(const Event& e);
+  absl::Status MaybeStartIteration();
+  absl::Status EndIteration();
+  absl::Status DispatchPrefill();
+  void Release(Request* r);
+  void Notify(Request* r);
+  Request* Get(RequestId id);
+
+  EngineOptions options_;
+  std::unique_ptr<IterationModel> iteration_;
+  std::unique_ptr<IterationModel> prefill_model_;  // standalone prefill NPUs (npu-only)
+  std::unique_ptr<hw::PimModel> estimator_pim_;
+  std::unique_ptr<scheduler::MhaEstimator> estimator_;
+  std::unique_ptr<kv_cache::BlockManager> kv_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  EngineObserver* observer_ = nullptr;
+
+  absl::flat_hash_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<std::unique_ptr<Request>> graveyard_;  // ended, freed at the next boundary
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  int64_t event_seq_ = 0;
+  SimTime now_ = 0;
+
+  // The iteration in flight.
+  bool in_flight_ = false;
+  scheduler::ScheduleOutput current_;
+  IterationCost current_cost_;
+  SimTime iteration_start_ = 0;
+  int64_t timeline_iterations_ = 0;
+
+  // Standalone prefill pool.
+  std::deque<RequestId> prefill_queue_;
+  std::vector<SimTime> prefill_free_at_;
+  absl::flat_hash_map<int64_t, PrefillBatch> prefill_batches_;
+  int64_t next_prefill_batch_ = 0;
+
+  EngineStats stats_;
+};
+
+}  // namespace neupims::engine
+
+#endif  // NEUPIMS_ENGINE_ENGINE_H_

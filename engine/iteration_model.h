@@ -1,0 +1,168 @@
+// IterationModel: the simulated duration, utilisation and energy of one serving iteration.
+//
+// Role: executes one Orca iteration (every running request produces one token; newly admitted
+// requests are prefilled when prefill is local) on the hardware models. The decoder layers are
+// lowered to operations (models/lowering.h) for each sub-batch and list-scheduled on the
+// device's units with their dependencies:
+//
+//   lane         sub-batch interleaving (Figure 11b)        serialized (Figure 11a)
+//   NPU-S  | QKV1 | QKV2 | FFN1+QKV1 | FFN2+QKV2 | ...   | QKV |      | FFN+QKV |      | ...
+//   NPU-V  |  ln  |      | softmax1  | softmax2  |       |     |  sm  |         |  sm  |
+//   PIM    |      | MHA1 |   MHA2    |   MHA1    | ...   |     | MHA  |         | MHA  |
+//
+// Units: NPU systolic arrays (all 8 work on one GEMM), NPU vector units, the PIM channels (one
+// attention stage occupies all channels; its length is the busiest channel's), the interconnect
+// (tensor-parallel all-reduce). With a single row buffer the NPU cannot stream weights while the
+// PIM computes (blocked mode), so systolic and PIM work exclude each other; with dual row buffers
+// they overlap and a GEMM that starts while the PIM is busy gets the share of the HBM bandwidth
+// the PIM leaves to MEM traffic (measured on the command-level controller). With the softmax
+// overlap of sec. 6.1 the vector units run each head's softmax while the PIM works on the others.
+//
+// Decoder layers of one model are identical: the model schedules a few layers, measures the
+// steady-state period between consecutive layers and extrapolates to the device's layer count
+// (exact for a periodic schedule); timelines schedule every layer. Per-request attention
+// latencies are cached by sequence length (they change only at tile boundaries).
+//
+// Contract: not thread-safe; simulated time only (nanoseconds); one instance per engine.
+#ifndef NEUPIMS_ENGINE_ITERATION_MODEL_H_
+#define NEUPIMS_ENGINE_ITERATION_MODEL_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/system_mode.h"
+#include "hw/device.h"
+#include "hw/npu/npu_model.h"
+#include "hw/pim/pim_model.h"
+#include "models/lowering.h"
+#include "models/model_config.h"
+
+namespace neupims::engine {
+
+// Links between devices (tensor-parallel all-reduce, pipeline activations, KV transfers).
+struct LinkSpec {
+  double gb_per_s = 64;      // per direction (PCIe 5.0 x16 ~ 63 GB/s)
+  double latency_ns = 1000;  // per message
+
+  double TransferNs(double bytes) const { return latency_ns + bytes / gb_per_s; }
+};
+
+struct IterationModelOptions {
+  hw::DeviceConfig device;
+  models::ModelConfig model;
+  models::Parallelism parallelism;
+  SystemMode mode;
+  std::string level = "analytic";  // hardware detail: "analytic" or "command"
+  LinkSpec interconnect;
+};
+
+// A decoding request in this iteration.
+struct DecodeItem {
+  int64_t seq_len = 1;  // tokens in its KV cache, including the newest
+  int channel = 0;
+};
+
+struct IterationInput {
+  std::array<std::vector<DecodeItem>, 2> sub_batches;  // [1] empty without interleaving
+  std::vector<int64_t> prefill_prompts;                // local prefills (joined to sub-batch 0)
+  bool record_timeline = false;
+  int layers = 0;  // decoder layers to run: 0 = all of the device's, else exactly this many
+};
+
+enum class Lane : uint8_t { kSystolic, kVector, kPim, kInterconnect };
+const char* ToString(Lane lane);
+
+struct TimelineEvent {
+  std::string name;
+  Lane lane = Lane::kSystolic;
+  int channel = -1;  // PIM lane: the channel
+  int sub_batch = 0;
+  int layer = 0;
+  int micro_batch = 0;
+  double start_ns = 0, end_ns = 0;
+};
+
+struct IterationCost {
+  double duration_ns = 0;
+  // Busy time summed over the device's layers (per device; multiply by devices for the group).
+  double systolic_busy_ns = 0;   // the arrays were streaming (MACs / peak rate)
+  double vector_busy_ns = 0;     // vector-unit time (one unit-equivalent)
+  double pim_channel_busy_ns = 0;  // summed over channels: a PIM op was running
+  double pim_mac_ns = 0;         // summed over channels: the MAC datapath was computing
+  double interconnect_busy_ns = 0;
+  double npu_macs = 0;
+  double npu_hbm_bytes = 0;
+  double pim_macs = 0;
+  // Energy of the whole device group (all tp x pp devices), joules.
+  double npu_dynamic_j = 0, npu_static_j = 0, dram_j = 0, pim_j = 0, dram_background_j = 0;
+  hw::CommandCounts pim_commands{};
+  double channel_imbalance = 1;  // busiest channel / mean channel MHA load
+  std::array<int64_t, 2> sub_batch_sizes{};
+  std::vector<TimelineEvent> timeline;
+
+  double energy_j() const {
+    return npu_dynamic_j + npu_static_j + dram_j + pim_j + dram_background_j;
+  }
+};
+
+// Per-layer cost of one request's attention on its PIM channel.
+struct AttentionCost {
+  double logit_ns = 0, attend_ns = 0;
+  double mac_ns = 0;        // column steps x tCCD_L
+  double macs = 0;
+  double dynamic_j = 0;     // PIM commands + refresh (one channel, one layer)
+  hw::CommandCounts commands{};
+};
+
+class IterationModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<IterationModel>> Create(
+      const IterationModelOptions& options);
+
+  absl::StatusOr<IterationCost> Run(const IterationInput& input);
+
+  // Attention of one request at `seq_len` (cached).
+  absl::StatusOr<AttentionCost> Attention(int64_t seq_len);
+
+  const IterationModelOptions& options() const { return options_; }
+  int layers_per_device() const { return layers_per_device_; }
+  // Share of a channel's peak bandwidth MEM traffic gets while the PIM computes (dual RB).
+  double bandwidth_share_during_pim() const { return bandwidth_share_during_pim_; }
+
+ private:
+  explicit IterationModel(const IterationModelOptions& options);
+  struct GemmCost {
+    double ns = 0, busy_ns = 0, macs = 0, hbm_bytes = 0, energy_j = 0, dram_j = 0;
+  };
+  absl::StatusOr<GemmCost> Gemm(int64_t m, int64_t k, int64_t n, bool weights_from_hbm,
+                                double bandwidth_fraction);
+  absl::StatusOr<GemmCost> Vector(models::VectorKind kind, int64_t rows, int64_t cols);
+  // One pipeline stage for one micro-batch.
+  absl::StatusOr<IterationCost> RunStage(const std::array<std::vector<DecodeItem>, 2>& sb,
+                                         const std::vector<int64_t>& prompts, int micro_batch,
+                                         bool full_timeline, int layers);
+
+  IterationModelOptions options_;
+  std::unique_ptr<hw::NpuModel> npu_;
+  std::unique_ptr<hw::PimModel> pim_;  // null in npu-only mode
+  hw::AttentionShape dims_;
+  int layers_per_device_ = 1;
+  double npu_ns_per_cycle_ = 1, hbm_ns_per_cycle_ = 1;
+  double bandwidth_share_during_pim_ = 0;
+  double dram_rd_pj_ = 0, dram_act_pj_ = 0, dram_background_w_ = 0;
+  // Energy fields of IterationCost: npu_dynamic_j (MAC/SRAM/vector), dram_j (DRAM reads
+  // behind the NPU's HBM traffic), pim_j (PIM commands + refresh), npu_static_j and
+  // dram_background_j (powered time), all for the whole device group.
+  std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
+  std::vector<bool> attention_cached_;
+  absl::flat_hash_map<uint64_t, GemmCost> gemm_cache_;
+};
+
+}  // namespace neupims::engine
+
+#endif  // NEUPIMS_ENGINE_ITERATION_MODEL_H_

@@ -1,0 +1,39 @@
+// System modes of NeuPIMs sec. 8.1 and the ablation switches of Figure 13.
+//
+//   npu-only : attention GEMVs on the NPU (bandwidth-bound), no PIM.
+//   npu+pim  : Newton PIM in blocked mode (single row buffer), round-robin channels, no
+//              sub-batch interleaving; logit -> softmax -> attend run one after another.
+//   neupims  : dual row buffers + greedy min-load bin packing + sub-batch interleaving, and the
+//              per-head softmax overlap of sec. 6.1.
+// Each technique can be switched on or off separately (the ablation of Figure 13).
+#ifndef NEUPIMS_ENGINE_SYSTEM_MODE_H_
+#define NEUPIMS_ENGINE_SYSTEM_MODE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/scheduler.h"
+
+namespace neupims::engine {
+
+struct SystemMode {
+  std::string name = "neupims";
+  bool pim_attention = true;          // attention GEMVs on PIM (false: on the NPU)
+  bool dual_row_buffers = true;       // MEM traffic proceeds while the PIM computes
+  scheduler::ChannelPolicy channel_policy = scheduler::ChannelPolicy::kMinLoad;
+  bool sub_batch_interleaving = true;
+
+  // Softmax of head h overlaps the PIM GEMVs of the other heads (sec. 6.1): needs the vector
+  // units to read partial logits while the PIM runs, i.e. dual row buffers.
+  bool softmax_overlap() const { return pim_attention && dual_row_buffers; }
+  // The built-in device a mode runs on unless the user picks one.
+  std::string default_device() const;
+};
+
+// "npu-only", "npu+pim", "neupims".
+absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name);
+
+}  // namespace neupims::engine
+
+#endif  // NEUPIMS_ENGINE_SYSTEM_MODE_H_

@@ -1,0 +1,288 @@
+#include "kv_cache/block_manager.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/units.h"
+
+namespace neupims::kv_cache {
+namespace {
+
+// Absorbs rounding in watermark x capacity (0.29 x 100 = 28.999999999999996 must give 29).
+constexpr double kWatermarkEpsilon = 1e-9;
+
+const std::vector<int64_t>& EmptyTable() {
+  static const std::vector<int64_t>* const kEmpty = new std::vector<int64_t>();
+  return *kEmpty;
+}
+
+}  // namespace
+
+const char* ToString(AllocStatus s) {
+  switch (s) {
+    case AllocStatus::kOk:
+      return "OK";
+    case AllocStatus::kLater:
+      return "LATER";
+    case AllocStatus::kNever:
+      return "NEVER";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& options) {
+  if (options.block_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_tokens must be >= 1, got ", options.block_tokens));
+  }
+  if (options.blocks_per_channel.empty()) {
+    return absl::InvalidArgumentError("blocks_per_channel must name at least one channel");
+  }
+  if (options.blocks_per_channel.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError("too many channels");
+  }
+  for (size_t c = 0; c < options.blocks_per_channel.size(); ++c) {
+    if (options.blocks_per_channel[c] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks_per_channel[", c, "] must be >= 0, got ", options.blocks_per_channel[c]));
+    }
+  }
+  // Written so that NaN fails too.
+  if (!(options.watermark >= 0.0 && options.watermark < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("watermark must be in [0, 1), got ", options.watermark));
+  }
+
+  BlockManager manager;
+  manager.block_tokens_ = options.block_tokens;
+  manager.watermark_ = options.watermark;
+  manager.pools_.resize(options.blocks_per_channel.size());
+  for (size_t c = 0; c < options.blocks_per_channel.size(); ++c) {
+    Pool& pool = manager.pools_[c];
+    pool.capacity = options.blocks_per_channel[c];
+    pool.free.reserve(static_cast<size_t>(pool.capacity));
+    // Stack with block 0 on top: a fresh pool hands out 0, 1, 2, ...
+    for (int64_t b = pool.capacity - 1; b >= 0; --b) pool.free.push_back(b);
+  }
+  return manager;
+}
+
+int64_t BlockManager::BlocksFor(int64_t tokens) const {
+  if (tokens <= 0) return 0;
+  return CeilDiv(tokens, block_tokens_);
+}
+
+int64_t BlockManager::WatermarkBlocks(int channel) const {
+  if (!ValidChannel(channel)) return 0;
+  const double blocks =
+      std::floor(watermark_ * static_cast<double>(pools_[channel].capacity) + kWatermarkEpsilon);
+  return static_cast<int64_t>(blocks);
+}
+
+AllocStatus BlockManager::CanAllocate(int channel, int64_t tokens) const {
+  if (!ValidChannel(channel) || tokens < 1) return AllocStatus::kNever;
+  const Pool& pool = pools_[channel];
+  const int64_t needed = BlocksFor(tokens);
+  const int64_t watermark = WatermarkBlocks(channel);
+  if (needed > pool.capacity - watermark) return AllocStatus::kNever;
+  if (static_cast<int64_t>(pool.free.size()) - needed < watermark) return AllocStatus::kLater;
+  return AllocStatus::kOk;
+}
+
+absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
+  if (tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", id, ": tokens must be >= 1, got ", tokens));
+  }
+  if (!ValidChannel(channel)) {
+    return absl::OutOfRangeError(
+        absl::StrCat("request ", id, ": channel ", channel, " out of range [0, ", channels(), ")"));
+  }
+  if (tables_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request ", id, " is already allocated"));
+  }
+  Pool& pool = pools_[channel];
+  const int64_t needed = BlocksFor(tokens);
+  if (needed > static_cast<int64_t>(pool.free.size())) {
+    return absl::ResourceExhaustedError(absl::StrCat("request ", id, ": needs ", needed,
+                                                     " blocks, channel ", channel, " has ",
+                                                     pool.free.size(), " free"));
+  }
+  Table table;
+  table.channel = channel;
+  table.tokens = tokens;
+  table.blocks.reserve(static_cast<size_t>(needed));
+  for (int64_t i = 0; i < needed; ++i) {
+    table.blocks.push_back(pool.free.back());
+    pool.free.pop_back();
+  }
+  tables_.emplace(id, std::move(table));
+  return absl::OkStatus();
+}
+
+bool BlockManager::CanAppendSlot(RequestId id) const {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) return false;
+  const Table& table = it->second;
+  if (table.tokens % block_tokens_ != 0) return true;  // room in the last block
+  return !pools_[table.channel].free.empty();
+}
+
+absl::Status BlockManager::AppendSlot(RequestId id) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
+  }
+  Table& table = it->second;
+  if (table.tokens % block_tokens_ == 0) {  // the last block is full: the token starts a new one
+    Pool& pool = pools_[table.channel];
+    if (pool.free.empty()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "request ", id, ": no free block in channel ", table.channel, " to append a token"));
+    }
+    table.blocks.push_back(pool.free.back());
+    pool.free.pop_back();
+  }
+  ++table.tokens;
+  return absl::OkStatus();
+}
+
+absl::Status BlockManager::Free(RequestId id) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
+  }
+  Pool& pool = pools_[it->second.channel];
+  const std::vector<int64_t>& blocks = it->second.blocks;
+  // Push in reverse so the request's first block ends up on top: re-allocating the same size
+  // right away gets the same block table back.
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool.free.push_back(*b);
+  tables_.erase(it);
+  return absl::OkStatus();
+}
+
+int BlockManager::ChannelOf(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? -1 : it->second.channel;
+}
+
+int64_t BlockManager::TokensOf(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? 0 : it->second.tokens;
+}
+
+const std::vector<int64_t>& BlockManager::BlockTable(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? EmptyTable() : it->second.blocks;
+}
+
+int64_t BlockManager::FreeBlocks(int channel) const {
+  if (!ValidChannel(channel)) return 0;
+  return static_cast<int64_t>(pools_[channel].free.size());
+}
+
+int64_t BlockManager::UsedBlocks(int channel) const {
+  if (!ValidChannel(channel)) return 0;
+  return pools_[channel].capacity - static_cast<int64_t>(pools_[channel].free.size());
+}
+
+int64_t BlockManager::TotalBlocks(int channel) const {
+  if (!ValidChannel(channel)) return 0;
+  return pools_[channel].capacity;
+}
+
+int64_t BlockManager::TotalFreeBlocks() const {
+  int64_t total = 0;
+  for (const Pool& pool : pools_) total += static_cast<int64_t>(pool.free.size());
+  return total;
+}
+
+int64_t BlockManager::TotalBlocks() const {
+  int64_t total = 0;
+  for (const Pool& pool : pools_) total += pool.capacity;
+  return total;
+}
+
+double BlockManager::Usage() const {
+  const int64_t total = TotalBlocks();
+  if (total == 0) return 0.0;
+  return static_cast<double>(total - TotalFreeBlocks()) / static_cast<double>(total);
+}
+
+absl::Status BlockManager::CheckInvariants() const {
+  // owner[c][b]: kUnseen, kFree, or the index of the owning table in iteration order.
+  constexpr int64_t kUnseen = -2;
+  constexpr int64_t kFree = -1;
+  std::vector<std::vector<int64_t>> owner(pools_.size());
+  for (size_t c = 0; c < pools_.size(); ++c) {
+    const Pool& pool = pools_[c];
+    if (pool.capacity < 0) {
+      return absl::InternalError(absl::StrCat("channel ", c, ": negative capacity"));
+    }
+    if (static_cast<int64_t>(pool.free.size()) > pool.capacity) {
+      return absl::InternalError(absl::StrCat("channel ", c, ": ", pool.free.size(),
+                                              " free blocks exceed capacity ", pool.capacity));
+    }
+    owner[c].assign(static_cast<size_t>(pool.capacity), kUnseen);
+    for (int64_t b : pool.free) {
+      if (b < 0 || b >= pool.capacity) {
+        return absl::InternalError(
+            absl::StrCat("channel ", c, ": free block ", b, " out of range"));
+      }
+      if (owner[c][b] != kUnseen) {
+        return absl::InternalError(
+            absl::StrCat("channel ", c, ": block ", b, " is on the free list twice"));
+      }
+      owner[c][b] = kFree;
+    }
+  }
+  int64_t index = 0;
+  for (const auto& [id, table] : tables_) {
+    if (!ValidChannel(table.channel)) {
+      return absl::InternalError(
+          absl::StrCat("request ", id, ": channel ", table.channel, " out of range"));
+    }
+    if (table.tokens < 1) {
+      return absl::InternalError(absl::StrCat("request ", id, ": ", table.tokens, " tokens"));
+    }
+    if (static_cast<int64_t>(table.blocks.size()) != BlocksFor(table.tokens)) {
+      return absl::InternalError(absl::StrCat("request ", id, ": ", table.blocks.size(),
+                                              " blocks for ", table.tokens, " tokens (expected ",
+                                              BlocksFor(table.tokens), ")"));
+    }
+    std::vector<int64_t>& own = owner[table.channel];
+    for (int64_t b : table.blocks) {
+      if (b < 0 || b >= pools_[table.channel].capacity) {
+        return absl::InternalError(absl::StrCat("request ", id, ": block ", b,
+                                                " out of range in channel ", table.channel));
+      }
+      if (own[b] == kFree) {
+        return absl::InternalError(absl::StrCat("request ", id, ": block ", b, " of channel ",
+                                                table.channel, " is also on the free list"));
+      }
+      if (own[b] != kUnseen) {
+        return absl::InternalError(absl::StrCat("request ", id, ": block ", b, " of channel ",
+                                                table.channel, " is owned twice"));
+      }
+      own[b] = index;
+    }
+    ++index;
+  }
+  for (size_t c = 0; c < pools_.size(); ++c) {
+    for (size_t b = 0; b < owner[c].size(); ++b) {
+      if (owner[c][b] == kUnseen) {
+        return absl::InternalError(
+            absl::StrCat("channel ", c, ": block ", b, " is neither free nor owned (leak)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace neupims::kv_cache

@@ -1,0 +1,117 @@
+// BlockManager: a vLLM-style paged KV cache whose physical blocks live in PIM channels.
+//
+// Role: owns every KV block of one device. Each request's KV cache lives in the one channel it
+// was assigned to (NeuPIMs sec. 4: the PIM bank group that computes its attention holds its keys
+// and values), so every channel is its own pool of `blocks_per_channel[c]` blocks of
+// `block_tokens` tokens. Verbs follow vLLM's block manager:
+//   CanAllocate(channel, tokens) -> kOk / kLater (not now) / kNever (exceeds the channel)
+//   Allocate(request, channel, tokens), CanAppendSlot / AppendSlot (one more token), Free.
+// A watermark keeps `watermark` x capacity free in every channel at admission time (not for
+// appends), so running requests can grow before anyone must be preempted.
+//
+// Block layout of one request in its channel (block_tokens = 32 = one key tile of 32 banks):
+//
+//   block table (logical -> physical)     channel c pool
+//   [0] -> 17                             | 0 | 1 | ... | 17 | ... |   each block: block_tokens
+//   [1] -> 4                              tokens x (K + V) x layers on this device
+//   [2] -> 23   (last block partly full)
+//
+// Contract: single-threaded (the engine thread). Errors for unknown requests, double
+// allocation, out-of-range channels. Invariant: used + free == capacity in every channel.
+// Physical block ids are per channel (0 .. capacity-1); each free list is a stack, so the ids a
+// sequence of calls hands out are deterministic (a fresh pool hands out 0, 1, 2, ...).
+#ifndef NEUPIMS_KV_CACHE_BLOCK_MANAGER_H_
+#define NEUPIMS_KV_CACHE_BLOCK_MANAGER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace neupims::kv_cache {
+
+using RequestId = int64_t;
+
+enum class AllocStatus { kOk, kLater, kNever };
+const char* ToString(AllocStatus s);
+
+struct BlockManagerOptions {
+  int block_tokens = 32;
+  std::vector<int64_t> blocks_per_channel;  // capacity of each channel's pool
+  double watermark = 0.01;                  // fraction kept free at admission
+};
+
+class BlockManager {
+ public:
+  static absl::StatusOr<BlockManager> Create(const BlockManagerOptions& options);
+
+  int channels() const { return static_cast<int>(pools_.size()); }
+  int block_tokens() const { return block_tokens_; }
+
+  // Blocks needed to hold `tokens` tokens: ceil(tokens / block_tokens); 0 for tokens <= 0.
+  int64_t BlocksFor(int64_t tokens) const;
+  // Blocks of `channel` that admission keeps free: floor(watermark x capacity). 0 for a bad
+  // channel.
+  int64_t WatermarkBlocks(int channel) const;
+  // Admission test. kNever: BlocksFor(tokens) > capacity - WatermarkBlocks (it can never be
+  // admitted to this channel), also for a bad channel or tokens < 1 (Allocate would fail).
+  // kLater: free - BlocksFor(tokens) < WatermarkBlocks. Otherwise kOk.
+  AllocStatus CanAllocate(int channel, int64_t tokens) const;
+  // Allocates blocks for `tokens` tokens of a new request in `channel`. Ignores the watermark
+  // (the caller checked CanAllocate). Errors: InvalidArgument (tokens < 1), OutOfRange (bad
+  // channel), AlreadyExists (id already allocated), ResourceExhausted (not enough free blocks).
+  // On error nothing changes.
+  absl::Status Allocate(RequestId id, int channel, int64_t tokens);
+  // Whether the request can grow by one token: room in its last block, or a free block in its
+  // channel (the watermark does not apply). False for an unknown request.
+  bool CanAppendSlot(RequestId id) const;
+  // Adds one token, taking one block when the token starts a new block. Errors: NotFound,
+  // ResourceExhausted (no free block in the channel; nothing changes).
+  absl::Status AppendSlot(RequestId id);
+  // Releases every block of the request (finish, abort, preemption). Error: NotFound.
+  absl::Status Free(RequestId id);
+
+  // Accessors for one request; for an unknown id: ChannelOf -1, TokensOf 0, BlockTable empty.
+  bool Has(RequestId id) const { return tables_.contains(id); }
+  int ChannelOf(RequestId id) const;
+  int64_t TokensOf(RequestId id) const;
+  const std::vector<int64_t>& BlockTable(RequestId id) const;
+
+  // Per-channel counts; 0 for a bad channel.
+  int64_t FreeBlocks(int channel) const;
+  int64_t UsedBlocks(int channel) const;
+  int64_t TotalBlocks(int channel) const;
+  int64_t TotalFreeBlocks() const;
+  int64_t TotalBlocks() const;
+  // used / total over all channels.
+  double Usage() const;
+  int64_t requests() const { return static_cast<int64_t>(tables_.size()); }
+
+  // Checks every internal invariant (no block owned twice, free lists consistent, usage within
+  // capacity); returns the first broken one. For tests.
+  absl::Status CheckInvariants() const;
+
+ private:
+  struct Pool {
+    int64_t capacity = 0;
+    std::vector<int64_t> free;  // free physical block ids (stack)
+  };
+  struct Table {
+    int channel = 0;
+    int64_t tokens = 0;
+    std::vector<int64_t> blocks;
+  };
+  BlockManager() = default;
+  bool ValidChannel(int channel) const { return channel >= 0 && channel < channels(); }
+
+  int block_tokens_ = 32;
+  double watermark_ = 0;
+  std::vector<Pool> pools_;
+  absl::flat_hash_map<RequestId, Table> tables_;
+};
+
+}  // namespace neupims::kv_cache
+
+#endif  // NEUPIMS_KV_CACHE_BLOCK_MANAGER_H_

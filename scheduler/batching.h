@@ -1,0 +1,47 @@
+// The batching algorithms of NeuPIMs sec. 6.4-6.5 as pure functions (tested against hand cases).
+#ifndef NEUPIMS_SCHEDULER_BATCHING_H_
+#define NEUPIMS_SCHEDULER_BATCHING_H_
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace neupims::scheduler {
+
+// Algorithm 2 (greedy min-load bin packing): requests, in the given order (the caller sorts
+// them by decreasing length), each go to the channel with the least load among those where
+// `fits(request, channel)`; that channel's load grows by the request's load. Returns the channel
+// of each request (-1 if it fits nowhere). Ties go to the lowest channel index.
+std::vector<int> GreedyMinLoad(std::vector<double>& channel_load,
+                               const std::vector<double>& request_load,
+                               const std::function<bool(int request, int channel)>& fits);
+
+// Round-robin (the NPU+PIM baseline): requests take channels in rotation from `*cursor`,
+// skipping channels where they do not fit.
+std::vector<int> RoundRobin(int channels, int requests, int* cursor,
+                            const std::function<bool(int request, int channel)>& fits);
+
+// Algorithm 3 (sub-batch partitioning): each channel's requests are split in halves, the first
+// half to SB1 and the rest to SB2; odd counts alternate between rounding up and down (starting
+// with up) so both sub-batches stay balanced in size and per-channel load.
+template <typename T>
+std::pair<std::vector<T>, std::vector<T>> PartitionSubBatches(
+    const std::vector<std::vector<T>>& per_channel) {
+  std::pair<std::vector<T>, std::vector<T>> out;
+  bool turn = true;
+  for (const std::vector<T>& reqs : per_channel) {
+    size_t half = reqs.size() / 2;
+    if (reqs.size() % 2 != 0) {
+      if (turn) ++half;  // ceil on this turn, floor on the next
+      turn = !turn;
+    }
+    out.first.insert(out.first.end(), reqs.begin(), reqs.begin() + static_cast<long>(half));
+    out.second.insert(out.second.end(), reqs.begin() + static_cast<long>(half), reqs.end());
+  }
+  return out;
+}
+
+}  // namespace neupims::scheduler
+
+#endif  // NEUPIMS_SCHEDULER_BATCHING_H_

@@ -1,0 +1,67 @@
+// MHA latency estimates that drive channel load balancing (NeuPIMs sec. 6.3-6.4).
+//
+// Role: maps a request's sequence length to the latency of its attention on one PIM channel, per
+// decoder layer, in HBM cycles. Two implementations:
+//   - Algorithm1Estimator: NeuPIMs Algorithm 1, with L_tile and L_GWRITE derived from the
+//     timing parameters by the closed-form tile model (hw/pim/tile_cost.h) instead of measured;
+//   - PimModelEstimator: the analytic PIM model's exact answer for the request's GEMV program.
+// Contract: not thread-safe (the analytic model caches); Estimate() never fails for seq >= 1.
+#ifndef NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_
+#define NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "hw/pim/gemv_plan.h"
+#include "hw/pim/pim_model.h"
+
+namespace neupims::scheduler {
+
+class MhaEstimator {
+ public:
+  virtual ~MhaEstimator() = default;
+  // Cycles of one request's attention (one layer) at `seq_len` tokens.
+  virtual double Estimate(int64_t seq_len) = 0;
+};
+
+// Inputs of Algorithm 1. The OCR of the paper lost the ceilings; tile counts are whole tiles, so
+// every division below is a ceiling (a partial tile still costs a tile).
+struct Algorithm1Params {
+  int64_t embedding = 1024;     // E: the device's share of the model width (heads x head_dim)
+  int heads = 8;                // N_head on the device
+  int64_t page_elements = 512;  // P_DRAM: elements per DRAM page
+  int banks = 32;               // B_chnl: PIM banks per channel
+  double tile_cycles = 186;     // L_tile: GEMV latency of one PIM tile
+  double gwrite_cycles = 29;    // L_GWRITE: global-buffer load
+
+  // L_tile and L_GWRITE from the closed-form tile model of `spec` (a full key tile with
+  // page/head_dim dot products; GWRITE = first tile of a block minus a steady tile).
+  static Algorithm1Params FromHardware(const hw::HbmSpec& spec, const hw::AttentionShape& dims);
+};
+
+class Algorithm1Estimator : public MhaEstimator {
+ public:
+  explicit Algorithm1Estimator(const Algorithm1Params& p) : p_(p) {}
+  double Estimate(int64_t seq_len) override;
+  const Algorithm1Params& params() const { return p_; }
+
+ private:
+  Algorithm1Params p_;
+};
+
+// Asks a PimModel (normally the analytic one) for AttentionCycles of {seq, dims}.
+class PimModelEstimator : public MhaEstimator {
+ public:
+  PimModelEstimator(hw::PimModel* model, const hw::AttentionShape& dims)
+      : model_(model), dims_(dims) {}
+  double Estimate(int64_t seq_len) override;
+
+ private:
+  hw::PimModel* model_;
+  hw::AttentionShape dims_;
+};
+
+}  // namespace neupims::scheduler
+
+#endif  // NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_

@@ -1,0 +1,68 @@
+// Request: one generation request as the scheduler and engine see it, and its state machine.
+//
+//            Admit(local prefill)                 FinishPrefill (standalone prefill done)
+//   kWaiting -----------------------> kRunning <------------------- kPrefilling
+//      |  ^        Admit(standalone) -------------------------------------^  |
+//      |  |  Preempt (recompute)          |  Finish                          |
+//      |  +-------------------------------+---------> kFinished              |
+//      +--------------------------------- Abort ------> kAborted <-----------+
+//                                          (also from kRunning)
+// Illegal transitions are errors (absl::FailedPrecondition), never silent. Times are simulated
+// nanoseconds; the scheduler never reads the wall clock.
+#ifndef NEUPIMS_SCHEDULER_REQUEST_H_
+#define NEUPIMS_SCHEDULER_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace neupims::scheduler {
+
+using RequestId = int64_t;
+using SimTime = int64_t;  // simulated nanoseconds
+inline constexpr SimTime kNoTime = -1;
+
+enum class RequestState { kWaiting, kPrefilling, kRunning, kFinished, kAborted };
+const char* ToString(RequestState s);
+
+enum class FinishReason { kNone, kLength, kAborted, kRejected };
+const char* ToString(FinishReason r);
+
+struct Request {
+  RequestId id = 0;
+  int64_t prompt_tokens = 1;
+  int64_t max_new_tokens = 1;  // generation stops after this many tokens
+  int priority = 0;            // lower is served first; FCFS within a priority
+  SimTime arrival = 0;
+
+  // Mutable progress.
+  RequestState state = RequestState::kWaiting;
+  int64_t generated = 0;  // output tokens produced so far
+  int channel = -1;       // PIM channel holding its KV cache while admitted
+  int sub_batch = 0;      // 0 or 1 (Algorithm 3), decided every iteration
+  int preemptions = 0;
+  bool needs_prefill = true;  // the next step must (re)compute its prompt (+ generated) tokens
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;  // why a request was rejected
+
+  // Timeline (kNoTime until it happens).
+  SimTime first_admitted = kNoTime;
+  SimTime first_token = kNoTime;
+  SimTime last_token = kNoTime;
+  SimTime finished = kNoTime;
+
+  // Tokens in the KV cache: the prompt plus every generated token.
+  int64_t context_tokens() const { return prompt_tokens + generated; }
+  bool done() const { return generated >= max_new_tokens; }
+  bool terminal() const {
+    return state == RequestState::kFinished || state == RequestState::kAborted;
+  }
+};
+
+// Validated state changes.
+absl::Status Transition(Request& r, RequestState to);
+
+}  // namespace neupims::scheduler
+
+#endif  // NEUPIMS_SCHEDULER_REQUEST_H_

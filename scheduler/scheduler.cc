@@ -1,0 +1,246 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/batching.h"
+
+namespace neupims::scheduler {
+
+const char* ToString(ChannelPolicy p) {
+  return p == ChannelPolicy::kMinLoad ? "min_load" : "round_robin";
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options, kv_cache::BlockManager* kv,
+                     MhaEstimator* estimator)
+    : options_(options), kv_(kv), estimator_(estimator) {}
+
+absl::Status Scheduler::Add(Request* r) {
+  if (r->state != RequestState::kWaiting) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("request ", r->id, " is ", ToString(r->state), ", not waiting"));
+  }
+  if (!waiting_.insert(r).second) {
+    return absl::AlreadyExistsError(absl::StrCat("request ", r->id, " is already queued"));
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::RemoveRunning(Request* r) {
+  auto it = std::find(running_.begin(), running_.end(), r);
+  if (it != running_.end()) running_.erase(it);
+}
+
+absl::Status Scheduler::Abort(Request* r) {
+  if (r->terminal()) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", r->id, " already ended"));
+  }
+  if (r->state == RequestState::kWaiting) waiting_.erase(r);
+  if (r->state == RequestState::kPrefilling) --prefilling_;
+  RemoveRunning(r);
+  if (kv_->Has(r->id)) {
+    absl::Status s = kv_->Free(r->id);
+    if (!s.ok()) return s;
+  }
+  r->channel = -1;
+  r->finish_reason = FinishReason::kAborted;
+  return Transition(*r, RequestState::kAborted);
+}
+
+void Scheduler::Preempt(Request* r, ScheduleOutput* out) {
+  // Recompute preemption: the KV cache is dropped and rebuilt by a new prefill later.
+  RemoveRunning(r);
+  (void)kv_->Free(r->id);
+  (void)Transition(*r, RequestState::kWaiting);
+  r->channel = -1;
+  r->needs_prefill = true;
+  ++r->preemptions;
+  waiting_.insert(r);
+  out->preempted.push_back(r);
+}
+
+ScheduleOutput Scheduler::Schedule(SimTime now) {
+  ScheduleOutput out;
+  // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
+  //    channel preempt the youngest request of that channel until it fits.
+  std::vector<Request*> decoding;
+  for (Request* r : running_) {
+    if (r->state == RequestState::kRunning && !r->needs_prefill) decoding.push_back(r);
+  }
+  for (Request* r : decoding) {
+    if (r->state != RequestState::kRunning) continue;  // preempted as a victim meanwhile
+    while (!kv_->CanAppendSlot(r->id)) {
+      Request* victim = nullptr;
+      for (Request* c : running_) {
+        if (c->channel == r->channel && c->state == RequestState::kRunning &&
+            (victim == nullptr || WaitOrder()(victim, c))) {
+          victim = c;
+        }
+      }
+      Preempt(victim, &out);
+      if (victim == r) break;
+    }
+    if (r->state != RequestState::kRunning) continue;
+    (void)kv_->AppendSlot(r->id);
+    out.decode.push_back(r);
+  }
+
+  // 2. Admission, FCFS within priority, only when nothing had to be preempted.
+  std::vector<Request*> admitted;
+  if (out.preempted.empty()) {
+    int64_t budget = options_.max_prefill_tokens;
+    int64_t batch = static_cast<int64_t>(running_.size());
+    // Tentative free blocks per channel, to decide feasibility before assigning channels.
+    std::vector<int64_t> free(kv_->channels());
+    for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      Request* r = *it;
+      if (batch >= options_.max_batch) break;
+      const int64_t tokens = r->context_tokens();
+      if (!admitted.empty() && tokens > budget) break;
+      bool never = true, fits = false;
+      for (int c = 0; c < kv_->channels(); ++c) {
+        const kv_cache::AllocStatus s = kv_->CanAllocate(c, tokens);
+        if (s != kv_cache::AllocStatus::kNever) never = false;
+        if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) fits = true;
+      }
+      if (never) {
+        r->error = absl::StrCat("request needs ", kv_->BlocksFor(tokens),
+                                " KV blocks, more than any PIM channel holds");
+        r->finish_reason = FinishReason::kRejected;
+        r->finished = now;
+        (void)Transition(*r, RequestState::kFinished);
+        out.rejected.push_back(r);
+        it = waiting_.erase(it);
+        continue;
+      }
+      if (!fits) break;  // head-of-line: wait for blocks to free up
+      // Reserve on the channel with the most free blocks for the feasibility count; the real
+      // channel is chosen below by the policy.
+      const int best = static_cast<int>(std::max_element(free.begin(), free.end()) - free.begin());
+      free[best] -= kv_->BlocksFor(tokens);
+      admitted.push_back(r);
+      budget -= tokens;
+      ++batch;
+      it = waiting_.erase(it);
+    }
+  }
+
+  // 3. Channels for the admitted requests.
+  if (!admitted.empty()) {
+    std::vector<double> loads;
+    if (options_.channel_policy == ChannelPolicy::kMinLoad) {
+      // Algorithm 2 takes the longest request first.
+      std::stable_sort(admitted.begin(), admitted.end(), [](const Request* a, const Request* b) {
+        return a->context_tokens() > b->context_tokens();
+      });
+      loads = ChannelLoads();
+    }
+    std::vector<int64_t> free(kv_->channels());
+    for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
+    auto fits = [&](int i, int c) {
+      const int64_t tokens = admitted[i]->context_tokens();
+      return kv_->CanAllocate(c, tokens) == kv_cache::AllocStatus::kOk &&
+             free[c] >= kv_->BlocksFor(tokens);
+    };
+    std::vector<int> channel(admitted.size(), -1);
+    // Assign one at a time so each choice sees the blocks the previous ones took.
+    for (size_t i = 0; i < admitted.size(); ++i) {
+      auto one = [&](int, int c) { return fits(static_cast<int>(i), c); };
+      if (options_.channel_policy == ChannelPolicy::kMinLoad) {
+        std::vector<double> load_one = {estimator_->Estimate(admitted[i]->context_tokens())};
+        channel[i] = GreedyMinLoad(loads, load_one, one)[0];
+      } else {
+        channel[i] = RoundRobin(kv_->channels(), 1, &rr_cursor_, one)[0];
+      }
+      if (channel[i] >= 0) free[channel[i]] -= kv_->BlocksFor(admitted[i]->context_tokens());
+    }
+    for (size_t i = 0; i < admitted.size(); ++i) {
+      Request* r = admitted[i];
+      if (channel[i] < 0 || !kv_->Allocate(r->id, channel[i], r->context_tokens()).ok()) {
+        waiting_.insert(r);  // fragmentation across channels: try again next step
+        continue;
+      }
+      r->channel = channel[i];
+      r->needs_prefill = true;
+      if (r->first_admitted == kNoTime) r->first_admitted = now;
+      if (options_.standalone_prefill) {
+        (void)Transition(*r, RequestState::kPrefilling);
+        ++prefilling_;
+      } else {
+        (void)Transition(*r, RequestState::kRunning);
+      }
+      running_.push_back(r);
+      out.prefill.push_back(r);
+    }
+  }
+
+  // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
+  if (options_.sub_batches) {
+    std::vector<std::vector<Request*>> per_channel(kv_->channels());
+    for (Request* r : out.decode) per_channel[r->channel].push_back(r);
+    auto [a, b] = PartitionSubBatches(per_channel);
+    for (Request* r : a) r->sub_batch = 0;
+    for (Request* r : b) r->sub_batch = 1;
+    out.sub_batch[0] = std::move(a);
+    out.sub_batch[1] = std::move(b);
+  } else {
+    for (Request* r : out.decode) r->sub_batch = 0;
+    out.sub_batch[0] = out.decode;
+  }
+  return out;
+}
+
+absl::Status Scheduler::Finish(Request* r, SimTime now) {
+  RemoveRunning(r);
+  if (kv_->Has(r->id)) {
+    absl::Status s = kv_->Free(r->id);
+    if (!s.ok()) return s;
+  }
+  r->finish_reason = FinishReason::kLength;
+  r->finished = now;
+  return Transition(*r, RequestState::kFinished);
+}
+
+std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now) {
+  std::vector<Request*> finished;
+  auto produced = [&](Request* r) {
+    ++r->generated;
+    if (r->first_token == kNoTime) r->first_token = now;
+    r->last_token = now;
+    if (r->done() && Finish(r, now).ok()) finished.push_back(r);
+  };
+  for (Request* r : out.decode) {
+    if (r->state == RequestState::kRunning) produced(r);
+  }
+  if (!options_.standalone_prefill) {
+    for (Request* r : out.prefill) {
+      if (r->state != RequestState::kRunning) continue;
+      r->needs_prefill = false;
+      produced(r);
+    }
+  }
+  return finished;
+}
+
+absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
+  absl::Status s = Transition(*r, RequestState::kRunning);
+  if (!s.ok()) return s;
+  --prefilling_;
+  r->needs_prefill = false;
+  ++r->generated;
+  if (r->first_token == kNoTime) r->first_token = now;
+  r->last_token = now;
+  if (r->done()) return Finish(r, now);
+  return absl::OkStatus();
+}
+
+std::vector<double> Scheduler::ChannelLoads() {
+  std::vector<double> loads(kv_->channels(), 0.0);
+  for (Request* r : running_) {
+    if (r->channel >= 0) loads[r->channel] += estimator_->Estimate(r->context_tokens());
+  }
+  return loads;
+}
+
+}  // namespace neupims::scheduler

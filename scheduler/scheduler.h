@@ -1,0 +1,102 @@
+// Scheduler: Orca-style iteration-level scheduling over a paged, per-channel KV cache.
+//
+// Role: decides, once per iteration, which requests run. Requests join and leave the batch at
+// iteration boundaries (Orca); KV blocks come from the channel-partitioned BlockManager (vLLM
+// paging; NeuPIMs puts each request's KV in one PIM channel). One step:
+//   1. every running request reserves a slot for its newest token (AppendSlot); if its channel
+//      is full, the most recently arrived running request of that channel is preempted
+//      (recompute: its KV is freed, it waits again at its arrival position) until it fits;
+//   2. if nothing was preempted, waiting requests are admitted FCFS (priority first) while the
+//      batch limit, the prefill-token budget and the KV cache allow; a request that can never
+//      fit a channel is rejected;
+//   3. admitted requests get channels: round-robin (the NPU+PIM baseline) or greedy min-load
+//      bin packing driven by the MHA estimate (Algorithm 2), longest first;
+//   4. the decoding requests are split into two sub-batches per channel (Algorithm 3).
+// The engine executes the step and reports back (CompleteStep / PrefillDone).
+//
+// Contract: single-threaded; Request objects are owned by the caller and must outlive their
+// time in the scheduler; never reads the wall clock (times are passed in).
+#ifndef NEUPIMS_SCHEDULER_SCHEDULER_H_
+#define NEUPIMS_SCHEDULER_SCHEDULER_H_
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kv_cache/block_manager.h"
+#include "scheduler/mha_estimator.h"
+#include "scheduler/request.h"
+
+namespace neupims::scheduler {
+
+enum class ChannelPolicy { kRoundRobin, kMinLoad };
+const char* ToString(ChannelPolicy p);
+
+struct SchedulerOptions {
+  int max_batch = 256;                 // requests running or prefilling at once
+  int64_t max_prefill_tokens = 8192;   // prompt tokens admitted per step
+  ChannelPolicy channel_policy = ChannelPolicy::kMinLoad;
+  bool sub_batches = true;             // partition the decode batch (Algorithm 3)
+  bool standalone_prefill = false;     // admitted requests go to kPrefilling (not kRunning)
+};
+
+struct ScheduleOutput {
+  std::vector<Request*> prefill;    // admitted this step (local: prefilled in this step)
+  std::vector<Request*> decode;     // running requests producing one token this step
+  std::vector<Request*> preempted;  // evicted this step
+  std::vector<Request*> rejected;   // can never fit a channel (finished, kRejected)
+  std::array<std::vector<Request*>, 2> sub_batch;  // decode split; [1] empty without sub-batches
+
+  bool has_work() const { return !prefill.empty() || !decode.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, kv_cache::BlockManager* kv, MhaEstimator* estimator);
+
+  // Queues a request (state kWaiting).
+  absl::Status Add(Request* r);
+  // Removes a request wherever it is and frees its KV blocks.
+  absl::Status Abort(Request* r);
+
+  ScheduleOutput Schedule(SimTime now);
+
+  // After the engine ran `out`: local prefills produced their first token, decodes one token.
+  // Requests that reached max_new_tokens are finished and their KV freed; they are returned.
+  std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now);
+  // A standalone prefill finished (first token produced, KV arrived): the request decodes next.
+  absl::Status PrefillDone(Request* r, SimTime now);
+
+  int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t prefilling() const { return prefilling_; }
+  // Estimated MHA load of each channel (sum over its running requests).
+  std::vector<double> ChannelLoads();
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct WaitOrder {
+    bool operator()(const Request* a, const Request* b) const {
+      if (a->priority != b->priority) return a->priority < b->priority;
+      if (a->arrival != b->arrival) return a->arrival < b->arrival;
+      return a->id < b->id;
+    }
+  };
+  void Preempt(Request* r, ScheduleOutput* out);
+  absl::Status Finish(Request* r, SimTime now);
+  void RemoveRunning(Request* r);
+
+  SchedulerOptions options_;
+  kv_cache::BlockManager* kv_;
+  MhaEstimator* estimator_;
+  std::set<Request*, WaitOrder> waiting_;
+  std::vector<Request*> running_;  // kRunning and kPrefilling, in admission order
+  int64_t prefilling_ = 0;
+  int rr_cursor_ = 0;
+};
+
+}  // namespace neupims::scheduler
+
+#endif  // NEUPIMS_SCHEDULER_SCHEDULER_H_

@@ -1,0 +1,76 @@
+#include "tools/neupims/engine_flags.h"
+
+namespace neupims::cli {
+
+engine::EngineOptions EngineFlags::Resolve() const {
+  engine::EngineOptions o = options;
+  o.dual_row_buffers = dual_row_buffers == "auto" ? -1 : (dual_row_buffers == "on" ? 1 : 0);
+  o.sub_batch_interleaving = sub_batch == "auto" ? -1 : (sub_batch == "on" ? 1 : 0);
+  return o;
+}
+
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
+  engine::EngineOptions& o = f->options;
+  cmd->add_option("--model", o.model,
+                  "Model: built-in (gpt3-7b, gpt3-13b, gpt3-30b, gpt3-175b, llama2-7b, "
+                  "llama2-70b) or a JSON file")
+      ->capture_default_str();
+  cmd->add_option("--mode", o.mode, "System: npu-only, npu+pim or neupims")
+      ->check(CLI::IsMember({"npu-only", "npu+pim", "neupims"}))
+      ->capture_default_str();
+  cmd->add_option("--device", o.device,
+                  "Device config (default: the mode's: npu-only, newton or neupims)");
+  cmd->add_option("--dual-row-buffers", f->dual_row_buffers,
+                  "Ablation: PIM banks with dual row buffers (on/off/auto = the mode's)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--sub-batch", f->sub_batch, "Ablation: sub-batch interleaving (on/off/auto)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--channel-policy", o.channel_policy,
+                  "Ablation: channel assignment round_robin or min_load (default: the mode's)")
+      ->check(CLI::IsMember({"round_robin", "min_load"}));
+  cmd->add_option("--mha-estimator", o.mha_estimator,
+                  "MHA latency estimate for min-load packing: analytic or algorithm1")
+      ->check(CLI::IsMember({"analytic", "algorithm1"}))
+      ->capture_default_str();
+  cmd->add_option("--tp", o.tp, "Tensor-parallel devices (default: the model's, Table 3)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--pp", o.pp, "Pipeline-parallel stages (default: the model's, Table 3)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--max-batch", o.max_batch, "Requests running at once (Orca max batch)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-prefill-tokens", o.max_prefill_tokens,
+                  "Prompt tokens admitted per iteration")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--block-tokens", o.block_tokens, "KV-cache block size in tokens")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--prefill", o.prefill,
+                  "Prefill on standalone NPUs (KV sent over a link) or local (same device)")
+      ->check(CLI::IsMember({"standalone", "local"}))
+      ->capture_default_str();
+  cmd->add_option("--prefill-groups", o.prefill_groups,
+                  "Standalone prefill instances (each tp x pp NPUs)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--prefill-link-gbps", o.prefill_link.gb_per_s,
+                  "KV-transfer link bandwidth, GB/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--interconnect-gbps", o.interconnect.gb_per_s,
+                  "Device-to-device link bandwidth for TP all-reduce / PP hand-off, GB/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--interconnect-latency-ns", o.interconnect.latency_ns,
+                  "Device-to-device message latency, ns")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--level", o.level, "Hardware detail: analytic or command (slow)")
+      ->check(CLI::IsMember({"analytic", "command"}))
+      ->capture_default_str();
+}
+
+}  // namespace neupims::cli

@@ -1,0 +1,217 @@
+#include "tools/neupims/step_command.h"
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "engine/engine.h"
+#include "nlohmann/json.hpp"
+#include "tools/neupims/cli_util.h"
+#include "tools/neupims/engine_flags.h"
+#include "tools/neupims/timeline_writer.h"
+
+namespace neupims::cli {
+namespace {
+
+using nlohmann::json;
+
+struct StepFlags {
+  EngineFlags engine;
+  std::string batch_file;
+  std::vector<int64_t> seq_lens;
+  int64_t batch = 0;
+  int64_t seq_len = 512;
+  std::string layers = "all";
+  std::string timeline_path;
+  bool json = false;
+};
+
+// Batch file: CSV with a header naming `seq_len` and optionally `channel` (or `ch_idx`).
+absl::StatusOr<std::vector<engine::Engine::StepRequest>> ReadBatchFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open batch file"));
+  std::string line;
+  if (!std::getline(in, line)) return absl::InvalidArgumentError(absl::StrCat(path, ": empty"));
+  std::vector<std::string> header = absl::StrSplit(absl::StripAsciiWhitespace(line), ',');
+  int seq_col = -1, ch_col = -1;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const std::string h(absl::StripAsciiWhitespace(header[i]));
+    if (h == "seq_len") seq_col = static_cast<int>(i);
+    if (h == "channel" || h == "ch_idx") ch_col = static_cast<int>(i);
+  }
+  if (seq_col < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":1: header must name a seq_len column (and optionally channel)"));
+  }
+  std::vector<engine::Engine::StepRequest> out;
+  int line_no = 1;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty()) continue;
+    std::vector<absl::string_view> f = absl::StrSplit(l, ',');
+    engine::Engine::StepRequest r;
+    if (static_cast<int>(f.size()) != static_cast<int>(header.size()) ||
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[seq_col]), &r.seq_len) ||
+        (ch_col >= 0 && !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[ch_col]), &r.channel))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_no, ": expected ", header.size(), " integer fields"));
+    }
+    out.push_back(r);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no requests"));
+  return out;
+}
+
+int RunStep(const StepFlags& f) {
+  auto engine_or = engine::Engine::Create(f.engine.Resolve());
+  if (!engine_or.ok()) return ReportError(engine_or.status());
+  engine::Engine& e = **engine_or;
+  std::vector<engine::Engine::StepRequest> batch;
+  if (!f.batch_file.empty()) {
+    auto b = ReadBatchFile(f.batch_file);
+    if (!b.ok()) return ReportError(b.status());
+    batch = std::move(*b);
+  } else if (!f.seq_lens.empty()) {
+    for (int64_t s : f.seq_lens) batch.push_back({s, -1});
+  } else {
+    if (f.batch < 1) {
+      return ReportError(absl::InvalidArgumentError(
+          "give --batch-file, --seq-lens, or --batch N (with --seq-len)"));
+    }
+    for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.seq_len, -1});
+  }
+  const int layers = f.layers == "one" ? 1 : 0;
+  auto cost = e.SimulateStep(batch, layers, /*timeline=*/true);
+  if (!cost.ok()) return ReportError(cost.status());
+
+  // Per-stage breakdown: time each operation kind occupied its unit, per sub-batch (PIM ops:
+  // the busiest channel).
+  std::map<std::pair<std::string, int>, double> stage_ns;
+  std::map<std::pair<std::string, int>, double> pim_span;  // per (op, sub-batch, layer) max
+  std::map<std::tuple<std::string, int, int, int>, double> pim_op;
+  for (const engine::TimelineEvent& ev : cost->timeline) {
+    if (ev.lane == engine::Lane::kPim) {
+      double& v = pim_op[{ev.name, ev.sub_batch, ev.layer, ev.micro_batch}];
+      v = std::max(v, ev.end_ns - ev.start_ns);
+    } else {
+      stage_ns[{ev.name, ev.sub_batch}] += ev.end_ns - ev.start_ns;
+    }
+  }
+  for (const auto& [k, v] : pim_op) {
+    stage_ns[{std::get<0>(k), std::get<1>(k)}] += v;
+  }
+  if (!f.timeline_path.empty()) {
+    absl::Status s = WriteTimeline(f.timeline_path, cost->timeline,
+                                   {{0, 0, static_cast<engine::SimTime>(cost->duration_ns)}}, e);
+    if (!s.ok()) return ReportError(s);
+  }
+  const hw::DeviceConfig& dev = e.device();
+  const double dur = cost->duration_ns;
+  const int channels = dev.hbm.org.channels;
+  json j;
+  j["model"] = e.model().name;
+  j["mode"] = e.mode().name;
+  j["device"] = dev.name;
+  j["tp"] = e.parallelism().tp;
+  j["pp"] = e.parallelism().pp;
+  j["layers"] = layers == 1 ? 1 : e.iteration_model().layers_per_device();
+  j["batch"] = static_cast<int64_t>(batch.size());
+  j["sub_batches"] = {cost->sub_batch_sizes[0], cost->sub_batch_sizes[1]};
+  j["duration_ns"] = dur;
+  j["npu_cycles"] = dur * dev.npu.frequency_mhz / 1e3;
+  j["tokens_per_s"] = dur > 0 ? static_cast<double>(batch.size()) / (dur * 1e-9) : 0;
+  json stages = json::array();
+  for (const auto& [k, v] : stage_ns) {
+    stages.push_back({{"op", k.first}, {"sub_batch", k.second + 1}, {"ns", v}});
+  }
+  j["stages"] = stages;
+  j["utilization"] = {{"npu_systolic", cost->systolic_busy_ns / dur},
+                      {"npu_vector", cost->vector_busy_ns / dur},
+                      {"pim", cost->pim_mac_ns / channels / dur},
+                      {"pim_channels_busy", cost->pim_channel_busy_ns / channels / dur},
+                      {"hbm_bandwidth", cost->npu_hbm_bytes / (dev.PeakHbmBytesPerSecond() * 1e-9) / dur}};
+  j["channel_load_imbalance"] = cost->channel_imbalance;
+  json cmds = json::object();
+  for (int t = 0; t < hw::kNumCommandTypes; ++t) {
+    if (cost->pim_commands[t] != 0) {
+      cmds[hw::CommandName(static_cast<hw::CommandType>(t))] = cost->pim_commands[t];
+    }
+  }
+  j["pim_commands_per_device"] = cmds;
+  j["energy_j"] = cost->energy_j();
+  if (f.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  KeyValueTable t(absl::StrFormat(
+      "one decode iteration: %s on %s (%s), TP %d x PP %d, %s", e.model().name, dev.name,
+      e.mode().name, e.parallelism().tp, e.parallelism().pp,
+      layers == 1 ? "one decoder layer" : absl::StrCat(j["layers"].get<int>(), " layers")));
+  t.Add("batch", absl::StrFormat("%d requests (sub-batches %d + %d)", batch.size(),
+                                 cost->sub_batch_sizes[0], cost->sub_batch_sizes[1]));
+  t.Add("latency", absl::StrFormat("%s cycles, %s", FormatCount(j["npu_cycles"].get<double>()),
+                                   FormatSi(dur * 1e-9, "s")));
+  t.Add("throughput", FormatFixed(j["tokens_per_s"].get<double>(), 0) + " tokens/s");
+  t.Section("per stage (unit busy time; PIM = busiest channel)");
+  for (const auto& [k, v] : stage_ns) {
+    if (v <= 0) continue;
+    t.Add(absl::StrFormat("%-16s SB%d", k.first, k.second + 1),
+          absl::StrFormat("%10s  %5.1f%%", FormatSi(v * 1e-9, "s"), 100 * v / dur));
+  }
+  t.Section("utilisation");
+  const json& u = j["utilization"];
+  t.Add("NPU systolic arrays", FormatPercent(u["npu_systolic"]));
+  t.Add("NPU vector units", FormatPercent(u["npu_vector"]));
+  t.Add("PIM MAC datapath", FormatPercent(u["pim"]));
+  t.Add("PIM channels busy", FormatPercent(u["pim_channels_busy"]));
+  t.Add("HBM bandwidth (NPU)", FormatPercent(u["hbm_bandwidth"]));
+  t.Add("channel load imbalance", FormatFixed(cost->channel_imbalance, 3));
+  t.Section("PIM commands (one device)");
+  for (auto it = cmds.begin(); it != cmds.end(); ++it) {
+    t.Add(it.key(), FormatCount(it.value().get<double>()));
+  }
+  t.Section("energy (device group)");
+  t.Add("total", FormatSi(cost->energy_j(), "J"));
+  t.Print();
+  return 0;
+}
+
+}  // namespace
+
+void RegisterStepCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<StepFlags>();
+  CLI::App* c = app.add_subcommand(
+      "step",
+      "Simulate one decode iteration of a given batch (one layer or the whole model) and print "
+      "the per-stage breakdown, utilisation and PIM commands");
+  AddEngineFlags(c, &f->engine);
+  c->add_option("--batch-file", f->batch_file,
+                "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
+                "e.g. ../shared/datasets/batches/*.csv");
+  c->add_option("--seq-lens", f->seq_lens, "Sequence lengths of the batch (channels assigned by "
+                                           "the mode's policy)")
+      ->delimiter(',');
+  c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  c->add_option("--seq-len", f->seq_len, "Tokens per request with --batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  c->add_option("--layers", f->layers, "one decoder layer, or all of the device's")
+      ->check(CLI::IsMember({"one", "all"}))
+      ->capture_default_str();
+  c->add_flag("--json", f->json, "Print JSON");
+  c->add_option("--timeline", f->timeline_path,
+                "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)");
+  c->callback([f, exit_code] { *exit_code = RunStep(*f); });
+}
+
+}  // namespace neupims::cli

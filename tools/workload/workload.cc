@@ -1,0 +1,585 @@
+#include "tools/workload/workload.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace neupims::workload {
+namespace {
+
+constexpr absl::string_view kDatasetHeader = "input_toks\toutput_toks";
+
+// Lines quoted in error messages are cut to this many characters.
+constexpr size_t kMaxQuoted = 80;
+
+std::string Quote(absl::string_view text) {
+  if (text.size() <= kMaxQuoted) return absl::StrCat("'", text, "'");
+  return absl::StrCat("'", text.substr(0, kMaxQuoted), "...'");
+}
+
+// Reads a whole file into memory (one buffer; the parsers below walk it without copies).
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+  }
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::Status(absl::ErrnoToStatusCode(error),
+                        absl::StrCat(path, ": cannot open: ", std::strerror(error)));
+  }
+  std::string data;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  std::fclose(file);
+  if (failed) {
+    return absl::Status(absl::ErrnoToStatusCode(error),
+                        absl::StrCat(path, ": read error: ", std::strerror(error)));
+  }
+  return data;
+}
+
+// Splits a buffer into lines (LF or CRLF), numbering them from 1. A UTF-8 byte order mark at the
+// start is skipped.
+class LineReader {
+ public:
+  explicit LineReader(absl::string_view data) : data_(data) {
+    if (absl::StartsWith(data_, "\xEF\xBB\xBF")) data_.remove_prefix(3);
+  }
+
+  // The next line without its terminator; false at the end of the buffer.
+  bool Next(absl::string_view* line) {
+    if (data_.empty()) return false;
+    const size_t end = data_.find('\n');
+    absl::string_view text = data_.substr(0, end);
+    data_.remove_prefix(end == absl::string_view::npos ? data_.size() : end + 1);
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    *line = text;
+    ++number_;
+    return true;
+  }
+
+  int64_t number() const { return number_; }
+
+ private:
+  absl::string_view data_;
+  int64_t number_ = 0;
+};
+
+bool IsBlank(absl::string_view line) { return absl::StripAsciiWhitespace(line).empty(); }
+
+absl::Status LineError(const std::string& path, int64_t line, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
+}
+
+// A non-negative decimal integer filling all of `field` (surrounding spaces allowed).
+std::optional<int64_t> ParseCount(absl::string_view field) {
+  field = absl::StripAsciiWhitespace(field);
+  if (field.empty()) return std::nullopt;
+  int64_t value = 0;
+  const char* end = field.data() + field.size();
+  auto [ptr, ec] = std::from_chars(field.data(), end, value);
+  if (ec != std::errc() || ptr != end || value < 0) return std::nullopt;
+  return value;
+}
+
+// A finite non-negative number filling all of `field` (surrounding spaces allowed).
+std::optional<double> ParseSeconds(absl::string_view field) {
+  field = absl::StripAsciiWhitespace(field);
+  if (field.empty()) return std::nullopt;
+  double value = 0;
+  const char* end = field.data() + field.size();
+  auto [ptr, ec] = std::from_chars(field.data(), end, value);
+  if (ec != std::errc() || ptr != end || !std::isfinite(value) || value < 0) return std::nullopt;
+  return value;
+}
+
+absl::Status ValidateFilter(const LengthFilter& filter) {
+  if (filter.max_seq_len < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_seq_len must be at least 2 (one prompt and one output token), got ",
+                     filter.max_seq_len));
+  }
+  return absl::OkStatus();
+}
+
+// Applies the documented filter to one row, counting it in `report`. Each dropped row is counted
+// once, in the first applicable category: zero output, zero prompt, too long.
+bool Keep(const LengthFilter& filter, int64_t prompt, int64_t output, LoadReport& report) {
+  ++report.rows;
+  if (output == 0) {
+    ++report.dropped_zero_output;
+    return false;
+  }
+  if (prompt == 0) {
+    ++report.dropped_zero_prompt;
+    return false;
+  }
+  // prompt + output > max_seq_len, written so the sum cannot overflow.
+  if (prompt > filter.max_seq_len || output > filter.max_seq_len - prompt) {
+    ++report.dropped_too_long;
+    return false;
+  }
+  ++report.kept;
+  return true;
+}
+
+// SplitMix64 finaliser: turns the user's seed into the arrival stream's seed so arrival times do
+// not share a random stream with the dataset shuffle.
+uint64_t MixSeed(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+absl::Status ValidateArrivals(const ArrivalOptions& arrivals) {
+  switch (arrivals.kind) {
+    case ArrivalKind::kAllAtOnce:
+      return absl::OkStatus();
+    case ArrivalKind::kPoisson:
+    case ArrivalKind::kGamma:
+      if (!std::isfinite(arrivals.rate_per_s) || arrivals.rate_per_s <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "arrival rate must be a positive finite number, got ", arrivals.rate_per_s));
+      }
+      if (arrivals.kind == ArrivalKind::kGamma &&
+          (!std::isfinite(arrivals.burstiness) || arrivals.burstiness <= 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("burstiness must be a positive finite number, got ", arrivals.burstiness));
+      }
+      return absl::OkStatus();
+    case ArrivalKind::kClosedLoop:
+      if (arrivals.concurrency <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("closed-loop concurrency must be positive, got ", arrivals.concurrency));
+      }
+      return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("unknown arrival kind");
+}
+
+// Column layout of a CSV trace, from its header.
+struct CsvColumns {
+  int arrival = -1;
+  int prompt = -1;
+  int output = -1;
+  size_t count = 0;
+};
+
+absl::StatusOr<CsvColumns> ParseCsvHeader(const std::string& path, absl::string_view line) {
+  CsvColumns columns;
+  bool has_id = false;
+  std::vector<absl::string_view> names = absl::StrSplit(line, ',');
+  columns.count = names.size();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const absl::string_view name = absl::StripAsciiWhitespace(names[i]);
+    int* slot = nullptr;
+    if (name == "arrival_s") {
+      slot = &columns.arrival;
+    } else if (name == "prompt_tokens") {
+      slot = &columns.prompt;
+    } else if (name == "output_tokens") {
+      slot = &columns.output;
+    } else if (name == "id") {
+      if (has_id) return LineError(path, 1, "duplicate column 'id'");
+      has_id = true;
+      continue;
+    } else {
+      return LineError(path, 1,
+                       absl::StrCat("unknown column ", Quote(name),
+                                    " (expected arrival_s, prompt_tokens, output_tokens and an "
+                                    "optional id)"));
+    }
+    if (*slot >= 0) return LineError(path, 1, absl::StrCat("duplicate column ", Quote(name)));
+    *slot = static_cast<int>(i);
+  }
+  std::vector<std::string> missing;
+  if (columns.arrival < 0) missing.push_back("arrival_s");
+  if (columns.prompt < 0) missing.push_back("prompt_tokens");
+  if (columns.output < 0) missing.push_back("output_tokens");
+  if (!missing.empty()) {
+    return LineError(
+        path, 1,
+        absl::StrCat("header ", Quote(line), " lacks column(s) ", absl::StrJoin(missing, ", "),
+                     " (expected arrival_s,prompt_tokens,output_tokens)"));
+  }
+  return columns;
+}
+
+absl::Status ParseCsvTrace(const std::string& path, absl::string_view data,
+                           const LengthFilter& filter, LoadReport& report,
+                           std::vector<RequestSpec>& out) {
+  LineReader lines(data);
+  absl::string_view line;
+  if (!lines.Next(&line) || IsBlank(line)) {
+    return LineError(path, 1, "missing header 'arrival_s,prompt_tokens,output_tokens'");
+  }
+  ASSIGN_OR_RETURN(const CsvColumns columns, ParseCsvHeader(path, line));
+  std::vector<absl::string_view> fields;
+  while (lines.Next(&line)) {
+    if (IsBlank(line)) continue;
+    fields = absl::StrSplit(line, ',');
+    if (fields.size() != columns.count) {
+      return LineError(path, lines.number(),
+                       absl::StrCat("expected ", columns.count, " comma-separated fields, got ",
+                                    fields.size(), " in ", Quote(line)));
+    }
+    const std::optional<double> arrival = ParseSeconds(fields[columns.arrival]);
+    if (!arrival) {
+      return LineError(path, lines.number(),
+                       absl::StrCat("arrival_s ", Quote(fields[columns.arrival]),
+                                    " is not a finite non-negative number"));
+    }
+    const std::optional<int64_t> prompt = ParseCount(fields[columns.prompt]);
+    if (!prompt) {
+      return LineError(path, lines.number(),
+                       absl::StrCat("prompt_tokens ", Quote(fields[columns.prompt]),
+                                    " is not a non-negative integer"));
+    }
+    const std::optional<int64_t> output = ParseCount(fields[columns.output]);
+    if (!output) {
+      return LineError(path, lines.number(),
+                       absl::StrCat("output_tokens ", Quote(fields[columns.output]),
+                                    " is not a non-negative integer"));
+    }
+    if (Keep(filter, *prompt, *output, report)) {
+      out.push_back(RequestSpec{
+          .id = 0, .arrival_s = *arrival, .prompt_tokens = *prompt, .output_tokens = *output});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A non-negative integer member of a JSON object.
+absl::StatusOr<int64_t> JsonCount(const nlohmann::json& value, absl::string_view key) {
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat(key, " ", v, " is too large"));
+    }
+    return static_cast<int64_t>(v);
+  }
+  if (value.is_number_integer()) {
+    const auto v = value.get<int64_t>();
+    if (v >= 0) return v;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(key, " ", Quote(value.dump()), " is not a non-negative integer"));
+}
+
+absl::Status ParseJsonlTrace(const std::string& path, absl::string_view data,
+                             const LengthFilter& filter, LoadReport& report,
+                             std::vector<RequestSpec>& out) {
+  LineReader lines(data);
+  absl::string_view line;
+  while (lines.Next(&line)) {
+    if (IsBlank(line)) continue;
+    const int64_t number = lines.number();
+    nlohmann::json object = nlohmann::json::parse(line.begin(), line.end(), /*cb=*/nullptr,
+                                                  /*allow_exceptions=*/false);
+    if (object.is_discarded()) {
+      std::string what = "invalid JSON";
+      try {
+        const nlohmann::json reparsed = nlohmann::json::parse(line.begin(), line.end());
+      } catch (const nlohmann::json::parse_error& e) {
+        what = absl::StrCat("invalid JSON: ", e.what());
+      }
+      return LineError(path, number, what);
+    }
+    if (!object.is_object()) {
+      return LineError(path, number, absl::StrCat("expected a JSON object, got ", Quote(line)));
+    }
+    std::optional<double> arrival;
+    std::optional<int64_t> prompt, output;
+    for (const auto& [key, value] : object.items()) {
+      if (key == "arrival_s") {
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+          return LineError(path, number,
+                           absl::StrCat("arrival_s ", Quote(value.dump()),
+                                        " is not a finite non-negative number"));
+        }
+        arrival = value.get<double>();
+      } else if (key == "prompt_tokens" || key == "output_tokens") {
+        absl::StatusOr<int64_t> count = JsonCount(value, key);
+        if (!count.ok()) return LineError(path, number, count.status().message());
+        (key == "prompt_tokens" ? prompt : output) = *count;
+      } else if (key != "id") {
+        return LineError(path, number,
+                         absl::StrCat("unknown key ", Quote(key),
+                                      " (expected arrival_s, prompt_tokens, output_tokens and an "
+                                      "optional id)"));
+      }
+    }
+    std::vector<std::string> missing;
+    if (!arrival) missing.push_back("arrival_s");
+    if (!prompt) missing.push_back("prompt_tokens");
+    if (!output) missing.push_back("output_tokens");
+    if (!missing.empty()) {
+      return LineError(path, number, absl::StrCat("missing key(s) ", absl::StrJoin(missing, ", ")));
+    }
+    if (Keep(filter, *prompt, *output, report)) {
+      out.push_back(RequestSpec{
+          .id = 0, .arrival_s = *arrival, .prompt_tokens = *prompt, .output_tokens = *output});
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DatasetsDir() {
+  const char* env = std::getenv("NEUPIMS_DATASETS");
+  if (env != nullptr && *env != '\0') return env;
+#ifdef NEUPIMS_SOURCE_DIR
+  {
+    const std::filesystem::path dir =
+        (std::filesystem::path(NEUPIMS_SOURCE_DIR) / ".." / "shared" / "datasets")
+            .lexically_normal();
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) return dir.string();
+  }
+#endif
+  return "../shared/datasets";
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& path,
+                                                          const LengthFilter& filter,
+                                                          LoadReport* report) {
+  RETURN_IF_ERROR(ValidateFilter(filter));
+  ASSIGN_OR_RETURN(const std::string data, ReadFile(path));
+  LoadReport local;
+  local.source = path;
+  LineReader lines(data);
+  absl::string_view line;
+  if (!lines.Next(&line)) return LineError(path, 1, "empty file (expected header)");
+  if (line != kDatasetHeader) {
+    return LineError(
+        path, 1, absl::StrCat("expected header 'input_toks<TAB>output_toks', got ", Quote(line)));
+  }
+  std::vector<LengthPair> pairs;
+  pairs.reserve(data.size() / 8);
+  while (lines.Next(&line)) {
+    if (IsBlank(line)) continue;
+    const size_t tab = line.find('\t');
+    if (tab == absl::string_view::npos || line.find('\t', tab + 1) != absl::string_view::npos) {
+      return LineError(
+          path, lines.number(),
+          absl::StrCat("expected 2 tab-separated fields (input_toks, output_toks), got ",
+                       Quote(line)));
+    }
+    const std::optional<int64_t> prompt = ParseCount(line.substr(0, tab));
+    if (!prompt) {
+      return LineError(path, lines.number(),
+                       absl::StrCat("input_toks ", Quote(line.substr(0, tab)),
+                                    " is not a non-negative integer"));
+    }
+    const std::optional<int64_t> output = ParseCount(line.substr(tab + 1));
+    if (!output) {
+      return LineError(path, lines.number(),
+                       absl::StrCat("output_toks ", Quote(line.substr(tab + 1)),
+                                    " is not a non-negative integer"));
+    }
+    if (Keep(filter, *prompt, *output, local)) {
+      pairs.push_back(LengthPair{.prompt_tokens = *prompt, .output_tokens = *output});
+    }
+  }
+  pairs.shrink_to_fit();
+  if (report != nullptr) *report = std::move(local);
+  return pairs;
+}
+
+absl::StatusOr<ArrivalOptions> ParseArrival(absl::string_view request_rate, double burstiness,
+                                            int max_concurrency) {
+  if (!std::isfinite(burstiness) || burstiness <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--burstiness must be a positive finite number, got ", burstiness));
+  }
+  if (max_concurrency < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-concurrency must be positive (0 = open loop), got ", max_concurrency));
+  }
+  const absl::string_view rate_text = absl::StripAsciiWhitespace(request_rate);
+  const bool all_at_once =
+      absl::EqualsIgnoreCase(rate_text, "inf") || absl::EqualsIgnoreCase(rate_text, "all");
+  ArrivalOptions options;
+  options.burstiness = burstiness;
+  if (max_concurrency > 0) {
+    if (!all_at_once) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--request-rate must be 'inf' or 'all' with --max-concurrency (a closed loop sends a "
+          "new request when one finishes), got '",
+          request_rate, "'"));
+    }
+    options.kind = ArrivalKind::kClosedLoop;
+    options.concurrency = max_concurrency;
+    return options;
+  }
+  if (all_at_once) {
+    options.kind = ArrivalKind::kAllAtOnce;
+    return options;
+  }
+  double rate = 0;
+  const char* end = rate_text.data() + rate_text.size();
+  auto [ptr, ec] = std::from_chars(rate_text.data(), end, rate);
+  if (rate_text.empty() || ec != std::errc() || ptr != end || !std::isfinite(rate) || rate <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--request-rate must be 'inf', 'all' or a positive number of requests per "
+                     "second, got '",
+                     request_rate, "'"));
+  }
+  options.kind = burstiness == 1.0 ? ArrivalKind::kPoisson : ArrivalKind::kGamma;
+  options.rate_per_s = rate;
+  return options;
+}
+
+absl::StatusOr<std::vector<double>> ArrivalTimes(const ArrivalOptions& arrivals, int64_t count,
+                                                 uint64_t seed) {
+  RETURN_IF_ERROR(ValidateArrivals(arrivals));
+  if (count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("request count must be positive, got ", count));
+  }
+  std::vector<double> times(static_cast<size_t>(count), 0.0);
+  if (arrivals.kind == ArrivalKind::kAllAtOnce || arrivals.kind == ArrivalKind::kClosedLoop) {
+    return times;
+  }
+  std::mt19937_64 rng(MixSeed(seed));
+  // As vLLM's benchmark_serving: the first request goes at t = 0, each later one after an
+  // independent inter-arrival gap.
+  double t = 0;
+  if (arrivals.kind == ArrivalKind::kPoisson) {
+    std::exponential_distribution<double> gap(arrivals.rate_per_s);
+    for (int64_t i = 1; i < count; ++i) times[i] = t += gap(rng);
+  } else {
+    std::gamma_distribution<double> gap(arrivals.burstiness,
+                                        1.0 / (arrivals.rate_per_s * arrivals.burstiness));
+    for (int64_t i = 1; i < count; ++i) times[i] = t += gap(rng);
+  }
+  return times;
+}
+
+absl::StatusOr<std::vector<RequestSpec>> SampleRequests(const std::vector<LengthPair>& lengths,
+                                                        int64_t count, uint64_t seed,
+                                                        const ArrivalOptions& arrivals) {
+  if (lengths.empty()) return absl::InvalidArgumentError("cannot sample from an empty dataset");
+  ASSIGN_OR_RETURN(const std::vector<double> times, ArrivalTimes(arrivals, count, seed));
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::vector<RequestSpec> requests;
+  requests.reserve(static_cast<size_t>(count));
+  size_t next = order.size();  // forces the first shuffle
+  for (int64_t i = 0; i < count; ++i) {
+    if (next == order.size()) {
+      std::shuffle(order.begin(), order.end(), rng);
+      next = 0;
+    }
+    const LengthPair& pair = lengths[order[next++]];
+    requests.push_back(RequestSpec{.id = i,
+                                   .arrival_s = times[static_cast<size_t>(i)],
+                                   .prompt_tokens = pair.prompt_tokens,
+                                   .output_tokens = pair.output_tokens});
+  }
+  return requests;
+}
+
+absl::StatusOr<std::vector<LengthPair>> SyntheticLengths(const SyntheticOptions& options,
+                                                         int64_t count, uint64_t seed,
+                                                         const LengthFilter& filter) {
+  RETURN_IF_ERROR(ValidateFilter(filter));
+  if (count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("request count must be positive, got ", count));
+  }
+  if (options.prompt_min < 1 || options.prompt_min > options.prompt_max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt length range must satisfy 1 <= min <= max, got [", options.prompt_min,
+                     ", ", options.prompt_max, "]"));
+  }
+  if (options.output_min < 1 || options.output_min > options.output_max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output length range must satisfy 1 <= min <= max, got [", options.output_min,
+                     ", ", options.output_max, "]"));
+  }
+  if (options.prompt_max > filter.max_seq_len ||
+      options.output_max > filter.max_seq_len - options.prompt_max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "longest synthetic request (prompt ", options.prompt_max, " + output ", options.output_max,
+        " tokens) exceeds the model's max sequence length ", filter.max_seq_len));
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> prompt(options.prompt_min, options.prompt_max);
+  std::uniform_int_distribution<int64_t> output(options.output_min, options.output_max);
+  std::vector<LengthPair> pairs;
+  pairs.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    LengthPair pair;
+    pair.prompt_tokens = prompt(rng);
+    pair.output_tokens = output(rng);
+    pairs.push_back(pair);
+  }
+  return pairs;
+}
+
+absl::StatusOr<std::vector<RequestSpec>> LoadTrace(const std::string& path,
+                                                   const LengthFilter& filter, LoadReport* report) {
+  RETURN_IF_ERROR(ValidateFilter(filter));
+  const std::string extension =
+      absl::AsciiStrToLower(std::filesystem::path(path).extension().string());
+  if (extension != ".csv" && extension != ".jsonl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": unknown trace format (expected a .csv or .jsonl file)"));
+  }
+  ASSIGN_OR_RETURN(const std::string data, ReadFile(path));
+  LoadReport local;
+  local.source = path;
+  std::vector<RequestSpec> requests;
+  if (extension == ".csv") {
+    RETURN_IF_ERROR(ParseCsvTrace(path, data, filter, local, requests));
+  } else {
+    RETURN_IF_ERROR(ParseJsonlTrace(path, data, filter, local, requests));
+  }
+  std::stable_sort(
+      requests.begin(), requests.end(),
+      [](const RequestSpec& a, const RequestSpec& b) { return a.arrival_s < b.arrival_s; });
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].id = static_cast<int64_t>(i);
+  if (report != nullptr) *report = std::move(local);
+  return requests;
+}
+
+std::string ResolveDataset(absl::string_view name_or_path) {
+  if (name_or_path == "sharegpt") return DatasetsDir() + "/sharegpt_lengths.tsv";
+  if (name_or_path == "alpaca") return DatasetsDir() + "/alpaca_lengths.tsv";
+  return std::string(name_or_path);
+}
+
+}  // namespace neupims::workload
