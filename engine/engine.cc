@@ -27,7 +27,8 @@ Engine::~Engine() = default;
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
-  if (o.max_prefill_tokens < 1) return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
+  if (o.max_prefill_tokens < 1)
+    return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
   if (o.prefill != "standalone" && o.prefill != "local") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown prefill mode '", o.prefill, "' (choices: standalone, local)"));
@@ -42,7 +43,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   std::unique_ptr<Engine> e(new Engine(o));
   ASSIGN_OR_RETURN(SystemMode mode, ParseSystemMode(o.mode));
   if (o.dual_row_buffers >= 0) mode.dual_row_buffers = o.dual_row_buffers != 0;
-  if (o.sub_batch_interleaving >= 0) mode.sub_batch_interleaving = o.sub_batch_interleaving != 0;
+  if (o.sub_batch_interleaving == 0 || o.sub_batch_interleaving == 1) {
+    mode.sub_batch_interleaving = o.sub_batch_interleaving == 1;
+    mode.adaptive_sub_batches = false;
+  } else if (o.sub_batch_interleaving == 2) {
+    mode.sub_batch_interleaving = true;
+    mode.adaptive_sub_batches = true;
+  }
   if (!o.channel_policy.empty()) {
     ASSIGN_OR_RETURN(mode.channel_policy, ParsePolicy(o.channel_policy));
   }
@@ -112,14 +119,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
     ASSIGN_OR_RETURN(e->estimator_pim_, hw::CreatePimModel("analytic", est_dev));
     e->estimator_ = std::make_unique<scheduler::PimModelEstimator>(e->estimator_pim_.get(), dims);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown MHA estimator '", o.mha_estimator, "' (choices: analytic, algorithm1)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown MHA estimator '", o.mha_estimator,
+                                                   "' (choices: analytic, algorithm1)"));
   }
   scheduler::SchedulerOptions so;
   so.max_batch = o.max_batch;
   so.max_prefill_tokens = o.max_prefill_tokens;
   so.channel_policy = mode.channel_policy;
   so.sub_batches = mode.sub_batch_interleaving;
+  so.sub_batch_min_decode =
+      mode.adaptive_sub_batches ? static_cast<int64_t>(o.sbi_min_batch) * io.parallelism.pp : 0;
   so.standalone_prefill = o.prefill == "standalone";
   e->scheduler_ = std::make_unique<scheduler::Scheduler>(so, e->kv_.get(), e->estimator_.get());
   return e;
@@ -159,16 +168,15 @@ absl::Status Engine::Submit(const SubmitSpec& spec) {
   }
   const int64_t blocks = kv_->BlocksFor(spec.prompt_tokens + spec.max_new_tokens);
   if (blocks > kv_->TotalBlocks(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("request needs ", blocks,
-                                                   " KV blocks but a PIM channel holds ",
-                                                   kv_->TotalBlocks(0)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request needs ", blocks, " KV blocks but a PIM channel holds ", kv_->TotalBlocks(0)));
   }
   if (requests_.contains(spec.id)) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in flight"));
   }
   if (options_.max_waiting > 0 && scheduler_->waiting() >= options_.max_waiting) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "waiting queue is full (", options_.max_waiting, " requests); retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("waiting queue is full (", options_.max_waiting, " requests); retry later"));
   }
   auto r = std::make_unique<Request>();
   r->id = spec.id;
@@ -184,10 +192,17 @@ absl::Status Engine::Submit(const SubmitSpec& spec) {
 
 void Engine::Notify(Request* r) {
   switch (r->finish_reason) {
-    case scheduler::FinishReason::kLength: ++stats_.finished; break;
-    case scheduler::FinishReason::kAborted: ++stats_.aborted; break;
-    case scheduler::FinishReason::kRejected: ++stats_.rejected; break;
-    case scheduler::FinishReason::kNone: break;
+    case scheduler::FinishReason::kLength:
+      ++stats_.finished;
+      break;
+    case scheduler::FinishReason::kAborted:
+      ++stats_.aborted;
+      break;
+    case scheduler::FinishReason::kRejected:
+      ++stats_.rejected;
+      break;
+    case scheduler::FinishReason::kNone:
+      break;
   }
   if (observer_ != nullptr) observer_->OnFinished(*r);
   Release(r);
@@ -274,9 +289,8 @@ absl::Status Engine::Process(const Event& e) {
           if (r->terminal()) Notify(r);
           continue;
         }
-        const double bytes = static_cast<double>(r->context_tokens()) *
-                             (m.layers / p.pp) * 2.0 * (m.kv_heads / p.tp) * m.head_dim() *
-                             m.element_bytes;
+        const double bytes = static_cast<double>(r->context_tokens()) * (m.layers / p.pp) * 2.0 *
+                             (m.kv_heads / p.tp) * m.head_dim() * m.element_bytes;
         Push(now_ + CeilNs(options_.prefill_link.TransferNs(bytes)), EventKind::kKvReady, id);
       }
       RETURN_IF_ERROR(DispatchPrefill());
@@ -325,8 +339,7 @@ absl::Status Engine::MaybeStartIteration() {
   current_ = std::move(out);
   in_flight_ = true;
   iteration_start_ = now_;
-  Push(now_ + std::max<SimTime>(1, CeilNs(current_cost_.duration_ns)), EventKind::kIterationEnd,
-       0);
+  Push(now_ + std::max<SimTime>(1, CeilNs(current_cost_.duration_ns)), EventKind::kIterationEnd, 0);
   return absl::OkStatus();
 }
 
@@ -451,8 +464,8 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
       continue;
     }
     if (r.channel >= channels) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": channel ", r.channel,
-                                                     " outside [0, ", channels - 1, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", i, ": channel ", r.channel, " outside [0, ", channels - 1, "]"));
     }
     if (r.channel >= 0) {
       channel[i] = r.channel;
@@ -476,7 +489,11 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
     for (size_t k = 0; k < unassigned.size(); ++k) channel[unassigned[k]] = got[k];
   }
   IterationInput in;
-  if (mode().sub_batch_interleaving) {
+  const bool interleave = mode().sub_batch_interleaving &&
+                          (!mode().adaptive_sub_batches ||
+                           static_cast<int64_t>(batch.size()) >=
+                               static_cast<int64_t>(options_.sbi_min_batch) * parallelism().pp);
+  if (interleave) {
     std::vector<std::vector<DecodeItem>> per_channel(channels);
     for (size_t i = 0; i < batch.size(); ++i) {
       per_channel[channel[i]].push_back({batch[i].seq_len, channel[i]});

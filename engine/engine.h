@@ -50,7 +50,10 @@ struct EngineOptions {
   std::string device;            // default: the mode's device (neupims, newton, npu-only)
   // Ablation overrides of the mode (Figure 13); -1 / "" = the mode's choice.
   int dual_row_buffers = -1;
-  int sub_batch_interleaving = -1;
+  int sub_batch_interleaving = -1;  // 1 on, 0 off, 2 auto (by batch size), -1 the mode's
+  // Auto interleaving: only when each pipeline micro-batch decodes at least this many requests
+  // (the NeuPIMs reference enables sub-batch interleaving from batch 256 on).
+  int sbi_min_batch = 256;
   std::string channel_policy;  // "round_robin" or "min_load"
   int tp = 0, pp = 0;          // 0 = the model's default (Table 3)
   int max_batch = 256;
@@ -109,8 +112,8 @@ struct EngineStats {
   double systolic_busy_ns = 0, vector_busy_ns = 0, pim_channel_busy_ns = 0, pim_mac_ns = 0;
   double interconnect_busy_ns = 0, npu_macs = 0, npu_hbm_bytes = 0, pim_macs = 0;
   double npu_dynamic_j = 0, npu_static_j = 0, dram_j = 0, pim_j = 0, dram_background_j = 0;
-  double prefill_j = 0;          // standalone prefill NPUs
-  double prefill_busy_ns = 0;    // summed over prefill groups
+  double prefill_j = 0;        // standalone prefill NPUs
+  double prefill_busy_ns = 0;  // summed over prefill groups
   hw::CommandCounts pim_commands{};
 
   double energy_j() const {
@@ -179,9 +182,7 @@ class Engine {
     int64_t seq;
     EventKind kind;
     int64_t arg;  // request id / prefill batch id
-    bool operator>(const Event& o) const {
-      return time != o.time ? time > o.time : seq > o.seq;
-    }
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
   struct PrefillBatch {
     std::vector<RequestId> requests;

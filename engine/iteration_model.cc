@@ -124,11 +124,16 @@ double ListSchedule(std::vector<Node>& nodes, bool blocked) {
 
 hw::VectorOp ToHw(models::VectorKind k) {
   switch (k) {
-    case models::VectorKind::kLayerNorm: return hw::VectorOp::kLayerNorm;
-    case models::VectorKind::kGelu: return hw::VectorOp::kGelu;
-    case models::VectorKind::kSiluMul: return hw::VectorOp::kGelu;  // same element-wise cost
-    case models::VectorKind::kAdd: return hw::VectorOp::kAdd;
-    case models::VectorKind::kSoftmax: return hw::VectorOp::kSoftmax;
+    case models::VectorKind::kLayerNorm:
+      return hw::VectorOp::kLayerNorm;
+    case models::VectorKind::kGelu:
+      return hw::VectorOp::kGelu;
+    case models::VectorKind::kSiluMul:
+      return hw::VectorOp::kGelu;  // same element-wise cost
+    case models::VectorKind::kAdd:
+      return hw::VectorOp::kAdd;
+    case models::VectorKind::kSoftmax:
+      return hw::VectorOp::kSoftmax;
   }
   return hw::VectorOp::kAdd;
 }
@@ -144,10 +149,14 @@ double AllReduceNs(const LinkSpec& link, int tp, double bytes) {
 
 const char* ToString(Lane lane) {
   switch (lane) {
-    case Lane::kSystolic: return "NPU systolic arrays";
-    case Lane::kVector: return "NPU vector units";
-    case Lane::kPim: return "PIM";
-    case Lane::kInterconnect: return "interconnect";
+    case Lane::kSystolic:
+      return "NPU systolic arrays";
+    case Lane::kVector:
+      return "NPU vector units";
+    case Lane::kPim:
+      return "PIM";
+    case Lane::kInterconnect:
+      return "interconnect";
   }
   return "?";
 }
@@ -162,8 +171,8 @@ absl::StatusOr<std::unique_ptr<IterationModel>> IterationModel::Create(
   ASSIGN_OR_RETURN(m->npu_, hw::CreateNpuModel(level.npu, options.device));
   const bool pim = options.mode.pim_attention;
   if (pim && !options.device.hbm.pim.enabled) {
-    return absl::InvalidArgumentError(absl::StrCat("mode ", options.mode.name, " needs a PIM device; '",
-                                                   options.device.name, "' has none"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mode ", options.mode.name, " needs a PIM device; '", options.device.name, "' has none"));
   }
   if (pim) {
     hw::DeviceConfig dev = options.device;
@@ -279,7 +288,8 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   const models::Parallelism& par = options_.parallelism;
   const SystemMode& mode = options_.mode;
   const int L = layers > 0 ? layers : layers_per_device_;
-  const bool last_stage = layers == 0;  // a single-layer study leaves the LM head out  // every stage of the symmetric pipeline is costed alike
+  const bool last_stage = layers == 0;  // a single-layer study leaves the LM head out  // every
+                                        // stage of the symmetric pipeline is costed alike
   const int sim_layers = full_timeline ? L : std::min(L, 4);
   const int channels = options_.device.hbm.org.channels;
   const double share = mode.dual_row_buffers ? bandwidth_share_during_pim_ : 1.0;
@@ -361,8 +371,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
       switch (op.kind) {
         case models::OpKind::kGemm: {
           ASSIGN_OR_RETURN(GemmCost full, Gemm(op.m, op.k, op.n, op.weights_from_hbm, 1.0));
-          ASSIGN_OR_RETURN(GemmCost shared,
-                           Gemm(op.m, op.k, op.n, op.weights_from_hbm, share));
+          ASSIGN_OR_RETURN(GemmCost shared, Gemm(op.m, op.k, op.n, op.weights_from_hbm, share));
           id = add(op.name.c_str(), Lane::kSystolic, s, layer, full.ns * op.count,
                    shared.ns * op.count, chain(s));
           Node& n = nodes[id];
@@ -382,7 +391,8 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
           break;
         }
         case models::OpKind::kAllReduce: {
-          const double ns = AllReduceNs(options_.interconnect, par.tp, static_cast<double>(op.bytes));
+          const double ns =
+              AllReduceNs(options_.interconnect, par.tp, static_cast<double>(op.bytes));
           id = add(op.name.c_str(), Lane::kInterconnect, s, layer, ns, ns, chain(s));
           nodes[id].busy_ns = ns;
           break;
@@ -423,15 +433,15 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
         if (mode.softmax_overlap()) {
           // Sec. 6.1: the vector units run each head's softmax while the PIM computes the
           // other heads; the stage ends when both are done.
-          const int mha = add("mha", Lane::kPim, s, layer, a.logit + a.attend, a.logit + a.attend,
-                              {qkv});
+          const int mha =
+              add("mha", Lane::kPim, s, layer, a.logit + a.attend, a.logit + a.attend, {qkv});
           nodes[mha].channel_ns.resize(channels);
           for (int ch = 0; ch < channels; ++ch) {
             nodes[mha].channel_ns[ch] = a.logit_ch[ch] + a.attend_ch[ch];
           }
-          ASSIGN_OR_RETURN(GemmCost sm, Vector(models::VectorKind::kSoftmax,
-                                               a.requests * dims_.num_heads,
-                                               static_cast<int64_t>(std::ceil(a.mean_seq))));
+          ASSIGN_OR_RETURN(GemmCost sm,
+                           Vector(models::VectorKind::kSoftmax, a.requests * dims_.num_heads,
+                                  static_cast<int64_t>(std::ceil(a.mean_seq))));
           const int smx = add("softmax", Lane::kVector, s, layer, sm.ns, sm.ns, {qkv});
           nodes[smx].busy_ns = sm.busy_ns;
           nodes[smx].energy_j = sm.energy_j;
@@ -443,9 +453,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
           // Blocked PIM: logits of every head, then softmax on the NPU, then attend.
           const int lg = add("logit", Lane::kPim, s, layer, a.logit, a.logit, {qkv});
           nodes[lg].channel_ns = a.logit_ch;
-          ASSIGN_OR_RETURN(GemmCost sm, Vector(models::VectorKind::kSoftmax,
-                                               a.requests * dims_.num_heads,
-                                               static_cast<int64_t>(std::ceil(a.mean_seq))));
+          ASSIGN_OR_RETURN(GemmCost sm,
+                           Vector(models::VectorKind::kSoftmax, a.requests * dims_.num_heads,
+                                  static_cast<int64_t>(std::ceil(a.mean_seq))));
           const int smx = add("softmax", Lane::kVector, s, layer, sm.ns, sm.ns, {lg});
           nodes[smx].busy_ns = sm.busy_ns;
           nodes[smx].energy_j = sm.energy_j;
@@ -471,9 +481,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
         const int smx = add("softmax", Lane::kVector, s, layer, sm.ns, sm.ns, {l});
         nodes[smx].busy_ns = sm.busy_ns;
         nodes[smx].energy_j = sm.energy_j;
-        ASSIGN_OR_RETURN(GemmCost at, Gemm(1, static_cast<int64_t>(std::ceil(a.mean_seq)),
-                                           static_cast<int64_t>(hd) * heads * a.requests, true,
-                                           1.0));
+        ASSIGN_OR_RETURN(GemmCost at,
+                         Gemm(1, static_cast<int64_t>(std::ceil(a.mean_seq)),
+                              static_cast<int64_t>(hd) * heads * a.requests, true, 1.0));
         const int c = add("attn_context", Lane::kSystolic, s, layer, at.ns, at.ns, {smx});
         nodes[c].busy_ns = at.busy_ns;
         nodes[c].macs = at.macs;
@@ -538,9 +548,15 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     double copies = 1;
     if (n.layer == sim_layers - 1) copies += layer_scale_extra;
     switch (n.lane) {
-      case Lane::kSystolic: cost.systolic_busy_ns += copies * n.busy_ns; break;
-      case Lane::kVector: cost.vector_busy_ns += copies * n.busy_ns; break;
-      case Lane::kInterconnect: cost.interconnect_busy_ns += copies * n.busy_ns; break;
+      case Lane::kSystolic:
+        cost.systolic_busy_ns += copies * n.busy_ns;
+        break;
+      case Lane::kVector:
+        cost.vector_busy_ns += copies * n.busy_ns;
+        break;
+      case Lane::kInterconnect:
+        cost.interconnect_busy_ns += copies * n.busy_ns;
+        break;
       case Lane::kPim:
         for (double c : n.channel_ns) cost.pim_channel_busy_ns += copies * c;
         break;
@@ -577,10 +593,24 @@ absl::StatusOr<IterationCost> IterationModel::Run(const IterationInput& input) {
   // Pipeline parallelism: the batch is split into pp micro-batches (round-robin within each
   // sub-batch); each device runs its stage for every micro-batch, so one iteration costs the
   // sum of the stage times plus the pipeline's activation hand-offs (NeuPIMs sec. 7.1).
+  // Micro-batches split every channel's requests evenly (Algorithm 3 generalised to pp parts,
+  // rotating which part gets the remainder), so each micro-batch keeps every PIM channel busy.
   std::vector<std::array<std::vector<DecodeItem>, 2>> micro(pp);
   for (int s = 0; s < 2; ++s) {
-    for (size_t i = 0; i < input.sub_batches[s].size(); ++i) {
-      micro[i % pp][s].push_back(input.sub_batches[s][i]);
+    if (pp == 1) {
+      micro[0][s] = input.sub_batches[s];
+      continue;
+    }
+    std::vector<std::vector<DecodeItem>> per_channel(options_.device.hbm.org.channels);
+    for (const DecodeItem& d : input.sub_batches[s]) {
+      per_channel[std::clamp(d.channel, 0, static_cast<int>(per_channel.size()) - 1)].push_back(d);
+    }
+    int turn = 0;
+    for (const std::vector<DecodeItem>& reqs : per_channel) {
+      for (const DecodeItem& d : reqs) {
+        micro[turn][s].push_back(d);
+        turn = (turn + 1) % pp;
+      }
     }
   }
   IterationCost total;
@@ -614,8 +644,8 @@ absl::StatusOr<IterationCost> IterationModel::Run(const IterationInput& input) {
     max_tokens = std::max(max_tokens, tokens);
   }
   if (pp > 1 && total.duration_ns > 0) {
-    const double bytes = static_cast<double>(max_tokens) * options_.model.hidden *
-                         options_.model.element_bytes;
+    const double bytes =
+        static_cast<double>(max_tokens) * options_.model.hidden * options_.model.element_bytes;
     total.duration_ns += (pp - 1) * options_.interconnect.TransferNs(bytes);
   }
   for (int s = 0; s < 2; ++s) {

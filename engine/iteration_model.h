@@ -90,10 +90,10 @@ struct TimelineEvent {
 struct IterationCost {
   double duration_ns = 0;
   // Busy time summed over the device's layers (per device; multiply by devices for the group).
-  double systolic_busy_ns = 0;   // the arrays were streaming (MACs / peak rate)
-  double vector_busy_ns = 0;     // vector-unit time (one unit-equivalent)
+  double systolic_busy_ns = 0;     // the arrays were streaming (MACs / peak rate)
+  double vector_busy_ns = 0;       // vector-unit time (one unit-equivalent)
   double pim_channel_busy_ns = 0;  // summed over channels: a PIM op was running
-  double pim_mac_ns = 0;         // summed over channels: the MAC datapath was computing
+  double pim_mac_ns = 0;           // summed over channels: the MAC datapath was computing
   double interconnect_busy_ns = 0;
   double npu_macs = 0;
   double npu_hbm_bytes = 0;
@@ -113,9 +113,9 @@ struct IterationCost {
 // Per-layer cost of one request's attention on its PIM channel.
 struct AttentionCost {
   double logit_ns = 0, attend_ns = 0;
-  double mac_ns = 0;        // column steps x tCCD_L
+  double mac_ns = 0;  // column steps x tCCD_L
   double macs = 0;
-  double dynamic_j = 0;     // PIM commands + refresh (one channel, one layer)
+  double dynamic_j = 0;  // PIM commands + refresh (one channel, one layer)
   hw::CommandCounts commands{};
 };
 

@@ -14,12 +14,14 @@ absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name) {
   m.name = std::string(name);
   if (name == "neupims") return m;
   if (name == "npu+pim") {
+    m.adaptive_sub_batches = false;
     m.dual_row_buffers = false;
     m.channel_policy = scheduler::ChannelPolicy::kRoundRobin;
     m.sub_batch_interleaving = false;
     return m;
   }
   if (name == "npu-only") {
+    m.adaptive_sub_batches = false;
     m.pim_attention = false;
     m.dual_row_buffers = false;
     m.channel_policy = scheduler::ChannelPolicy::kRoundRobin;

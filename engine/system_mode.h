@@ -3,8 +3,9 @@
 //   npu-only : attention GEMVs on the NPU (bandwidth-bound), no PIM.
 //   npu+pim  : Newton PIM in blocked mode (single row buffer), round-robin channels, no
 //              sub-batch interleaving; logit -> softmax -> attend run one after another.
-//   neupims  : dual row buffers + greedy min-load bin packing + sub-batch interleaving, and the
-//              per-head softmax overlap of sec. 6.1.
+//   neupims  : dual row buffers + greedy min-load bin packing + sub-batch interleaving (for
+//              batches large enough to profit, sec. 8.2 / Fig. 13), and the per-head softmax
+//              overlap of sec. 6.1.
 // Each technique can be switched on or off separately (the ablation of Figure 13).
 #ifndef NEUPIMS_ENGINE_SYSTEM_MODE_H_
 #define NEUPIMS_ENGINE_SYSTEM_MODE_H_
@@ -19,10 +20,12 @@ namespace neupims::engine {
 
 struct SystemMode {
   std::string name = "neupims";
-  bool pim_attention = true;          // attention GEMVs on PIM (false: on the NPU)
-  bool dual_row_buffers = true;       // MEM traffic proceeds while the PIM computes
+  bool pim_attention = true;     // attention GEMVs on PIM (false: on the NPU)
+  bool dual_row_buffers = true;  // MEM traffic proceeds while the PIM computes
   scheduler::ChannelPolicy channel_policy = scheduler::ChannelPolicy::kMinLoad;
   bool sub_batch_interleaving = true;
+  // Interleave only large enough batches (see EngineOptions::sbi_min_batch).
+  bool adaptive_sub_batches = true;
 
   // Softmax of head h overlaps the PIM GEMVs of the other heads (sec. 6.1): needs the vector
   // units to read partial logits while the PIM runs, i.e. dual row buffers.

@@ -6,21 +6,30 @@ namespace neupims::scheduler {
 
 const char* ToString(RequestState s) {
   switch (s) {
-    case RequestState::kWaiting: return "waiting";
-    case RequestState::kPrefilling: return "prefilling";
-    case RequestState::kRunning: return "running";
-    case RequestState::kFinished: return "finished";
-    case RequestState::kAborted: return "aborted";
+    case RequestState::kWaiting:
+      return "waiting";
+    case RequestState::kPrefilling:
+      return "prefilling";
+    case RequestState::kRunning:
+      return "running";
+    case RequestState::kFinished:
+      return "finished";
+    case RequestState::kAborted:
+      return "aborted";
   }
   return "?";
 }
 
 const char* ToString(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAborted: return "abort";
-    case FinishReason::kRejected: return "rejected";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAborted:
+      return "abort";
+    case FinishReason::kRejected:
+      return "rejected";
   }
   return "?";
 }

@@ -176,7 +176,8 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
   }
 
   // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
-  if (options_.sub_batches) {
+  if (options_.sub_batches &&
+      static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
     std::vector<std::vector<Request*>> per_channel(kv_->channels());
     for (Request* r : out.decode) per_channel[r->channel].push_back(r);
     auto [a, b] = PartitionSubBatches(per_channel);

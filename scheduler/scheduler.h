@@ -35,11 +35,14 @@ enum class ChannelPolicy { kRoundRobin, kMinLoad };
 const char* ToString(ChannelPolicy p);
 
 struct SchedulerOptions {
-  int max_batch = 256;                 // requests running or prefilling at once
-  int64_t max_prefill_tokens = 8192;   // prompt tokens admitted per step
+  int max_batch = 256;                // requests running or prefilling at once
+  int64_t max_prefill_tokens = 8192;  // prompt tokens admitted per step
   ChannelPolicy channel_policy = ChannelPolicy::kMinLoad;
-  bool sub_batches = true;             // partition the decode batch (Algorithm 3)
-  bool standalone_prefill = false;     // admitted requests go to kPrefilling (not kRunning)
+  bool sub_batches = true;  // partition the decode batch (Algorithm 3)
+  // Interleave only iterations with at least this many decoding requests (NeuPIMs Fig. 13: two
+  // small sub-batches under-use the systolic arrays and each re-streams the weights). 0: always.
+  int64_t sub_batch_min_decode = 0;
+  bool standalone_prefill = false;  // admitted requests go to kPrefilling (not kRunning)
 };
 
 struct ScheduleOutput {

@@ -5,7 +5,10 @@ namespace neupims::cli {
 engine::EngineOptions EngineFlags::Resolve() const {
   engine::EngineOptions o = options;
   o.dual_row_buffers = dual_row_buffers == "auto" ? -1 : (dual_row_buffers == "on" ? 1 : 0);
-  o.sub_batch_interleaving = sub_batch == "auto" ? -1 : (sub_batch == "on" ? 1 : 0);
+  o.sub_batch_interleaving = sub_batch == "mode"   ? -1
+                             : sub_batch == "auto" ? 2
+                             : sub_batch == "on"   ? 1
+                                                   : 0;
   return o;
 }
 
@@ -24,8 +27,15 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "Ablation: PIM banks with dual row buffers (on/off/auto = the mode's)")
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--sub-batch", f->sub_batch, "Ablation: sub-batch interleaving (on/off/auto)")
-      ->check(CLI::IsMember({"on", "off", "auto"}))
+  cmd->add_option("--sub-batch", f->sub_batch,
+                  "Sub-batch interleaving: on, off, auto (only iterations with >= "
+                  "--sbi-min-batch requests per micro-batch) or mode (the mode's choice: auto "
+                  "for neupims, off otherwise)")
+      ->check(CLI::IsMember({"on", "off", "auto", "mode"}))
+      ->capture_default_str();
+  cmd->add_option("--sbi-min-batch", o.sbi_min_batch,
+                  "Smallest batch (per micro-batch) that auto interleaving splits")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--channel-policy", o.channel_policy,
                   "Ablation: channel assignment round_robin or min_load (default: the mode's)")

@@ -14,7 +14,7 @@ namespace neupims::cli {
 struct EngineFlags {
   engine::EngineOptions options;
   std::string dual_row_buffers = "auto";
-  std::string sub_batch = "auto";
+  std::string sub_batch = "mode";
 
   // Applies the on/off/auto switches to `options`.
   engine::EngineOptions Resolve() const;

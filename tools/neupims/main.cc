@@ -1,5 +1,6 @@
 // neupims: the command-line front door of the NeuPIMs serving simulator.
 #include "CLI/CLI.hpp"
+#include "tools/neupims/experiments_command.h"
 #include "tools/neupims/hw_commands.h"
 #include "tools/neupims/simulate_command.h"
 #include "tools/neupims/step_command.h"
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   neupims::cli::RegisterHwCommands(app, &exit_code);
   neupims::cli::RegisterSimulateCommand(app, &exit_code);
   neupims::cli::RegisterStepCommand(app, &exit_code);
+  neupims::cli::RegisterExperimentsCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

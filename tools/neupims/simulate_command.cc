@@ -24,8 +24,8 @@
 namespace neupims::cli {
 namespace {
 
-using nlohmann::json;
 using engine::SimTime;
+using nlohmann::json;
 
 struct RequestRecord {
   int64_t id = 0;
@@ -179,17 +179,15 @@ json SummaryJson(const Collector& c, const engine::Engine& e, double wall_s) {
   const double busy = std::max<double>(1, static_cast<double>(s.busy_ns));
   auto util = [&](double per_device_ns, double denom_ns) { return per_device_ns / denom_ns; };
   const double hbm_bytes_per_ns = dev.PeakHbmBytesPerSecond() / 1e9;
-  j["utilization"] = {
-      {"npu_systolic", util(s.systolic_busy_ns, d_ns)},
-      {"npu_vector", util(s.vector_busy_ns, d_ns)},
-      {"pim", util(s.pim_mac_ns / channels, d_ns)},
-      {"hbm_bandwidth", s.npu_hbm_bytes / hbm_bytes_per_ns / d_ns},
-      {"interconnect", util(s.interconnect_busy_ns, d_ns)}};
-  j["utilization_while_iterating"] = {
-      {"npu_systolic", util(s.systolic_busy_ns, busy)},
-      {"npu_vector", util(s.vector_busy_ns, busy)},
-      {"pim", util(s.pim_mac_ns / channels, busy)},
-      {"hbm_bandwidth", s.npu_hbm_bytes / hbm_bytes_per_ns / busy}};
+  j["utilization"] = {{"npu_systolic", util(s.systolic_busy_ns, d_ns)},
+                      {"npu_vector", util(s.vector_busy_ns, d_ns)},
+                      {"pim", util(s.pim_mac_ns / channels, d_ns)},
+                      {"hbm_bandwidth", s.npu_hbm_bytes / hbm_bytes_per_ns / d_ns},
+                      {"interconnect", util(s.interconnect_busy_ns, d_ns)}};
+  j["utilization_while_iterating"] = {{"npu_systolic", util(s.systolic_busy_ns, busy)},
+                                      {"npu_vector", util(s.vector_busy_ns, busy)},
+                                      {"pim", util(s.pim_mac_ns / channels, busy)},
+                                      {"hbm_bandwidth", s.npu_hbm_bytes / hbm_bytes_per_ns / busy}};
   j["channel_load_imbalance"] =
       s.pim_iterations > 0 ? s.channel_imbalance_sum / s.pim_iterations : 1.0;
   json cmds = json::object();
@@ -228,7 +226,8 @@ void PrintSummary(const json& j, const json& settings, FILE* out) {
                                        settings["pp"].get<int>(), j["devices"].get<int>()));
   t.Add("workload", settings["workload"]["description"].get<std::string>());
   t.Add("successful requests", FormatCount(j["completed"].get<double>()));
-  if (j["rejected"].get<int64_t>() > 0) t.Add("rejected requests", FormatCount(j["rejected"].get<double>()));
+  if (j["rejected"].get<int64_t>() > 0)
+    t.Add("rejected requests", FormatCount(j["rejected"].get<double>()));
   t.Add("duration (simulated)", f("duration_s", 3) + " s");
   t.Add("total input tokens", FormatCount(j["total_input_tokens"].get<double>()));
   t.Add("total output tokens", FormatCount(j["total_output_tokens"].get<double>()));
@@ -249,25 +248,25 @@ void PrintSummary(const json& j, const json& settings, FILE* out) {
   t.Add("preemptions", FormatCount(j["preemptions"].get<double>()));
   const json& u = j["utilization"];
   const json& ui = j["utilization_while_iterating"];
-  t.Add("NPU systolic utilisation", absl::StrFormat("%s (%s while iterating)",
-                                                     FormatPercent(u["npu_systolic"]),
-                                                     FormatPercent(ui["npu_systolic"])));
+  t.Add("NPU systolic utilisation",
+        absl::StrFormat("%s (%s while iterating)", FormatPercent(u["npu_systolic"]),
+                        FormatPercent(ui["npu_systolic"])));
   t.Add("NPU vector utilisation", FormatPercent(u["npu_vector"]));
   t.Add("PIM utilisation", absl::StrFormat("%s (%s while iterating)", FormatPercent(u["pim"]),
-                                            FormatPercent(ui["pim"])));
-  t.Add("HBM bandwidth utilisation", absl::StrFormat("%s (%s while iterating)",
-                                                      FormatPercent(u["hbm_bandwidth"]),
-                                                      FormatPercent(ui["hbm_bandwidth"])));
-  t.Add("channel load imbalance", FormatFixed(j["channel_load_imbalance"].get<double>(), 3) +
-                                      " (busiest / mean)");
+                                           FormatPercent(ui["pim"])));
+  t.Add("HBM bandwidth utilisation",
+        absl::StrFormat("%s (%s while iterating)", FormatPercent(u["hbm_bandwidth"]),
+                        FormatPercent(ui["hbm_bandwidth"])));
+  t.Add("channel load imbalance",
+        FormatFixed(j["channel_load_imbalance"].get<double>(), 3) + " (busiest / mean)");
   const json& en = j["energy"];
   t.Add("energy", absl::StrFormat("%s (avg %s, %s per output token)",
-                                   FormatSi(en["total_j"].get<double>(), "J"),
-                                   FormatSi(en["avg_power_w"].get<double>(), "W"),
-                                   FormatSi(en["j_per_output_token"].get<double>(), "J")));
-  t.Add("simulated / wall time", absl::StrFormat("%.0fx (%.2f s wall)",
-                                                  j["sim_over_wall"].get<double>(),
-                                                  j["wall_time_s"].get<double>()));
+                                  FormatSi(en["total_j"].get<double>(), "J"),
+                                  FormatSi(en["avg_power_w"].get<double>(), "W"),
+                                  FormatSi(en["j_per_output_token"].get<double>(), "J")));
+  t.Add("simulated / wall time",
+        absl::StrFormat("%.0fx (%.2f s wall)", j["sim_over_wall"].get<double>(),
+                        j["wall_time_s"].get<double>()));
   t.Print(out);
 }
 
@@ -282,9 +281,9 @@ absl::Status WriteCsv(const std::string& path, const Collector& c) {
                             ? (r.finished - r.first_token) / 1e6 / (r.output - 1)
                             : 0;
     const double queue = r.admitted >= 0 ? (r.admitted - r.arrival) / 1e6 : -1;
-    out << absl::StrFormat("%d,%d,%d,%.9f,%.4f,%.4f,%.4f,%.4f,%d,%d,%s\n", r.id, r.prompt,
-                           r.output, r.arrival / 1e9, queue, ttft, tpot,
-                           (r.finished - r.arrival) / 1e6, r.channel, r.preemptions, r.reason);
+    out << absl::StrFormat("%d,%d,%d,%.9f,%.4f,%.4f,%.4f,%.4f,%d,%d,%s\n", r.id, r.prompt, r.output,
+                           r.arrival / 1e9, queue, ttft, tpot, (r.finished - r.arrival) / 1e6,
+                           r.channel, r.preemptions, r.reason);
   }
   return absl::OkStatus();
 }
@@ -381,7 +380,8 @@ int RunSimulate(const SimulateFlags& f) {
     if (!s.ok()) return ReportError(s);
   }
   if (!f.timeline_path.empty()) {
-    absl::Status s = WriteTimeline(f.timeline_path, collector.timeline_, collector.iteration_marks_, e);
+    absl::Status s =
+        WriteTimeline(f.timeline_path, collector.timeline_, collector.iteration_marks_, e);
     if (!s.ok()) return ReportError(s);
   }
   if (collector.submit_failures_ > 0) {

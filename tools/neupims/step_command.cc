@@ -134,11 +134,12 @@ int RunStep(const StepFlags& f) {
     stages.push_back({{"op", k.first}, {"sub_batch", k.second + 1}, {"ns", v}});
   }
   j["stages"] = stages;
-  j["utilization"] = {{"npu_systolic", cost->systolic_busy_ns / dur},
-                      {"npu_vector", cost->vector_busy_ns / dur},
-                      {"pim", cost->pim_mac_ns / channels / dur},
-                      {"pim_channels_busy", cost->pim_channel_busy_ns / channels / dur},
-                      {"hbm_bandwidth", cost->npu_hbm_bytes / (dev.PeakHbmBytesPerSecond() * 1e-9) / dur}};
+  j["utilization"] = {
+      {"npu_systolic", cost->systolic_busy_ns / dur},
+      {"npu_vector", cost->vector_busy_ns / dur},
+      {"pim", cost->pim_mac_ns / channels / dur},
+      {"pim_channels_busy", cost->pim_channel_busy_ns / channels / dur},
+      {"hbm_bandwidth", cost->npu_hbm_bytes / (dev.PeakHbmBytesPerSecond() * 1e-9) / dur}};
   j["channel_load_imbalance"] = cost->channel_imbalance;
   json cmds = json::object();
   for (int t = 0; t < hw::kNumCommandTypes; ++t) {
@@ -197,8 +198,9 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   c->add_option("--batch-file", f->batch_file,
                 "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
                 "e.g. ../shared/datasets/batches/*.csv");
-  c->add_option("--seq-lens", f->seq_lens, "Sequence lengths of the batch (channels assigned by "
-                                           "the mode's policy)")
+  c->add_option("--seq-lens", f->seq_lens,
+                "Sequence lengths of the batch (channels assigned by "
+                "the mode's policy)")
       ->delimiter(',');
   c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -11,7 +11,8 @@ using nlohmann::json;
 
 // Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev): one lane per NPU unit and PIM
 // channel, slices named by operation and sub-batch so the two sub-batches get their own colours.
-absl::Status WriteTimeline(const std::string& path, const std::vector<engine::TimelineEvent>& timeline,
+absl::Status WriteTimeline(const std::string& path,
+                           const std::vector<engine::TimelineEvent>& timeline,
                            const std::vector<IterationMark>& iterations, const engine::Engine& e) {
   std::ofstream out(path);
   if (!out) {
@@ -27,21 +28,38 @@ absl::Status WriteTimeline(const std::string& path, const std::vector<engine::Ti
   std::vector<int> tids = {0, 1, 2};
   for (int ch = 0; ch < e.device().hbm.org.channels; ++ch) tids.push_back(10 + ch);
   for (int tid : tids) {
-    events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_name"},
+    events.push_back({{"ph", "M"},
+                      {"pid", 1},
+                      {"tid", tid},
+                      {"name", "thread_name"},
                       {"args", {{"name", lane_name(tid)}}}});
-    events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_sort_index"},
+    events.push_back({{"ph", "M"},
+                      {"pid", 1},
+                      {"tid", tid},
+                      {"name", "thread_sort_index"},
                       {"args", {{"sort_index", tid}}}});
   }
-  events.push_back({{"ph", "M"}, {"pid", 1}, {"name", "process_name"},
-                    {"args", {{"name", absl::StrCat("device 0 (", e.device().name, ", ",
-                                                    e.mode().name, ")")}}}});
+  events.push_back(
+      {{"ph", "M"},
+       {"pid", 1},
+       {"name", "process_name"},
+       {"args",
+        {{"name", absl::StrCat("device 0 (", e.device().name, ", ", e.mode().name, ")")}}}});
   for (const engine::TimelineEvent& ev : timeline) {
     int tid = 0;
     switch (ev.lane) {
-      case engine::Lane::kSystolic: tid = 0; break;
-      case engine::Lane::kVector: tid = 1; break;
-      case engine::Lane::kInterconnect: tid = 2; break;
-      case engine::Lane::kPim: tid = 10 + ev.channel; break;
+      case engine::Lane::kSystolic:
+        tid = 0;
+        break;
+      case engine::Lane::kVector:
+        tid = 1;
+        break;
+      case engine::Lane::kInterconnect:
+        tid = 2;
+        break;
+      case engine::Lane::kPim:
+        tid = 10 + ev.channel;
+        break;
     }
     events.push_back({{"ph", "X"},
                       {"pid", 1},
@@ -52,12 +70,17 @@ absl::Status WriteTimeline(const std::string& path, const std::vector<engine::Ti
                       {"ts", ev.start_ns / 1e3},
                       {"dur", (ev.end_ns - ev.start_ns) / 1e3},
                       {"args",
-                       {{"layer", ev.layer}, {"sub_batch", ev.sub_batch + 1},
+                       {{"layer", ev.layer},
+                        {"sub_batch", ev.sub_batch + 1},
                         {"micro_batch", ev.micro_batch}}}});
   }
   for (const IterationMark& m : iterations) {
-    events.push_back({{"ph", "i"}, {"pid", 1}, {"tid", 0}, {"s", "p"},
-                      {"name", absl::StrCat("iteration ", m.index)}, {"ts", m.start / 1e3}});
+    events.push_back({{"ph", "i"},
+                      {"pid", 1},
+                      {"tid", 0},
+                      {"s", "p"},
+                      {"name", absl::StrCat("iteration ", m.index)},
+                      {"ts", m.start / 1e3}});
   }
   out << json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
   return absl::OkStatus();

@@ -18,7 +18,8 @@ struct IterationMark {
 };
 
 // `events` carry absolute simulated times (ns).
-absl::Status WriteTimeline(const std::string& path, const std::vector<engine::TimelineEvent>& events,
+absl::Status WriteTimeline(const std::string& path,
+                           const std::vector<engine::TimelineEvent>& events,
                            const std::vector<IterationMark>& iterations, const engine::Engine& e);
 
 }  // namespace neupims::cli

@@ -82,10 +82,15 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
   ASSIGN_OR_RETURN(w.requests, SampleRequests(lengths, f.num_requests, f.seed, w.arrivals));
   std::string arrival;
   switch (w.arrivals.kind) {
-    case ArrivalKind::kAllAtOnce: arrival = "all at t=0"; break;
-    case ArrivalKind::kPoisson: arrival = absl::StrCat("Poisson ", w.arrivals.rate_per_s, "/s"); break;
+    case ArrivalKind::kAllAtOnce:
+      arrival = "all at t=0";
+      break;
+    case ArrivalKind::kPoisson:
+      arrival = absl::StrCat("Poisson ", w.arrivals.rate_per_s, "/s");
+      break;
     case ArrivalKind::kGamma:
-      arrival = absl::StrCat("gamma ", w.arrivals.rate_per_s, "/s burstiness ", w.arrivals.burstiness);
+      arrival =
+          absl::StrCat("gamma ", w.arrivals.rate_per_s, "/s burstiness ", w.arrivals.burstiness);
       break;
     case ArrivalKind::kClosedLoop:
       arrival = absl::StrCat("closed loop, concurrency ", w.arrivals.concurrency);

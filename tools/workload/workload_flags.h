@@ -22,7 +22,7 @@ struct WorkloadFlags {
   uint64_t seed = 0;
   std::string request_rate = "inf";  // requests/s, or inf = all at t=0
   double burstiness = 1.0;
-  int max_concurrency = 0;           // > 0: closed loop
+  int max_concurrency = 0;  // > 0: closed loop
 };
 
 void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* flags);

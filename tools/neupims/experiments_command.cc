@@ -1,0 +1,516 @@
+#include "tools/neupims/experiments_command.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "engine/engine.h"
+#include "nlohmann/json.hpp"
+#include "tools/neupims/cli_util.h"
+#include "tools/workload/workload.h"
+
+namespace neupims::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ExperimentFlags {
+  std::string out = "docs/results.md";
+  std::string json_out;
+  int samples = 10;
+  uint64_t seed = 1;
+  bool quick = false;
+};
+
+// Decode batches in steady state, as NeuPIMs sec. 8.1 builds them ("simulate the inference
+// serving for a fixed amount of time ... warm up the batch ... sample 10 batches"): in a warm
+// batch a request is seen with probability proportional to the iterations it stays (its output
+// length) and at a uniformly random point of its generation, so its sequence length is
+// prompt + U * output (renewal theory; no simulation of the warm-up needed).
+class BatchSampler {
+ public:
+  BatchSampler(std::vector<workload::LengthPair> lengths, uint64_t seed)
+      : lengths_(std::move(lengths)), rng_(seed) {
+    std::vector<double> weights;
+    for (const auto& l : lengths_) weights.push_back(static_cast<double>(l.output_tokens));
+    pick_ = std::discrete_distribution<size_t>(weights.begin(), weights.end());
+  }
+  std::vector<engine::Engine::StepRequest> Sample(int batch) {
+    std::vector<engine::Engine::StepRequest> out;
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int i = 0; i < batch; ++i) {
+      const workload::LengthPair& l = lengths_[pick_(rng_)];
+      const int64_t done = static_cast<int64_t>(u(rng_) * static_cast<double>(l.output_tokens));
+      out.push_back({l.prompt_tokens + done + 1, -1});
+    }
+    return out;
+  }
+
+ private:
+  std::vector<workload::LengthPair> lengths_;
+  std::mt19937_64 rng_;
+  std::discrete_distribution<size_t> pick_;
+};
+
+struct StepResult {
+  double tokens_per_s = 0;
+  double npu = 0, pim = 0, bw = 0;
+  bool ok = false;
+  std::string error;
+};
+
+// Mean over the sampled batches of one configuration.
+StepResult Evaluate(engine::Engine& e,
+                    const std::vector<std::vector<engine::Engine::StepRequest>>& batches) {
+  StepResult r;
+  double tput = 0, npu = 0, pim = 0, bw = 0;
+  const hw::DeviceConfig& dev = e.device();
+  for (const auto& b : batches) {
+    auto c = e.SimulateStep(b, 0, false);
+    if (!c.ok()) {
+      r.error = std::string(c.status().message());
+      return r;
+    }
+    const double d = c->duration_ns;
+    tput += static_cast<double>(b.size()) / (d * 1e-9);
+    npu += c->systolic_busy_ns / d;
+    pim += c->pim_mac_ns / dev.hbm.org.channels / d;
+    bw += c->npu_hbm_bytes / (dev.PeakHbmBytesPerSecond() * 1e-9) / d;
+  }
+  const double n = static_cast<double>(batches.size());
+  r.tokens_per_s = tput / n;
+  r.npu = npu / n;
+  r.pim = pim / n;
+  r.bw = bw / n;
+  r.ok = true;
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const std::string& model,
+                                                           const std::string& mode, int dual,
+                                                           const std::string& policy, int sbi,
+                                                           int tp = 0, int pp = 0) {
+  engine::EngineOptions o;
+  o.model = model;
+  o.mode = mode;
+  o.dual_row_buffers = dual;
+  o.channel_policy = policy;
+  o.sub_batch_interleaving = sbi;
+  o.tp = tp;
+  o.pp = pp;
+  o.max_batch = 1 << 14;
+  return engine::Engine::Create(o);
+}
+
+std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
+
+int RunExperiments(const ExperimentFlags& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> models = {"gpt3-7b", "gpt3-13b", "gpt3-30b", "gpt3-175b"};
+  const std::vector<std::string> datasets = {"alpaca", "sharegpt"};
+  const std::vector<int> batch_sizes =
+      f.quick ? std::vector<int>{64, 256} : std::vector<int>{64, 128, 256, 384, 512};
+  const std::vector<std::string> modes = {"npu-only", "npu+pim", "neupims"};
+  const int samples = f.quick ? 2 : f.samples;
+  json raw;
+
+  // Steady-state batches per (dataset, batch size), shared by every mode and model so modes are
+  // compared on identical batches.
+  std::map<std::pair<std::string, int>, std::vector<std::vector<engine::Engine::StepRequest>>>
+      batches;
+  std::map<std::string, workload::LoadReport> reports;
+  for (const std::string& ds : datasets) {
+    workload::LoadReport rep;
+    auto lengths = workload::LoadLengthDataset(workload::ResolveDataset(ds), {2048}, &rep);
+    if (!lengths.ok()) return ReportError(lengths.status());
+    reports[ds] = rep;
+    BatchSampler sampler(*lengths, f.seed);
+    for (int bs : batch_sizes) {
+      for (int s = 0; s < samples; ++s) batches[{ds, bs}].push_back(sampler.Sample(bs));
+    }
+  }
+
+  // ---- Figure 12 + Table 4 -----------------------------------------------------------------
+  std::map<std::tuple<std::string, std::string, int, std::string>, StepResult> fig12;
+  for (const std::string& model : models) {
+    for (const std::string& mode : modes) {
+      auto e = MakeEngine(model, mode, -1, "", -1);
+      if (!e.ok()) return ReportError(e.status());
+      for (const std::string& ds : datasets) {
+        for (int bs : batch_sizes) {
+          fig12[{model, ds, bs, mode}] = Evaluate(**e, batches[{ds, bs}]);
+          std::fprintf(stderr, "\rfigure 12: %s %s %s batch %d        ", model.c_str(),
+                       mode.c_str(), ds.c_str(), bs);
+        }
+      }
+    }
+  }
+  // ---- Figure 13: ablation on GPT3-7B, ShareGPT -------------------------------------------
+  struct Variant {
+    std::string name;
+    int dual;
+    std::string policy;
+    int sbi;
+  };
+  const std::vector<Variant> variants = {{"NPU+PIM", 0, "round_robin", 0},
+                                         {"+DRB", 1, "round_robin", 0},
+                                         {"+DRB+GMLBP", 1, "min_load", 0},
+                                         {"+DRB+GMLBP+SBI", 1, "min_load", 1}};
+  std::map<std::pair<std::string, int>, StepResult> fig13;
+  for (const Variant& v : variants) {
+    auto e = MakeEngine("gpt3-7b", "neupims", v.dual, v.policy, v.sbi);
+    if (!e.ok()) return ReportError(e.status());
+    for (int bs : batch_sizes) {
+      fig13[{v.name, bs}] = Evaluate(**e, batches[{"sharegpt", bs}]);
+      std::fprintf(stderr, "\rfigure 13: %s batch %d            ", v.name.c_str(), bs);
+    }
+  }
+  // ---- Figure 14: TP/PP with 256 requests on the model's Table 3 device count ------------
+  auto combos_for = [](const std::string& model) -> std::vector<std::pair<int, int>> {
+    if (model == "gpt3-175b") return {{32, 1}, {16, 2}, {8, 4}, {4, 8}};
+    if (model == "gpt3-30b") return {{8, 1}, {4, 2}, {2, 4}, {1, 8}};
+    return {{4, 1}, {2, 2}, {1, 4}};
+  };
+  std::map<std::tuple<std::string, std::string, int, int>, StepResult> fig14;
+  for (const std::string& model : models) {
+    for (auto [tp, pp] : combos_for(model)) {
+      auto e = MakeEngine(model, "neupims", -1, "", -1, tp, pp);
+      for (const std::string& ds : datasets) {
+        StepResult r;
+        if (!e.ok()) {
+          r.error = std::string(e.status().message());
+        } else {
+          r = Evaluate(**e, batches[{ds, 256}]);
+        }
+        fig14[{model, ds, tp, pp}] = r;
+      }
+      std::fprintf(stderr, "\rfigure 14: %s TP %d PP %d        ", model.c_str(), tp, pp);
+    }
+  }
+  // Table 4 also with interleaving forced on (the paper's NeuPIMs always interleaves).
+  StepResult table4_sbi;
+  {
+    auto e = MakeEngine("gpt3-30b", "neupims", -1, "", 1);
+    if (!e.ok()) return ReportError(e.status());
+    table4_sbi = Evaluate(**e, batches[{"sharegpt", 256}]);
+  }
+  std::fprintf(stderr, "\r%*s\r", 60, "");
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // ---- Write docs/results.md ---------------------------------------------------------------
+  std::string md;
+  auto line = [&](const std::string& s) { absl::StrAppend(&md, s, "\n"); };
+  line("# Results: the NeuPIMs experiments, reproduced from first principles");
+  line("");
+  line("Generated by `neupims experiments` (" +
+       std::string(f.quick ? "quick mode" : absl::StrCat(samples, " batches per point")) +
+       ", seed " + std::to_string(f.seed) + ", " + Fmt(wall_s, 1) +
+       " s) from the shipped configs (`configs/`) and datasets (`../shared/datasets/`). "
+       "Regenerate with `build/release/tools/neupims experiments`. Every number comes from the "
+       "hardware models of `docs/hw.md` and the engine of `docs/serving.md`; nothing is "
+       "calibrated against the paper.");
+  line("");
+  line(
+      "**Method** (as NeuPIMs sec. 8.1): throughput of the generation phase on decode batches "
+      "sampled in steady state from each dataset (a request is seen with probability "
+      "proportional to its output length, at a uniform point of its generation; contexts over "
+      "2048 tokens filtered: ShareGPT kept " +
+      FormatCount(static_cast<double>(reports["sharegpt"].kept)) + " of " +
+      FormatCount(static_cast<double>(reports["sharegpt"].rows)) + " rows, Alpaca " +
+      FormatCount(static_cast<double>(reports["alpaca"].kept)) + " of " +
+      FormatCount(static_cast<double>(reports["alpaca"].rows)) +
+      "). Each point simulates one full decode iteration of the whole model on the device "
+      "group (Table 3 TP/PP) with `neupims step`'s machinery and reports tokens/s; NPU-only "
+      "runs the attention GEMVs on the NPU, NPU+PIM is Newton in blocked mode with "
+      "round-robin channels, NeuPIMs has dual row buffers, min-load bin packing and "
+      "sub-batch interleaving. Devices talk over a 64 GB/s PCIe-class link (all-reduce is "
+      "modelled; the paper's simulator does not model communication).");
+  line("");
+  line("## Figure 12: throughput (tokens/s)");
+  line("");
+  double sum_pim_over_npu = 0, sum_neu_over_pim = 0, sum_neu_over_npu = 0;
+  int ratio_n = 0;
+  for (const std::string& ds : datasets) {
+    line(absl::StrCat("### ", ds == "sharegpt" ? "ShareGPT" : "Alpaca"));
+    line("");
+    line(
+        "| model | batch | NPU-only | NPU+PIM | NeuPIMs | NPU+PIM / NPU-only | NeuPIMs / NPU+PIM | "
+        "NeuPIMs / NPU-only |");
+    line("|---|---|---|---|---|---|---|---|");
+    for (const std::string& model : models) {
+      for (int bs : batch_sizes) {
+        const StepResult& a = fig12[{model, ds, bs, "npu-only"}];
+        const StepResult& b = fig12[{model, ds, bs, "npu+pim"}];
+        const StepResult& c = fig12[{model, ds, bs, "neupims"}];
+        if (!a.ok || !b.ok || !c.ok) {
+          line(absl::StrCat("| ", model, " | ", bs, " | n/a: ", a.error, b.error, c.error,
+                            " | | | | | |"));
+          continue;
+        }
+        sum_pim_over_npu += b.tokens_per_s / a.tokens_per_s;
+        sum_neu_over_pim += c.tokens_per_s / b.tokens_per_s;
+        sum_neu_over_npu += c.tokens_per_s / a.tokens_per_s;
+        ++ratio_n;
+        line(absl::StrFormat("| %s | %d | %s | %s | %s | %.2fx | %.2fx | %.2fx |", model, bs,
+                             FormatCount(a.tokens_per_s), FormatCount(b.tokens_per_s),
+                             FormatCount(c.tokens_per_s), b.tokens_per_s / a.tokens_per_s,
+                             c.tokens_per_s / b.tokens_per_s, c.tokens_per_s / a.tokens_per_s));
+        raw["figure12"].push_back({{"model", model},
+                                   {"dataset", ds},
+                                   {"batch", bs},
+                                   {"npu_only", a.tokens_per_s},
+                                   {"npu_pim", b.tokens_per_s},
+                                   {"neupims", c.tokens_per_s}});
+      }
+    }
+    line("");
+  }
+  const double avg1 = ratio_n ? sum_pim_over_npu / ratio_n : 0;
+  const double avg2 = ratio_n ? sum_neu_over_pim / ratio_n : 0;
+  const double avg3 = ratio_n ? sum_neu_over_npu / ratio_n : 0;
+  line("| average over all points | ours | paper |");
+  line("|---|---|---|");
+  line(absl::StrFormat("| NPU+PIM over NPU-only | %.2fx | 1.5x |", avg1));
+  line(absl::StrFormat("| NeuPIMs over NPU+PIM | %.2fx | 1.6x |", avg2));
+  line(absl::StrFormat("| NeuPIMs over NPU-only | %.2fx | 2.4x |", avg3));
+  line("");
+
+  line("## Table 4: utilisation, GPT3-30B, batch 256, ShareGPT");
+  line("");
+  line(
+      "| resource | NPU-only (ours / paper) | NPU+PIM (ours / paper) | NeuPIMs (ours / paper) | "
+      "NeuPIMs, interleaving forced (ours) |");
+  line("|---|---|---|---|---|");
+  const StepResult& u0 = fig12[{"gpt3-30b", "sharegpt", 256, "npu-only"}];
+  const StepResult& u1 = fig12[{"gpt3-30b", "sharegpt", 256, "npu+pim"}];
+  const StepResult& u2 = fig12[{"gpt3-30b", "sharegpt", 256, "neupims"}];
+  if (u0.ok && u1.ok && u2.ok) {
+    const StepResult& u3 = table4_sbi;
+    line(absl::StrFormat("| NPU (systolic) | %s / 12.3%% | %s / 28.0%% | %s / 64.9%% | %s |",
+                         FormatPercent(u0.npu), FormatPercent(u1.npu), FormatPercent(u2.npu),
+                         FormatPercent(u3.npu)));
+    line(absl::StrFormat("| PIM | - / - | %s / 17.0%% | %s / 26.4%% | %s |", FormatPercent(u1.pim),
+                         FormatPercent(u2.pim), FormatPercent(u3.pim)));
+    line(absl::StrFormat("| HBM bandwidth (NPU) | %s / 67.6%% | %s / 27.4%% | %s / 85.4%% | %s |",
+                         FormatPercent(u0.bw), FormatPercent(u1.bw), FormatPercent(u2.bw),
+                         FormatPercent(u3.bw)));
+    line(absl::StrFormat("| tokens/s | %s | %s | %s | %s |", FormatCount(u0.tokens_per_s),
+                         FormatCount(u1.tokens_per_s), FormatCount(u2.tokens_per_s),
+                         FormatCount(u3.tokens_per_s)));
+    raw["table4"] = {{"npu", {u0.npu, u1.npu, u2.npu}},
+                     {"pim", {0, u1.pim, u2.pim}},
+                     {"bandwidth", {u0.bw, u1.bw, u2.bw}}};
+  }
+  line("");
+  line(
+      "PIM utilisation is the fraction of time the PIM MAC datapath of a channel computes "
+      "(column steps x tCCD_L over the iteration); NPU utilisation is MACs over the systolic "
+      "arrays' peak; HBM bandwidth counts the NPU's own traffic over the device's peak.");
+  line("");
+
+  line("## Figure 13: ablation, GPT3-7B, ShareGPT (throughput over NPU+PIM)");
+  line("");
+  {
+    std::string header = "| variant |";
+    std::string sep = "|---|";
+    for (int bs : batch_sizes) {
+      absl::StrAppend(&header, " B=", bs, " |");
+      absl::StrAppend(&sep, "---|");
+    }
+    line(header);
+    line(sep);
+    for (const Variant& v : variants) {
+      std::string row = "| " + v.name + " |";
+      for (int bs : batch_sizes) {
+        const StepResult& base = fig13[{"NPU+PIM", bs}];
+        const StepResult& r = fig13[{v.name, bs}];
+        absl::StrAppend(&row, r.ok && base.ok
+                                  ? absl::StrFormat(" %.2fx |", r.tokens_per_s / base.tokens_per_s)
+                                  : " n/a |");
+        raw["figure13"].push_back(
+            {{"variant", v.name}, {"batch", bs}, {"tokens_per_s", r.tokens_per_s}});
+      }
+      line(row);
+    }
+  }
+  line("");
+  line(
+      "Paper: dual row buffers +69.7% on average; min-load bin packing always helps; "
+      "sub-batch interleaving loses at small batches and wins from B=256.");
+  line("");
+
+  line("## Figure 14: tensor vs pipeline parallelism, 256 requests (NeuPIMs, tokens/s)");
+  line("");
+  line(
+      "Each model on its Table 3 device count (GPT3-7B/13B: 4, GPT3-30B: 8, GPT3-175B: 32), "
+      "split every way that divides its heads and layers.");
+  line("");
+  for (const std::string& model : models) {
+    std::string header = "| " + model + " |";
+    std::string sep = "|---|";
+    for (auto [tp, pp] : combos_for(model)) {
+      absl::StrAppend(&header, " (TP ", tp, ", PP ", pp, ") |");
+      absl::StrAppend(&sep, "---|");
+    }
+    line(header);
+    line(sep);
+    for (const std::string& ds : datasets) {
+      std::string row = absl::StrCat("| ", ds, " |");
+      for (auto [tp, pp] : combos_for(model)) {
+        const StepResult& r = fig14[{model, ds, tp, pp}];
+        absl::StrAppend(&row, r.ok ? " " + FormatCount(r.tokens_per_s) + " |" : " does not fit |");
+        raw["figure14"].push_back({{"model", model},
+                                   {"dataset", ds},
+                                   {"tp", tp},
+                                   {"pp", pp},
+                                   {"tokens_per_s", r.ok ? r.tokens_per_s : 0.0}});
+      }
+      line(row);
+    }
+    line("");
+  }
+  line(
+      "Paper: tensor parallelism beats pipeline parallelism for every model, because it keeps "
+      "the per-device batch large; throughput falls as PP grows.");
+  line("");
+  // Numbers the discussion quotes.
+  auto ratio = [&](const std::string& model, const std::string& ds, int bs, const char* num,
+                   const char* den) {
+    const StepResult& x = fig12[{model, ds, bs, num}];
+    const StepResult& y = fig12[{model, ds, bs, den}];
+    return x.ok && y.ok ? x.tokens_per_s / y.tokens_per_s : 0.0;
+  };
+  const int big = batch_sizes.back();
+  const double share_7b = ratio("gpt3-7b", "sharegpt", big, "npu+pim", "npu-only");
+  const double alpaca_7b = ratio("gpt3-7b", "alpaca", big, "npu+pim", "npu-only");
+  const double neu_7b_big = ratio("gpt3-7b", "sharegpt", big, "neupims", "npu+pim");
+  const double neu_7b_64 = ratio("gpt3-7b", "sharegpt", batch_sizes.front(), "neupims", "npu+pim");
+  const double neu_175_big = ratio("gpt3-175b", "sharegpt", big, "neupims", "npu+pim");
+  const StepResult& drb = fig13[{"+DRB", big}];
+  const StepResult& base13 = fig13[{"NPU+PIM", big}];
+  const StepResult& gm = fig13[{"+DRB+GMLBP", big}];
+  line("## Discussion of the differences");
+  line("");
+  line(
+      "The paper's numbers come from a cycle-level simulator that runs one decoder layer of one "
+      "iteration, ignores pipeline parallelism and inter-device communication, and gives the "
+      "NPU a ~131 MB scratchpad (its configuration's value); ours run every layer of the device "
+      "group with the effects below. Where the two differ, these are the reasons.");
+  line("");
+  line(absl::StrFormat(
+      "- **NPU+PIM over NPU-only: ours %.2fx on average, paper 1.5x.** Offloading attention to "
+      "PIM pays off in proportion to attention's share of an iteration. With ShareGPT's long "
+      "contexts on GPT3-7B at B=%d we measure %.2fx, the paper's figure; with Alpaca's short "
+      "contexts (~70 tokens) the attention is a few percent of the work and we measure %.2fx. "
+      "For the pipeline-parallel models (GPT3-30B, 175B) every micro-batch re-streams its stage's "
+      "weights, so the NPU's GEMMs dominate and the offload matters less. The paper reports "
+      "similar gains on both datasets because its simulator runs a single layer without the "
+      "pipeline.",
+      avg1, big, share_7b, alpaca_7b));
+  line(absl::StrFormat(
+      "- **NeuPIMs over NPU+PIM: ours %.2fx on average, paper 1.6x.** On GPT3-7B/ShareGPT it "
+      "grows from %.2fx at B=%d to %.2fx at B=%d, the paper's trend. Three first-principles "
+      "effects keep it lower at moderate batches: (1) each sub-batch runs its own GEMMs, so a "
+      "layer's weights (~100 MB per device for GPT3-7B/TP4, more than a 32 MiB scratchpad) are "
+      "streamed twice per iteration and a 128-token sub-batch GEMM is bandwidth-bound; "
+      "(2) while the PIM computes, its grouped activations use most of each die's tFAW budget, "
+      "leaving the NPU ~84%% of a channel's bandwidth (docs/hw.md); (3) interleaving is only "
+      "enabled from %d requests per micro-batch (the reference's guidance; below it interleaving "
+      "loses, Figure 13), so pipeline-parallel models at small batches run without it "
+      "(GPT3-175B at B=%d: %.2fx).",
+      avg2, neu_7b_64, batch_sizes.front(), neu_7b_big, big, 256, big, neu_175_big));
+  line(absl::StrFormat(
+      "- **Dual row buffers alone (Figure 13): ours +%.0f%%, paper +69.7%%.** Without sub-batch "
+      "interleaving the NPU and the PIM of one batch still wait for each other (QKV -> "
+      "attention -> projection); what the second row buffer buys is the per-head softmax overlap "
+      "of sec. 6.1 and the shorter NeuPIMs command stream. The paper's large gain implies a "
+      "blocked baseline much slower than Table 2's timing gives (its Newton baseline drains the "
+      "MEM queue before every PIM phase and issues only PIM commands in PIM mode). Min-load bin "
+      "packing adds %.0f%% on top (the paper: always positive).",
+      base13.ok && drb.ok ? 100 * (drb.tokens_per_s / base13.tokens_per_s - 1) : 0.0,
+      gm.ok && drb.ok ? 100 * (gm.tokens_per_s / drb.tokens_per_s - 1) : 0.0));
+  line(
+      "- **Utilisation (Table 4).** GPT3-30B runs with PP 2, so B=256 is two micro-batches of "
+      "128 and auto interleaving stays off; the forced column shows interleaving anyway. Our NPU "
+      "utilisation counts MACs over peak; the reference simulator counts busy array cycles and "
+      "charges whole 128-row tiles, which reads higher for the same work. Our PIM utilisation "
+      "is the MAC datapath's duty cycle (activation, GWRITE and refresh time excluded).");
+  line(
+      "- **Interconnect.** Two all-reduces per layer cross a 64 GB/s link; the paper models "
+      "none. Sub-batch interleaving hides one sub-batch's all-reduce behind the other's "
+      "compute (sec. 7.2), which favours NeuPIMs; `--interconnect-gbps 100000` removes the "
+      "effect.");
+  {
+    std::vector<std::string> tp_wins, tp_loses;
+    for (const std::string& model : models) {
+      const auto combos = combos_for(model);
+      bool best_is_tp = true;
+      const StepResult& first = fig14[{model, "sharegpt", combos[0].first, combos[0].second}];
+      for (auto [tp, pp] : combos) {
+        const StepResult& r = fig14[{model, "sharegpt", tp, pp}];
+        if (r.ok && (!first.ok || r.tokens_per_s > first.tokens_per_s)) best_is_tp = false;
+      }
+      (best_is_tp ? tp_wins : tp_loses).push_back(model);
+    }
+    std::string text =
+        "- **Parallelism (Figure 14).** Pure tensor parallelism is best for " +
+        (tp_wins.empty() ? std::string("no model") : absl::StrJoin(tp_wins, ", ")) +
+        ", as in the paper: it keeps the per-device batch large, while every pipeline stage "
+        "re-streams its weights per micro-batch and throughput falls as PP grows.";
+    if (!tp_loses.empty()) {
+      absl::StrAppend(&text, " For ", absl::StrJoin(tp_loses, ", "),
+                      " the widest tensor split loses: a ring all-reduce over that many devices "
+                      "takes 2 (TP - 1) link latencies per call, twice per layer, which the "
+                      "paper's simulator does not model.");
+    }
+    absl::StrAppend(&text,
+                    " Splits that put more weights on a device than its 32 GB hold are "
+                    "reported as not fitting instead of being simulated.");
+    line(text);
+  }
+  line("");
+
+  std::ofstream out(f.out);
+  if (!out)
+    return ReportError(absl::InvalidArgumentError(absl::StrCat("--out: cannot write ", f.out)));
+  out << md;
+  if (!f.json_out.empty()) {
+    std::ofstream j(f.json_out);
+    j << raw.dump(2) << "\n";
+  }
+  std::printf("wrote %s (%.1f s)\n", f.out.c_str(), wall_s);
+  std::printf("NPU+PIM / NPU-only %.2fx, NeuPIMs / NPU+PIM %.2fx, NeuPIMs / NPU-only %.2fx\n", avg1,
+              avg2, avg3);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<ExperimentFlags>();
+  CLI::App* c = app.add_subcommand(
+      "experiments",
+      "Regenerate the NeuPIMs paper's experiments (Figures 12-14, Table 4) from the shipped "
+      "configs and datasets and write docs/results.md");
+  c->add_option("--out", f->out, "Markdown file to write")->capture_default_str();
+  c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON");
+  c->add_option("--samples", f->samples, "Batches sampled per point")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  c->add_option("--seed", f->seed, "Batch sampling seed")->capture_default_str();
+  c->add_flag("--quick", f->quick, "Two batch sizes and two samples per point (for tests)");
+  c->callback([f, exit_code] { *exit_code = RunExperiments(*f); });
+}
+
+}  // namespace neupims::cli
