@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -25,14 +26,14 @@ struct Node {
   double dur_ns = 0;         // duration (systolic GEMMs: at full bandwidth)
   double dur_shared_ns = 0;  // systolic GEMMs that start while the PIM computes (dual RB)
   double busy_ns = 0;        // unit busy time it accounts (systolic: MACs / peak)
-  std::vector<int> deps;
+  absl::InlinedVector<int, 4> deps;
   // Scheduling state.
   int waiting = 0;
   double ready = 0;
   double start = -1, end = -1;
   // Accounting.
   double macs = 0, hbm_bytes = 0, energy_j = 0, dram_j = 0;
-  std::vector<double> channel_ns;  // PIM ops: per-channel busy time
+  const std::vector<double>* channel_ns = nullptr;  // PIM ops: per-channel busy time
   double pim_mac_ns = 0, pim_macs = 0, pim_j = 0;
 };
 
@@ -235,6 +236,14 @@ absl::StatusOr<AttentionCost> IterationModel::Attention(int64_t seq_len) {
   return c;
 }
 
+absl::StatusOr<const models::LayerOps*> IterationModel::Lowered(int64_t tokens) {
+  auto it = lowering_cache_.find(tokens);
+  if (it != lowering_cache_.end()) return &it->second;
+  ASSIGN_OR_RETURN(models::LayerOps ops,
+                   models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
+  return &lowering_cache_.emplace(tokens, std::move(ops)).first->second;
+}
+
 absl::StatusOr<IterationModel::GemmCost> IterationModel::Gemm(int64_t m, int64_t k, int64_t n,
                                                               bool weights_from_hbm,
                                                               double bandwidth_fraction) {
@@ -290,7 +299,8 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   const int L = layers > 0 ? layers : layers_per_device_;
   const bool last_stage = layers == 0;  // a single-layer study leaves the LM head out  // every
                                         // stage of the symmetric pipeline is costed alike
-  const int sim_layers = full_timeline ? L : std::min(L, 4);
+  // Three layers reach the steady-state period (the first fills the sub-batch pipeline).
+  const int sim_layers = full_timeline ? L : std::min(L, 3);
   const int channels = options_.device.hbm.org.channels;
   const double share = mode.dual_row_buffers ? bandwidth_share_during_pim_ : 1.0;
   int64_t prompt_tokens = 0;
@@ -305,7 +315,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
 
   // Per sub-batch attention work (identical in every layer).
   struct SbAttention {
-    std::vector<double> logit_ch, attend_ch;  // per channel, ns
+    std::vector<double> logit_ch, attend_ch, mha_ch;  // per channel, ns
     double logit = 0, attend = 0, mac_ns = 0, macs = 0, pim_j = 0;
     int64_t requests = 0;
     double mean_seq = 0;
@@ -330,10 +340,12 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
       a.pim_j += c.dynamic_j;
       for (int t = 0; t < hw::kNumCommandTypes; ++t) cost.pim_commands[t] += c.commands[t] * L;
     }
+    a.mha_ch.resize(channels);
     for (int ch = 0; ch < channels; ++ch) {
       a.logit = std::max(a.logit, a.logit_ch[ch]);
       a.attend = std::max(a.attend, a.attend_ch[ch]);
-      channel_load[s][ch] = a.logit_ch[ch] + a.attend_ch[ch];
+      a.mha_ch[ch] = a.logit_ch[ch] + a.attend_ch[ch];
+      channel_load[s][ch] = a.mha_ch[ch];
     }
   }
   {
@@ -349,7 +361,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
 
   int priority = 0;
   auto add = [&](const char* name, Lane lane, int s, int layer, double ns, double shared_ns,
-                 std::vector<int> deps) -> int {
+                 absl::InlinedVector<int, 4> deps) -> int {
     Node n;
     n.name = name;
     n.lane = lane;
@@ -362,7 +374,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     nodes.push_back(std::move(n));
     return static_cast<int>(nodes.size()) - 1;
   };
-  auto chain = [&](int s) { return last[s] >= 0 ? std::vector<int>{last[s]} : std::vector<int>{}; };
+  auto chain = [&](int s) {
+    return last[s] >= 0 ? absl::InlinedVector<int, 4>{last[s]} : absl::InlinedVector<int, 4>{};
+  };
 
   // Adds the ops of `ops` for sub-batch s to its chain.
   auto add_ops = [&](const std::vector<models::Op>& ops, int s, int layer) -> absl::Status {
@@ -407,12 +421,12 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
 
   // Lowered layers (identical every layer): decode ops of each sub-batch, with the local
   // prefill tokens joining sub-batch 0's linear ops.
-  std::array<models::LayerOps, 2> lowered;
+  std::array<const models::LayerOps*, 2> lowered{nullptr, nullptr};
   std::vector<models::Op> prefill_attention;
   for (int s = 0; s < 2; ++s) {
     const int64_t tokens = static_cast<int64_t>(sb[s].size()) + (s == 0 ? prompt_tokens : 0);
     if (tokens == 0) continue;
-    ASSIGN_OR_RETURN(lowered[s], models::LowerDecodeLayer(model, par, tokens));
+    ASSIGN_OR_RETURN(lowered[s], Lowered(tokens));
   }
   if (!prompts.empty()) {
     ASSIGN_OR_RETURN(models::LayerOps p, models::LowerPrefillLayer(model, par, prompts));
@@ -425,9 +439,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     for (int s = 0; s < 2; ++s) {
       const int64_t tokens = static_cast<int64_t>(sb[s].size()) + (s == 0 ? prompt_tokens : 0);
       if (tokens == 0) continue;
-      RETURN_IF_ERROR(add_ops(lowered[s].pre_attention, s, layer));
+      RETURN_IF_ERROR(add_ops(lowered[s]->pre_attention, s, layer));
       const int qkv = last[s];
-      std::vector<int> attention_ends;
+      absl::InlinedVector<int, 4> attention_ends;
       const SbAttention& a = att[s];
       if (a.requests > 0 && mode.pim_attention) {
         if (mode.softmax_overlap()) {
@@ -435,10 +449,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
           // other heads; the stage ends when both are done.
           const int mha =
               add("mha", Lane::kPim, s, layer, a.logit + a.attend, a.logit + a.attend, {qkv});
-          nodes[mha].channel_ns.resize(channels);
-          for (int ch = 0; ch < channels; ++ch) {
-            nodes[mha].channel_ns[ch] = a.logit_ch[ch] + a.attend_ch[ch];
-          }
+          nodes[mha].channel_ns = &a.mha_ch;
           ASSIGN_OR_RETURN(GemmCost sm,
                            Vector(models::VectorKind::kSoftmax, a.requests * dims_.num_heads,
                                   static_cast<int64_t>(std::ceil(a.mean_seq))));
@@ -452,7 +463,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
         } else {
           // Blocked PIM: logits of every head, then softmax on the NPU, then attend.
           const int lg = add("logit", Lane::kPim, s, layer, a.logit, a.logit, {qkv});
-          nodes[lg].channel_ns = a.logit_ch;
+          nodes[lg].channel_ns = &a.logit_ch;
           ASSIGN_OR_RETURN(GemmCost sm,
                            Vector(models::VectorKind::kSoftmax, a.requests * dims_.num_heads,
                                   static_cast<int64_t>(std::ceil(a.mean_seq))));
@@ -460,7 +471,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
           nodes[smx].busy_ns = sm.busy_ns;
           nodes[smx].energy_j = sm.energy_j;
           const int at = add("attend", Lane::kPim, s, layer, a.attend, a.attend, {smx});
-          nodes[at].channel_ns = a.attend_ch;
+          nodes[at].channel_ns = &a.attend_ch;
           nodes[at].pim_mac_ns = a.mac_ns;
           nodes[at].pim_macs = a.macs;
           nodes[at].pim_j = a.pim_j;
@@ -505,7 +516,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
         const int join = add("attention_done", Lane::kInterconnect, s, layer, 0, 0, attention_ends);
         last[s] = join;
       }
-      RETURN_IF_ERROR(add_ops(lowered[s].post_attention, s, layer));
+      RETURN_IF_ERROR(add_ops(lowered[s]->post_attention, s, layer));
       if (serial_sbs && s == 0 && !sb[1].empty()) last[1] = last[0];  // never overlap
     }
     layer_end_nodes.push_back(std::max(last[0], last[1]));
@@ -558,7 +569,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
         cost.interconnect_busy_ns += copies * n.busy_ns;
         break;
       case Lane::kPim:
-        for (double c : n.channel_ns) cost.pim_channel_busy_ns += copies * c;
+        if (n.channel_ns != nullptr) {
+          for (double c : *n.channel_ns) cost.pim_channel_busy_ns += copies * c;
+        }
         break;
     }
     cost.pim_mac_ns += copies * n.pim_mac_ns;
@@ -573,10 +586,12 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     for (const Node& n : nodes) {
       if (n.end <= n.start || (n.lane == Lane::kInterconnect && n.busy_ns == 0)) continue;
       if (n.lane == Lane::kPim) {
-        for (int ch = 0; ch < static_cast<int>(n.channel_ns.size()); ++ch) {
-          if (n.channel_ns[ch] <= 0) continue;
-          cost.timeline.push_back({n.name, n.lane, ch, n.sub_batch, n.layer, micro_batch, n.start,
-                                   n.start + n.channel_ns[ch]});
+        for (int ch = 0; n.channel_ns != nullptr && ch < static_cast<int>(n.channel_ns->size());
+             ++ch) {
+          const double busy = (*n.channel_ns)[ch];
+          if (busy <= 0) continue;
+          cost.timeline.push_back(
+              {n.name, n.lane, ch, n.sub_batch, n.layer, micro_batch, n.start, n.start + busy});
         }
         continue;
       }

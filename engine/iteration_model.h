@@ -158,6 +158,9 @@ class IterationModel {
   // Energy fields of IterationCost: npu_dynamic_j (MAC/SRAM/vector), dram_j (DRAM reads
   // behind the NPU's HBM traffic), pim_j (PIM commands + refresh), npu_static_j and
   // dram_background_j (powered time), all for the whole device group.
+  // Lowered decode layer by token count (the same batch sizes recur every iteration).
+  absl::StatusOr<const models::LayerOps*> Lowered(int64_t tokens);
+  absl::flat_hash_map<int64_t, models::LayerOps> lowering_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
   std::vector<bool> attention_cached_;
   absl::flat_hash_map<uint64_t, GemmCost> gemm_cache_;

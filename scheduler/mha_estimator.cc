@@ -38,10 +38,23 @@ double Algorithm1Estimator::Estimate(int64_t seq_len) {
 }
 
 double PimModelEstimator::Estimate(int64_t seq_len) {
+  seq_len = std::max<int64_t>(1, seq_len);
+  constexpr int64_t kMaxCached = 1 << 20;
+  if (seq_len < kMaxCached && seq_len < static_cast<int64_t>(cache_.size()) &&
+      cache_[seq_len] >= 0) {
+    return cache_[seq_len];
+  }
   hw::AttentionShape s = dims_;
-  s.seq_len = std::max<int64_t>(1, seq_len);
+  s.seq_len = seq_len;
   auto c = model_->AttentionCycles(s);
-  return c.ok() ? static_cast<double>(*c) : 0.0;
+  const double v = c.ok() ? static_cast<double>(*c) : 0.0;
+  if (seq_len < kMaxCached) {
+    if (seq_len >= static_cast<int64_t>(cache_.size())) {
+      cache_.resize(std::max<size_t>(seq_len + 1, cache_.size() * 2), -1.0);
+    }
+    cache_[seq_len] = v;
+  }
+  return v;
 }
 
 }  // namespace neupims::scheduler

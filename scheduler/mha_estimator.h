@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "hw/pim/gemv_plan.h"
@@ -50,7 +51,8 @@ class Algorithm1Estimator : public MhaEstimator {
   Algorithm1Params p_;
 };
 
-// Asks a PimModel (normally the analytic one) for AttentionCycles of {seq, dims}.
+// Asks a PimModel (normally the analytic one) for AttentionCycles of {seq, dims}; answers are
+// memoised by sequence length (the scheduler asks for every running request at admission).
 class PimModelEstimator : public MhaEstimator {
  public:
   PimModelEstimator(hw::PimModel* model, const hw::AttentionShape& dims)
@@ -60,6 +62,7 @@ class PimModelEstimator : public MhaEstimator {
  private:
   hw::PimModel* model_;
   hw::AttentionShape dims_;
+  std::vector<double> cache_;  // by seq_len; < 0 = not computed
 };
 
 }  // namespace neupims::scheduler
