@@ -2,6 +2,7 @@
 #include "CLI/CLI.hpp"
 #include "tools/neupims/experiments_command.h"
 #include "tools/neupims/hw_commands.h"
+#include "tools/neupims/serve_command.h"
 #include "tools/neupims/simulate_command.h"
 #include "tools/neupims/step_command.h"
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   neupims::cli::RegisterSimulateCommand(app, &exit_code);
   neupims::cli::RegisterStepCommand(app, &exit_code);
   neupims::cli::RegisterExperimentsCommand(app, &exit_code);
+  neupims::cli::RegisterServeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

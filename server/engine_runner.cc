@@ -1,0 +1,313 @@
+#include "server/engine_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "server/metrics.h"
+
+namespace neupims::server {
+
+const char* ToString(Pacing p) { return p == Pacing::kFast ? "fast" : "realtime"; }
+
+// Engine observer: turns engine events into sink calls and metrics (engine thread).
+class EngineRunner::Observer : public engine::EngineObserver {
+ public:
+  explicit Observer(EngineRunner* runner) : runner_(runner) {}
+
+  void OnTokens(const engine::Request& r, int64_t first_index, int count,
+                engine::SimTime t) override {
+    auto it = runner_->live_.find(r.id);
+    if (it == runner_->live_.end()) return;
+    std::vector<GeneratedToken> tokens;
+    tokens.reserve(count);
+    for (int i = 0; i < count; ++i) {
+      const int64_t index = first_index + i;
+      tokens.push_back({index, SyntheticTokens::TokenId(it->second.seed, index), t / 1e9});
+    }
+    it->second.sink->OnTokens(tokens);
+    if (runner_->metrics_ != nullptr) runner_->metrics_->OnGenerationTokens(count);
+  }
+
+  void OnFinished(const engine::Request& r) override {
+    auto it = runner_->live_.find(r.id);
+    if (it == runner_->live_.end()) return;
+    Completion c;
+    c.request_id = it->second.id;
+    switch (r.finish_reason) {
+      case scheduler::FinishReason::kLength:
+        c.reason = it->second.stop_early ? Finish::kStop : Finish::kLength;
+        break;
+      case scheduler::FinishReason::kRejected:
+        c.reason = Finish::kRejected;
+        break;
+      default:
+        c.reason = Finish::kAborted;
+        break;
+    }
+    c.prompt_tokens = r.prompt_tokens;
+    c.completion_tokens = r.generated;
+    const double arrival = static_cast<double>(r.arrival);
+    if (r.first_admitted >= 0) c.queue_time_s = (r.first_admitted - arrival) / 1e9;
+    if (r.first_token >= 0) c.ttft_s = (r.first_token - arrival) / 1e9;
+    if (r.finished >= 0) c.e2e_latency_s = (r.finished - arrival) / 1e9;
+    if (r.generated > 1 && r.first_token >= 0 && r.finished >= 0) {
+      c.tpot_s = (r.finished - r.first_token) / 1e9 / static_cast<double>(r.generated - 1);
+    }
+    c.pim_channel = runner_->engine_->mode().pim_attention ? r.channel : -1;
+    c.preemptions = r.preemptions;
+    c.error = r.error;
+    std::shared_ptr<RequestSink> sink = std::move(it->second.sink);
+    runner_->by_name_.erase(it->second.id);
+    runner_->live_.erase(it);
+    {
+      absl::MutexLock l(&runner_->mu_);
+      --runner_->live_count_;
+    }
+    if (runner_->metrics_ != nullptr) runner_->metrics_->OnFinished(r, c);
+    sink->OnComplete(c);
+  }
+
+  void OnIteration(const engine::IterationRecord& it) override {
+    if (runner_->metrics_ != nullptr) {
+      runner_->metrics_->OnIteration(it, runner_->engine_->stats());
+    }
+  }
+
+ private:
+  EngineRunner* runner_;
+};
+
+EngineRunner::EngineRunner(const RunnerOptions& options, ServerMetrics* metrics)
+    : options_(options), metrics_(metrics) {}
+
+absl::StatusOr<std::unique_ptr<EngineRunner>> EngineRunner::Create(const RunnerOptions& options,
+                                                                   ServerMetrics* metrics) {
+  if (!(options.speed > 0) || !std::isfinite(options.speed)) {
+    return absl::InvalidArgumentError("speed must be a positive number");
+  }
+  std::unique_ptr<EngineRunner> r(new EngineRunner(options, metrics));
+  ASSIGN_OR_RETURN(r->engine_, engine::Engine::Create(options.engine));
+  r->observer_ = std::make_unique<Observer>(r.get());
+  r->engine_->set_observer(r->observer_.get());
+  r->wall_start_ = std::chrono::steady_clock::now();
+  r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  return r;
+}
+
+EngineRunner::~EngineRunner() { Stop(); }
+
+engine::SimTime EngineRunner::SimNow() const {
+  const double wall_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall_start_)
+          .count();
+  return static_cast<engine::SimTime>(wall_ns * options_.speed);
+}
+
+void EngineRunner::Post(std::function<void()> fn) {
+  absl::MutexLock l(&mu_);
+  commands_.push_back({std::move(fn)});
+}
+
+void EngineRunner::Call(std::function<void()> fn) {
+  absl::Notification done;
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return;
+    commands_.push_back({[&] {
+      fn();
+      done.Notify();
+    }});
+  }
+  done.WaitForNotification();
+}
+
+absl::StatusOr<std::string> EngineRunner::Submit(const SubmitArgs& args,
+                                                 std::shared_ptr<RequestSink> sink) {
+  {
+    absl::MutexLock l(&mu_);
+    if (draining_ || stop_) {
+      return absl::UnavailableError("the server is shutting down; not accepting new requests");
+    }
+  }
+  absl::StatusOr<std::string> result = absl::UnavailableError("the engine has stopped");
+  Call([&] {
+    const models::ModelConfig& m = engine_->model();
+    if (args.prompt_tokens < 1) {
+      result = absl::InvalidArgumentError("the prompt is empty");
+      return;
+    }
+    if (args.max_new_tokens < 1) {
+      result = absl::InvalidArgumentError(
+          absl::StrCat("max_new_tokens must be >= 1, got ", args.max_new_tokens));
+      return;
+    }
+    if (args.prompt_tokens + args.max_new_tokens > m.max_seq_len) {
+      result = absl::InvalidArgumentError(absl::StrCat(
+          "prompt (", args.prompt_tokens, " tokens) + max_new_tokens (", args.max_new_tokens,
+          ") exceeds the context of ", m.name, " (", m.max_seq_len, " tokens)"));
+      return;
+    }
+    std::string name = args.request_id;
+    if (name.empty()) name = absl::StrCat("req-", next_name_++);
+    if (by_name_.contains(name)) {
+      result = absl::AlreadyExistsError(absl::StrCat("request '", name, "' is already live"));
+      return;
+    }
+    int64_t max_new = args.max_new_tokens;
+    bool stop_early = false;
+    if (!args.ignore_eos) {
+      const int64_t stop = SyntheticTokens::StopLength(args.seed, options_.mean_output_tokens);
+      if (stop < max_new) {
+        max_new = stop;
+        stop_early = true;
+      }
+    }
+    const int64_t id = next_engine_id_++;
+    engine::SubmitSpec spec;
+    spec.id = id;
+    spec.prompt_tokens = args.prompt_tokens;
+    spec.max_new_tokens = max_new;
+    spec.priority = args.priority;
+    spec.arrival =
+        options_.pacing == Pacing::kRealtime ? std::max(SimNow(), engine_->now()) : engine_->now();
+    absl::Status s = engine_->Submit(spec);
+    if (!s.ok()) {
+      result = s;
+      return;
+    }
+    live_[id] = Live{name, std::move(sink), args.seed, stop_early};
+    by_name_[name] = id;
+    {
+      absl::MutexLock l(&mu_);
+      ++live_count_;
+    }
+    if (metrics_ != nullptr) metrics_->OnPromptTokens(args.prompt_tokens);
+    result = name;
+  });
+  return result;
+}
+
+absl::Status EngineRunner::Abort(const std::string& request_id) {
+  absl::Status result = absl::UnavailableError("the engine has stopped");
+  Call([&] {
+    auto it = by_name_.find(request_id);
+    if (it == by_name_.end()) {
+      result = absl::NotFoundError(absl::StrCat("no live request '", request_id, "'"));
+      return;
+    }
+    result = engine_->Abort(it->second);
+  });
+  return result;
+}
+
+void EngineRunner::AbortAsync(const std::string& request_id) {
+  Post([this, request_id] {
+    auto it = by_name_.find(request_id);
+    if (it != by_name_.end()) (void)engine_->Abort(it->second);
+  });
+}
+
+void EngineRunner::SetMetrics(ServerMetrics* metrics) {
+  Call([this, metrics] { metrics_ = metrics; });
+}
+
+ServerSnapshot EngineRunner::Snapshot() {
+  absl::MutexLock l(&mu_);
+  ServerSnapshot s = snapshot_;
+  s.live = live_count_;
+  s.draining = draining_;
+  return s;
+}
+
+void EngineRunner::UpdateLoadMetrics() {
+  const engine::EngineLoad load = engine_->Load();
+  ServerSnapshot s;
+  s.running = load.running;
+  s.waiting = load.waiting;
+  s.prefilling = load.prefilling;
+  s.kv_usage = load.kv_usage;
+  s.channel_kv_usage = load.channel_kv_usage;
+  s.kv_blocks_used = load.kv_blocks_used;
+  s.kv_blocks_total = load.kv_blocks_total;
+  s.sim_time_s = engine_->now() / 1e9;
+  s.iterations = engine_->stats().iterations;
+  if (metrics_ != nullptr) {
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+    metrics_->SetLoad(load, s.sim_time_s, wall_s);
+  }
+  absl::MutexLock l(&mu_);
+  snapshot_ = std::move(s);
+}
+
+void EngineRunner::Loop() {
+  const bool fast = options_.pacing == Pacing::kFast;
+  int64_t loops = 0;
+  while (true) {
+    std::deque<Command> cmds;
+    {
+      absl::MutexLock l(&mu_);
+      cmds.swap(commands_);
+      if (stop_ && cmds.empty()) break;
+    }
+    for (Command& c : cmds) c.run();
+    bool progressed = false;
+    if (fast) {
+      if (engine_->NextEventTime() != scheduler::kNoTime) {
+        (void)engine_->AdvanceTo(engine_->NextEventTime());
+        progressed = true;
+      }
+    } else {
+      (void)engine_->AdvanceTo(SimNow());
+    }
+    // Load gauges: every loop in realtime; every 64 event batches when running flat out.
+    if (!fast || !progressed || (++loops & 63) == 0) UpdateLoadMetrics();
+    if (fast && progressed) continue;
+    // Sleep until the next simulated event is due on the wall clock, or a command arrives.
+    absl::Duration wait = absl::InfiniteDuration();
+    const engine::SimTime next = engine_->NextEventTime();
+    if (!fast && next != scheduler::kNoTime) {
+      const double wall_target_ns = static_cast<double>(next) / options_.speed;
+      const double wall_now_ns =
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall_start_)
+              .count();
+      wait = absl::Nanoseconds(std::max(0.0, wall_target_ns - wall_now_ns));
+    }
+    absl::MutexLock l(&mu_);
+    auto ready = [this]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !commands_.empty() || stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  }
+}
+
+void EngineRunner::BeginDrain() {
+  absl::MutexLock l(&mu_);
+  draining_ = true;
+}
+
+bool EngineRunner::WaitDrained(std::chrono::milliseconds timeout) {
+  absl::MutexLock l(&mu_);
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_count_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&drained), absl::FromChrono(timeout));
+}
+
+void EngineRunner::Stop() {
+  if (!thread_.joinable()) return;
+  BeginDrain();
+  Call([this] {
+    std::vector<int64_t> ids;
+    for (const auto& [id, live] : live_) ids.push_back(id);
+    for (int64_t id : ids) (void)engine_->Abort(id);
+  });
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+}  // namespace neupims::server

@@ -1,0 +1,169 @@
+// EngineRunner: the serving engine on its own thread, with a thread-safe front.
+//
+// Role: owns the one Engine of the server and the only thread that touches it. gRPC handlers
+// (any thread) call Submit / Abort / Info; the calls are handed to the engine thread through a
+// mutex-guarded command queue and answered synchronously, so validation errors reach the client
+// as statuses. Tokens and completions come back through each request's RequestSink, called on
+// the engine thread (sinks must not block).
+//
+// Pacing: in "realtime" simulated time follows the wall clock (times `speed`): the engine thread
+// sleeps until the wall time at which the next simulated event is due, so tokens reach clients
+// when the modelled hardware would emit them. In "fast" the engine runs events as fast as it can
+// and new requests arrive at the engine's current simulated time. Both give identical simulated
+// results for identical arrivals. This is the only place below the gRPC layer that reads the
+// wall clock.
+//
+// Shutdown: BeginDrain() makes Submit fail with UNAVAILABLE; WaitDrained() waits until no request
+// is live (or a timeout), Stop() aborts what is left and joins the thread.
+#ifndef NEUPIMS_SERVER_ENGINE_RUNNER_H_
+#define NEUPIMS_SERVER_ENGINE_RUNNER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "server/tokenizer.h"
+
+namespace neupims::server {
+
+class ServerMetrics;
+
+enum class Pacing { kRealtime, kFast };
+const char* ToString(Pacing p);
+
+struct GeneratedToken {
+  int64_t index = 0;
+  int64_t id = 0;
+  double sim_time_s = 0;
+};
+
+enum class Finish { kLength, kStop, kAborted, kRejected };
+
+struct Completion {
+  std::string request_id;
+  Finish reason = Finish::kLength;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double queue_time_s = 0, ttft_s = 0, tpot_s = 0, e2e_latency_s = 0;
+  int pim_channel = -1;
+  int preemptions = 0;
+  std::string error;
+};
+
+// Receives one request's output on the engine thread.
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual void OnTokens(const std::vector<GeneratedToken>& tokens) = 0;
+  virtual void OnComplete(const Completion& completion) = 0;
+};
+
+struct SubmitArgs {
+  std::string request_id;  // empty: generated
+  int64_t prompt_tokens = 1;
+  int64_t max_new_tokens = 1;
+  bool ignore_eos = false;
+  uint64_t seed = 0;
+  int priority = 0;
+};
+
+struct ServerSnapshot {
+  int64_t running = 0, waiting = 0, prefilling = 0;
+  double kv_usage = 0;
+  std::vector<double> channel_kv_usage;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  double sim_time_s = 0;
+  int64_t iterations = 0;
+  int64_t live = 0;  // requests submitted and not yet completed
+  bool draining = false;
+};
+
+struct RunnerOptions {
+  engine::EngineOptions engine;
+  Pacing pacing = Pacing::kRealtime;
+  double speed = 1.0;               // simulated seconds per wall second (realtime)
+  double mean_output_tokens = 256;  // synthetic end-of-sequence (without ignore_eos)
+};
+
+class EngineRunner {
+ public:
+  // Creates the engine (errors: bad model/device/mode...) and starts the engine thread.
+  static absl::StatusOr<std::unique_ptr<EngineRunner>> Create(const RunnerOptions& options,
+                                                              ServerMetrics* metrics);
+  ~EngineRunner();
+
+  // Thread-safe. Returns the request id, or INVALID_ARGUMENT / ALREADY_EXISTS /
+  // RESOURCE_EXHAUSTED / UNAVAILABLE (draining).
+  absl::StatusOr<std::string> Submit(const SubmitArgs& args, std::shared_ptr<RequestSink> sink);
+  // Thread-safe; NOT_FOUND if no live request has this id.
+  absl::Status Abort(const std::string& request_id);
+  // Thread-safe, asynchronous (for cancelled streams: never blocks the caller).
+  void AbortAsync(const std::string& request_id);
+  ServerSnapshot Snapshot();
+  // Attaches the metrics sink (applied on the engine thread).
+  void SetMetrics(ServerMetrics* metrics);
+
+  void BeginDrain();
+  // Waits until no request is live or `timeout` passes; true if drained.
+  bool WaitDrained(std::chrono::milliseconds timeout);
+  // Aborts whatever is left and stops the engine thread.
+  void Stop();
+
+  const engine::Engine& engine() const { return *engine_; }  // immutable facts only
+  const RunnerOptions& options() const { return options_; }
+  const ByteTokenizer& tokenizer() const { return tokenizer_; }
+
+ private:
+  class Observer;
+  struct Live {
+    std::string id;
+    std::shared_ptr<RequestSink> sink;
+    uint64_t seed = 0;
+    bool stop_early = false;  // synthetic EOS before max_new_tokens
+  };
+  struct Command {
+    std::function<void()> run;
+  };
+
+  EngineRunner(const RunnerOptions& options, ServerMetrics* metrics);
+  void Loop();
+  void Post(std::function<void()> fn);
+  // Runs `fn` on the engine thread and waits for it.
+  void Call(std::function<void()> fn);
+  engine::SimTime SimNow() const;  // realtime: wall-clock-mapped simulated time
+  void UpdateLoadMetrics();
+
+  RunnerOptions options_;
+  ServerMetrics* metrics_;
+  ByteTokenizer tokenizer_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Observer> observer_;
+  std::chrono::steady_clock::time_point wall_start_;
+
+  absl::Mutex mu_;
+  std::deque<Command> commands_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t live_count_ ABSL_GUARDED_BY(mu_) = 0;
+  ServerSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
+
+  // Engine-thread state.
+  absl::flat_hash_map<int64_t, Live> live_;            // by engine id
+  absl::flat_hash_map<std::string, int64_t> by_name_;  // request id -> engine id
+  int64_t next_engine_id_ = 1;
+  int64_t next_name_ = 1;
+  std::thread thread_;
+};
+
+}  // namespace neupims::server
+
+#endif  // NEUPIMS_SERVER_ENGINE_RUNNER_H_

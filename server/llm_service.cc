@@ -1,0 +1,386 @@
+#include "server/llm_service.h"
+
+#include <deque>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/status_map.h"
+
+namespace neupims::server {
+namespace {
+
+using neupims::v1::GenerateRequest;
+using neupims::v1::GenerateResponse;
+
+void FillComplete(const Completion& c, neupims::v1::GenerateComplete* out) {
+  out->set_request_id(c.request_id);
+  out->set_finish_reason(ToProto(c.reason));
+  out->set_prompt_tokens(c.prompt_tokens);
+  out->set_completion_tokens(c.completion_tokens);
+  out->set_queue_time_s(c.queue_time_s);
+  out->set_ttft_s(c.ttft_s);
+  out->set_tpot_s(c.tpot_s);
+  out->set_e2e_latency_s(c.e2e_latency_s);
+  out->set_pim_channel(c.pim_channel);
+  out->set_preemptions(c.preemptions);
+  out->set_error(c.error);
+}
+
+void FillToken(const GeneratedToken& t, const ByteTokenizer& tok, neupims::v1::Token* out) {
+  out->set_index(t.index);
+  out->set_id(t.id);
+  out->set_text(tok.Decode(t.id));
+  out->set_sim_time_s(t.sim_time_s);
+}
+
+// Shared between a Generate reactor and the engine thread; outlives either. Decisions are made
+// under the lock; calls into gRPC (StartWrite, Finish) happen after releasing it, and the
+// in_flight_ / finished_ flags make sure only one thread issues each.
+class StreamState : public RequestSink {
+ public:
+  StreamState(grpc::ServerWriteReactor<GenerateResponse>* reactor, const ByteTokenizer* tok)
+      : reactor_(reactor), tok_(tok) {}
+
+  void OnTokens(const std::vector<GeneratedToken>& tokens) override {
+    Action a;
+    {
+      absl::MutexLock l(&mu_);
+      if (reactor_ == nullptr || finished_) return;
+      // Coalesce into the last queued message unless that one is being written.
+      if (pending_.empty() || (in_flight_ && pending_.size() == 1) ||
+          !pending_.back().has_tokens()) {
+        pending_.emplace_back();
+        pending_.back().mutable_tokens();
+      }
+      for (const GeneratedToken& t : tokens) {
+        FillToken(t, *tok_, pending_.back().mutable_tokens()->add_tokens());
+      }
+      a = NextLocked();
+    }
+    Run(a);
+  }
+
+  void OnComplete(const Completion& c) override {
+    Action a;
+    {
+      absl::MutexLock l(&mu_);
+      if (reactor_ == nullptr || finished_) return;
+      pending_.emplace_back();
+      FillComplete(c, pending_.back().mutable_complete());
+      completed_ = true;
+      a = NextLocked();
+    }
+    Run(a);
+  }
+
+  // gRPC: the previous write finished (ok = false: the client is gone).
+  void WriteDone(bool ok) {
+    Action a;
+    {
+      absl::MutexLock l(&mu_);
+      in_flight_ = false;
+      if (!pending_.empty()) pending_.pop_front();
+      if (reactor_ == nullptr || finished_) return;
+      if (!ok) {
+        pending_.clear();
+        finished_ = true;
+        a.finish = true;
+        a.status = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+        a.reactor = reactor_;
+      } else {
+        a = NextLocked();
+      }
+    }
+    Run(a);
+  }
+
+  // Fails the stream before any write (validation or admission error).
+  void FinishWith(const grpc::Status& s) {
+    Action a;
+    {
+      absl::MutexLock l(&mu_);
+      if (reactor_ == nullptr || finished_) return;
+      finished_ = true;
+      a.finish = true;
+      a.status = s;
+      a.reactor = reactor_;
+    }
+    Run(a);
+  }
+
+  void Detach() {
+    absl::MutexLock l(&mu_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  struct Action {
+    grpc::ServerWriteReactor<GenerateResponse>* reactor = nullptr;
+    const GenerateResponse* write = nullptr;
+    bool finish = false;
+    grpc::Status status;
+  };
+
+  Action NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Action a;
+    a.reactor = reactor_;
+    if (in_flight_ || finished_) return a;
+    if (!pending_.empty()) {
+      in_flight_ = true;
+      a.write = &pending_.front();  // stays put until WriteDone pops it
+      return a;
+    }
+    if (completed_) {
+      finished_ = true;
+      a.finish = true;
+      a.status = grpc::Status::OK;
+    }
+    return a;
+  }
+
+  static void Run(const Action& a) {
+    if (a.reactor == nullptr) return;
+    if (a.write != nullptr) a.reactor->StartWrite(a.write);
+    if (a.finish) a.reactor->Finish(a.status);
+  }
+
+  absl::Mutex mu_;
+  grpc::ServerWriteReactor<GenerateResponse>* reactor_ ABSL_GUARDED_BY(mu_);
+  const ByteTokenizer* tok_;
+  std::deque<GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);  // front is in flight if in_flight_
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
+ public:
+  GenerateReactor(EngineRunner* runner, ServerMetrics* metrics)
+      : runner_(runner),
+        metrics_(metrics),
+        state_(std::make_shared<StreamState>(this, &runner->tokenizer())) {}
+
+  void Start(const absl::StatusOr<SubmitArgs>& args) {
+    if (!args.ok()) {
+      Fail(args.status());
+      return;
+    }
+    absl::StatusOr<std::string> id = runner_->Submit(*args, state_);
+    if (!id.ok()) {
+      Fail(id.status());
+      return;
+    }
+    absl::MutexLock l(&mu_);
+    request_id_ = *id;
+  }
+
+  void OnWriteDone(bool ok) override { state_->WriteDone(ok); }
+
+  void OnCancel() override {
+    // Client cancel or deadline: end the request in the engine (frees its KV blocks).
+    std::string id;
+    {
+      absl::MutexLock l(&mu_);
+      id = request_id_;
+    }
+    if (!id.empty()) runner_->AbortAsync(id);
+  }
+
+  void OnDone() override {
+    state_->Detach();
+    delete this;
+  }
+
+ private:
+  void Fail(const absl::Status& s) {
+    if (metrics_ != nullptr) {
+      metrics_->OnRequestError(absl::StatusCodeToString(s.code()));
+    }
+    state_->FinishWith(ToGrpcStatus(s));
+  }
+
+  EngineRunner* runner_;
+  ServerMetrics* metrics_;
+  std::shared_ptr<StreamState> state_;
+  absl::Mutex mu_;
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+};
+
+// Complete: collects the stream and answers once.
+class CompleteSink : public RequestSink {
+ public:
+  CompleteSink(grpc::ServerUnaryReactor* reactor, neupims::v1::CompleteResponse* response,
+               const ByteTokenizer* tok)
+      : reactor_(reactor), response_(response), tok_(tok) {}
+  void OnTokens(const std::vector<GeneratedToken>& tokens) override {
+    for (const GeneratedToken& t : tokens) {
+      FillToken(t, *tok_, response_->add_tokens());
+      response_->mutable_text()->append(tok_->Decode(t.id));
+    }
+  }
+  void OnComplete(const Completion& c) override {
+    FillComplete(c, response_->mutable_complete());
+    reactor_->Finish(grpc::Status::OK);
+  }
+
+ private:
+  grpc::ServerUnaryReactor* reactor_;
+  neupims::v1::CompleteResponse* response_;
+  const ByteTokenizer* tok_;
+};
+
+}  // namespace
+
+neupims::v1::FinishReason ToProto(Finish f) {
+  switch (f) {
+    case Finish::kLength:
+      return neupims::v1::FINISH_REASON_LENGTH;
+    case Finish::kStop:
+      return neupims::v1::FINISH_REASON_STOP;
+    case Finish::kAborted:
+      return neupims::v1::FINISH_REASON_ABORTED;
+    case Finish::kRejected:
+      return neupims::v1::FINISH_REASON_REJECTED;
+  }
+  return neupims::v1::FINISH_REASON_UNSPECIFIED;
+}
+
+LlmServiceImpl::LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version)
+    : runner_(runner), metrics_(metrics), version_(std::move(version)) {}
+
+absl::StatusOr<SubmitArgs> LlmServiceImpl::ToSubmitArgs(const GenerateRequest& req) const {
+  const models::ModelConfig& m = runner_->engine().model();
+  if (!req.model().empty() && req.model() != m.name) {
+    return absl::NotFoundError(
+        absl::StrCat("model '", req.model(), "' is not served here (serving '", m.name, "')"));
+  }
+  SubmitArgs a;
+  a.request_id = req.request_id();
+  a.max_new_tokens = req.max_new_tokens();
+  a.ignore_eos = req.ignore_eos();
+  a.seed = req.seed();
+  a.priority = req.priority();
+  switch (req.prompt_case()) {
+    case GenerateRequest::kText:
+      a.prompt_tokens = static_cast<int64_t>(runner_->tokenizer().Encode(req.text()).size());
+      break;
+    case GenerateRequest::kTokenIds:
+      for (int64_t id : req.token_ids().ids()) {
+        if (id < 0 || id >= m.vocab) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("token id ", id, " is outside [0, ", m.vocab, ") of ", m.name));
+        }
+      }
+      a.prompt_tokens = req.token_ids().ids_size();
+      break;
+    case GenerateRequest::kPromptLength:
+      if (req.prompt_length() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("prompt_length must be >= 1, got ", req.prompt_length()));
+      }
+      a.prompt_tokens = req.prompt_length();
+      break;
+    case GenerateRequest::PROMPT_NOT_SET:
+      a.prompt_tokens = 0;
+      break;
+  }
+  if (a.prompt_tokens < 1) {
+    return absl::InvalidArgumentError(
+        "the prompt is empty (give text, token_ids or prompt_length)");
+  }
+  if (a.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens must be >= 1, got ", a.max_new_tokens));
+  }
+  return a;
+}
+
+grpc::ServerWriteReactor<GenerateResponse>* LlmServiceImpl::Generate(
+    grpc::CallbackServerContext* ctx, const GenerateRequest* request) {
+  (void)ctx;
+  auto* reactor = new GenerateReactor(runner_, metrics_);
+  reactor->Start(ToSubmitArgs(*request));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LlmServiceImpl::Complete(grpc::CallbackServerContext* ctx,
+                                                   const GenerateRequest* request,
+                                                   neupims::v1::CompleteResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<SubmitArgs> args = ToSubmitArgs(*request);
+  if (!args.ok()) {
+    if (metrics_ != nullptr)
+      metrics_->OnRequestError(absl::StatusCodeToString(args.status().code()));
+    reactor->Finish(ToGrpcStatus(args.status()));
+    return reactor;
+  }
+  auto sink = std::make_shared<CompleteSink>(reactor, response, &runner_->tokenizer());
+  absl::StatusOr<std::string> id = runner_->Submit(*args, sink);
+  if (!id.ok()) {
+    if (metrics_ != nullptr) metrics_->OnRequestError(absl::StatusCodeToString(id.status().code()));
+    reactor->Finish(ToGrpcStatus(id.status()));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LlmServiceImpl::Abort(grpc::CallbackServerContext* ctx,
+                                                const neupims::v1::AbortRequest* request,
+                                                neupims::v1::AbortResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (request->request_id().empty()) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError("request_id is empty")));
+    return reactor;
+  }
+  reactor->Finish(ToGrpcStatus(runner_->Abort(request->request_id())));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LlmServiceImpl::GetModelInfo(grpc::CallbackServerContext* ctx,
+                                                       const neupims::v1::GetModelInfoRequest*,
+                                                       neupims::v1::ModelInfo* out) {
+  const engine::Engine& e = runner_->engine();
+  const models::ModelConfig& m = e.model();
+  out->set_name(m.name);
+  out->set_layers(m.layers);
+  out->set_heads(m.heads);
+  out->set_kv_heads(m.kv_heads);
+  out->set_hidden(m.hidden);
+  out->set_ffn_hidden(m.ffn_hidden);
+  out->set_vocab(m.vocab);
+  out->set_max_seq_len(m.max_seq_len);
+  out->set_tensor_parallel(e.parallelism().tp);
+  out->set_pipeline_parallel(e.parallelism().pp);
+  out->set_tokenizer(runner_->tokenizer().name());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LlmServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                        const neupims::v1::GetServerInfoRequest*,
+                                                        neupims::v1::ServerInfo* out) {
+  const engine::Engine& e = runner_->engine();
+  const ServerSnapshot s = runner_->Snapshot();
+  out->set_version(version_);
+  out->set_device(e.device().name);
+  out->set_mode(e.mode().name);
+  out->set_pacing(ToString(runner_->options().pacing));
+  out->set_speed(runner_->options().speed);
+  out->set_running(s.running);
+  out->set_waiting(s.waiting);
+  out->set_prefilling(s.prefilling);
+  out->set_kv_cache_usage(s.kv_usage);
+  for (double u : s.channel_kv_usage) out->add_channel_kv_usage(u);
+  out->set_kv_blocks_total(s.kv_blocks_total);
+  out->set_kv_blocks_used(s.kv_blocks_used);
+  out->set_sim_time_s(s.sim_time_s);
+  out->set_iterations(s.iterations);
+  out->set_max_waiting(e.options().max_waiting);
+  out->set_draining(s.draining);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace neupims::server

@@ -1,0 +1,52 @@
+// LlmServiceImpl: neupims.v1.LlmService on the gRPC callback API (no thread per stream).
+//
+// Role: translates RPCs to EngineRunner calls and engine output to stream messages. A Generate
+// stream is a ServerWriteReactor; the engine thread hands it tokens through a RequestSink and it
+// keeps at most one write in flight, coalescing tokens that arrive meanwhile into one message.
+// A client cancel or an expired deadline aborts the request in the engine (its KV blocks are
+// freed). Every error is an absl::Status mapped to a gRPC code in status_map.h.
+#ifndef NEUPIMS_SERVER_LLM_SERVICE_H_
+#define NEUPIMS_SERVER_LLM_SERVICE_H_
+
+#include <atomic>
+#include <string>
+
+#include "neupims/v1/llm_service.grpc.pb.h"
+#include "server/engine_runner.h"
+#include "server/metrics.h"
+
+namespace neupims::server {
+
+class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
+ public:
+  LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version);
+
+  grpc::ServerWriteReactor<neupims::v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* ctx, const neupims::v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* ctx,
+                                     const neupims::v1::GenerateRequest* request,
+                                     neupims::v1::CompleteResponse* response) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* ctx,
+                                  const neupims::v1::AbortRequest* request,
+                                  neupims::v1::AbortResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx,
+                                         const neupims::v1::GetModelInfoRequest* request,
+                                         neupims::v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const neupims::v1::GetServerInfoRequest* request,
+                                          neupims::v1::ServerInfo* response) override;
+
+  // Validates a request and turns it into engine arguments (INVALID_ARGUMENT / NOT_FOUND).
+  absl::StatusOr<SubmitArgs> ToSubmitArgs(const neupims::v1::GenerateRequest& request) const;
+
+ private:
+  EngineRunner* runner_;
+  ServerMetrics* metrics_;
+  std::string version_;
+};
+
+neupims::v1::FinishReason ToProto(Finish f);
+
+}  // namespace neupims::server
+
+#endif  // NEUPIMS_SERVER_LLM_SERVICE_H_

@@ -1,0 +1,503 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "hw/device.h"
+#include "hw/dram/command.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/engine_runner.h"
+
+namespace neupims::server {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using BucketBoundaries = prometheus::Histogram::BucketBoundaries;
+
+constexpr double kNsPerSecond = 1e9;
+// Sliding window of the utilisation and power gauges (docs/metrics.md): about one simulated
+// second, at most this many iterations.
+constexpr engine::SimTime kWindowNs = 1'000'000'000;
+constexpr size_t kMaxWindowIterations = 1024;
+
+// Time to first token: vLLM's buckets (1 ms .. 2560 s).
+BucketBoundaries TtftBuckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+
+// Inter-token gaps and iteration latencies: 1 ms steps up to 10 ms (a NeuPIMs decode iteration
+// of GPT3-7B is ~5-10 ms), then vLLM's time-per-output-token buckets up to 80 s.
+BucketBoundaries TokenGapBuckets() {
+  return {0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.01, 0.012, 0.014,
+          0.016, 0.018, 0.02,  0.025, 0.03,  0.04,  0.05,  0.075, 0.1,  0.15,  0.2,
+          0.3,   0.4,   0.5,   0.75,  1.0,   2.5,   5.0,   10.0,  20.0, 40.0,  80.0};
+}
+
+// Request phases (end-to-end, queue, prefill, decode): vLLM's request-latency buckets
+// (0.3 s .. 7680 s) with millisecond buckets below them (simulated queue and prefill times).
+BucketBoundaries RequestBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01,  0.025, 0.05,  0.1,   0.2,    0.3,   0.5,
+          0.8,   1.0,    1.5,   2.0,   2.5,   5.0,   10.0,  15.0,   20.0,  30.0,
+          40.0,  50.0,   60.0,  120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+// Tokens per iteration: powers of two (a local-prefill iteration carries up to
+// --max-prefill-tokens prompt tokens plus the decoding requests).
+BucketBoundaries IterationTokenBuckets() {
+  BucketBoundaries b;
+  for (double v = 1; v <= 16384; v *= 2) b.push_back(v);
+  return b;
+}
+
+// Decoding requests per iteration and per sub-batch (--max-batch is 256 by default, 64-512 in
+// the experiments). 0 has its own bucket: an iteration without decodes, or sub-batch 2 without
+// interleaving.
+BucketBoundaries BatchBuckets() {
+  return {0,   1,   2,   4,   8,   16,  32,  48,  64,  96,  128,
+          160, 192, 224, 256, 320, 384, 448, 512, 768, 1024};
+}
+
+const char* FinishLabel(Finish f) {
+  switch (f) {
+    case Finish::kLength:
+      return "length";
+    case Finish::kStop:
+      return "stop";
+    case Finish::kAborted:
+      return "abort";
+    case Finish::kRejected:
+      return "rejected";
+  }
+  return "abort";
+}
+
+// Growth of a cumulative statistic; never negative (a smaller value, e.g. after an engine
+// restart, adds nothing) and never NaN.
+double Growth(double current, double previous) {
+  const double d = current - previous;
+  return d > 0 ? d : 0;
+}
+
+// Observes `to - from` in seconds when both simulated times are known and ordered.
+void ObserveSpan(Histogram& h, engine::SimTime from, engine::SimTime to) {
+  if (from < 0 || to < 0 || to < from) return;
+  h.Observe(static_cast<double>(to - from) / kNsPerSecond);
+}
+
+}  // namespace
+
+struct ServerMetrics::Impl {
+  // Quantities of the sliding window, accumulated from the growth of the engine's cumulative
+  // statistics (so they never decrease).
+  struct Totals {
+    double busy_ns = 0, systolic_ns = 0, vector_ns = 0, pim_mac_ns = 0, interconnect_ns = 0;
+    double npu_hbm_bytes = 0, energy_j = 0;
+  };
+  struct Snapshot {
+    engine::SimTime t = 0;
+    Totals totals;
+  };
+
+  Impl(std::shared_ptr<prometheus::Registry> reg, const std::string& model,
+       const hw::DeviceConfig& device, int device_count);
+
+  void OnIteration(const engine::IterationRecord& it, const engine::EngineStats& stats);
+  void SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s);
+  void UpdateWindow(engine::SimTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  template <typename T>
+  prometheus::Family<T>& Build(prometheus::detail::Builder<T> builder, const std::string& name,
+                               const std::string& help) {
+    return builder.Name(name).Help(help).Register(*registry);
+  }
+  // A series' labels: `extra` and model_name (a metric label, not a constant one, so the
+  // exposition lists every series' labels in alphabetical order).
+  prometheus::Labels With(prometheus::Labels extra) const {
+    extra.emplace("model_name", model_name);
+    return extra;
+  }
+
+  std::shared_ptr<prometheus::Registry> registry;
+  std::string model_name;
+  int channels = 1;
+  int devices = 1;
+  double peak_hbm_bytes_per_ns = 0;
+
+  // Load.
+  Gauge* running = nullptr;
+  Gauge* waiting = nullptr;
+  Gauge* prefilling = nullptr;
+  Gauge* kv_usage = nullptr;
+  prometheus::Family<Gauge>* channel_kv_family = nullptr;
+  Gauge* sim_time = nullptr;
+  Gauge* sim_wall_ratio = nullptr;
+  // Tokens and requests.
+  Counter* prompt_tokens = nullptr;
+  Counter* generation_tokens = nullptr;
+  Counter* preemptions = nullptr;
+  std::array<Counter*, 4> success{};  // by Finish
+  prometheus::Family<Counter>* errors_family = nullptr;
+  Histogram* ttft = nullptr;
+  Histogram* tpot = nullptr;          // every inter-token gap (vLLM semantics)
+  Histogram* itl = nullptr;           // the same samples under vLLM's newer name
+  Histogram* request_tpot = nullptr;  // one per-request mean per request
+  Histogram* e2e = nullptr;
+  Histogram* queue = nullptr;
+  Histogram* prefill = nullptr;
+  Histogram* decode = nullptr;
+  // Iterations.
+  Counter* iterations = nullptr;
+  Histogram* iteration_latency = nullptr;
+  Histogram* iteration_tokens = nullptr;
+  Histogram* batch_size = nullptr;
+  std::array<Histogram*, 2> sub_batch_size{};
+  Gauge* channel_imbalance = nullptr;
+  // Hardware.
+  Gauge* systolic_util = nullptr;
+  Gauge* vector_util = nullptr;
+  Gauge* pim_util = nullptr;
+  Gauge* hbm_util = nullptr;
+  Gauge* interconnect_util = nullptr;
+  prometheus::Family<Counter>* pim_commands_family = nullptr;
+  Counter* energy_npu_dynamic = nullptr;
+  Counter* energy_npu_static = nullptr;
+  Counter* energy_dram = nullptr;
+  Counter* energy_pim = nullptr;
+  Counter* energy_dram_background = nullptr;
+  Counter* energy_prefill = nullptr;
+  Gauge* power = nullptr;
+
+  const BucketBoundaries token_gap_buckets = TokenGapBuckets();
+
+  // Engine-thread state, guarded so that OnIteration and SetLoad may come from any thread.
+  absl::Mutex mu;
+  engine::EngineStats previous ABSL_GUARDED_BY(mu);
+  Totals totals ABSL_GUARDED_BY(mu);
+  std::deque<Snapshot> window ABSL_GUARDED_BY(mu);
+  engine::SimTime now ABSL_GUARDED_BY(mu) = 0;
+  std::vector<Gauge*> channel_kv ABSL_GUARDED_BY(mu);
+  std::array<Counter*, hw::kNumCommandTypes> pim_commands ABSL_GUARDED_BY(mu){};
+};
+
+ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::string& model,
+                          const hw::DeviceConfig& device, int device_count)
+    : registry(std::move(reg)),
+      model_name(model),
+      channels(std::max(1, device.hbm.org.channels)),
+      devices(std::max(1, device_count)),
+      peak_hbm_bytes_per_ns(device.PeakHbmBytesPerSecond() / kNsPerSecond) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+
+  // Load (vLLM).
+  running = &Build(BuildGauge(), "neupims:num_requests_running",
+                   "Number of requests decoding on the PIM devices (in the running batch).")
+                 .Add(With({}));
+  waiting = &Build(BuildGauge(), "neupims:num_requests_waiting",
+                   "Number of requests waiting to be admitted (including preempted ones).")
+                 .Add(With({}));
+  prefilling = &Build(BuildGauge(), "neupims:num_requests_prefilling",
+                      "Number of admitted requests on the standalone prefill NPUs or their KV "
+                      "transfer link.")
+                    .Add(With({}));
+  kv_usage = &Build(BuildGauge(), "neupims:kv_cache_usage_perc",
+                    "KV-cache usage of the device (used / total blocks, 0..1).")
+                  .Add(With({}));
+  channel_kv_family = &Build(BuildGauge(), "neupims:channel_kv_cache_usage_perc",
+                             "KV-cache usage of one PIM channel's block pool (0..1).");
+  sim_time =
+      &Build(BuildGauge(), "neupims:sim_time_seconds", "Simulated time of the engine, seconds.")
+           .Add(With({}));
+  sim_wall_ratio = &Build(BuildGauge(), "neupims:sim_wall_time_ratio",
+                          "Simulated seconds per wall-clock second since the engine started.")
+                        .Add(With({}));
+
+  // Tokens and requests (vLLM).
+  prompt_tokens = &Build(BuildCounter(), "neupims:prompt_tokens_total",
+                         "Number of prompt tokens of accepted requests.")
+                       .Add(With({}));
+  generation_tokens =
+      &Build(BuildCounter(), "neupims:generation_tokens_total", "Number of generated tokens.")
+           .Add(With({}));
+  preemptions = &Build(BuildCounter(), "neupims:num_preemptions_total",
+                       "Cumulative number of preemptions (recompute) by the scheduler.")
+                     .Add(With({}));
+  auto& success_family = Build(BuildCounter(), "neupims:request_success_total",
+                               "Count of ended requests by finish reason.");
+  for (Finish f : {Finish::kLength, Finish::kStop, Finish::kAborted, Finish::kRejected}) {
+    success[static_cast<size_t>(f)] =
+        &success_family.Add(With({{"finished_reason", FinishLabel(f)}}));
+  }
+  errors_family = &Build(BuildCounter(), "neupims:request_errors_total",
+                         "Requests refused or failed by the API, by gRPC status code.");
+  ttft = &Build(BuildHistogram(), "neupims:time_to_first_token_seconds",
+                "Histogram of time to first token in simulated seconds.")
+              .Add(With({}), TtftBuckets());
+  tpot = &Build(BuildHistogram(), "neupims:time_per_output_token_seconds",
+                "Histogram of the gap between consecutive output tokens of a request in simulated "
+                "seconds (one sample per decoded token).")
+              .Add(With({}), TokenGapBuckets());
+  itl = &Build(BuildHistogram(), "neupims:inter_token_latency_seconds",
+               "Histogram of inter-token latency in simulated seconds (the samples of "
+               "time_per_output_token_seconds).")
+             .Add(With({}), TokenGapBuckets());
+  request_tpot = &Build(BuildHistogram(), "neupims:request_time_per_output_token_seconds",
+                        "Histogram of each finished request's mean time per output token in "
+                        "simulated seconds.")
+                      .Add(With({}), TokenGapBuckets());
+  e2e = &Build(BuildHistogram(), "neupims:e2e_request_latency_seconds",
+               "Histogram of end-to-end request latency in simulated seconds.")
+             .Add(With({}), RequestBuckets());
+  queue = &Build(BuildHistogram(), "neupims:request_queue_time_seconds",
+                 "Histogram of time from arrival to first admission in simulated seconds.")
+               .Add(With({}), RequestBuckets());
+  prefill = &Build(BuildHistogram(), "neupims:request_prefill_time_seconds",
+                   "Histogram of time from first admission to first token in simulated seconds.")
+                 .Add(With({}), RequestBuckets());
+  decode = &Build(BuildHistogram(), "neupims:request_decode_time_seconds",
+                  "Histogram of time from first token to the last in simulated seconds.")
+                .Add(With({}), RequestBuckets());
+
+  // Iterations.
+  iterations = &Build(BuildCounter(), "neupims:iterations_total",
+                      "Number of engine iterations on the decode devices.")
+                    .Add(With({}));
+  iteration_latency = &Build(BuildHistogram(), "neupims:iteration_latency_seconds",
+                             "Histogram of iteration duration in simulated seconds.")
+                           .Add(With({}), TokenGapBuckets());
+  iteration_tokens = &Build(BuildHistogram(), "neupims:iteration_tokens_total",
+                            "Histogram of tokens per iteration (decoded + locally prefilled).")
+                          .Add(With({}), IterationTokenBuckets());
+  batch_size = &Build(BuildHistogram(), "neupims:batch_size",
+                      "Histogram of decoding requests per iteration.")
+                    .Add(With({}), BatchBuckets());
+  auto& sub_batch_family = Build(BuildHistogram(), "neupims:sub_batch_size",
+                                 "Histogram of decoding requests per sub-batch per iteration "
+                                 "(Algorithm 3; sub-batch 2 is empty without interleaving).");
+  sub_batch_size[0] = &sub_batch_family.Add(With({{"sub_batch", "1"}}), BatchBuckets());
+  sub_batch_size[1] = &sub_batch_family.Add(With({{"sub_batch", "2"}}), BatchBuckets());
+  channel_imbalance = &Build(BuildGauge(), "neupims:channel_load_imbalance",
+                             "Busiest / mean PIM channel attention load of the last decoding "
+                             "iteration.")
+                           .Add(With({}));
+  channel_imbalance->Set(1);
+
+  // Hardware over the sliding window.
+  systolic_util = &Build(BuildGauge(), "neupims:npu_systolic_utilization",
+                         "NPU systolic-array busy time / iteration time over the window.")
+                       .Add(With({}));
+  vector_util = &Build(BuildGauge(), "neupims:npu_vector_utilization",
+                       "NPU vector-unit busy time / iteration time over the window.")
+                     .Add(With({}));
+  pim_util = &Build(BuildGauge(), "neupims:pim_utilization",
+                    "PIM MAC time per channel / iteration time over the window.")
+                  .Add(With({}));
+  hbm_util = &Build(BuildGauge(), "neupims:hbm_bandwidth_utilization",
+                    "NPU HBM traffic / (peak HBM bandwidth x iteration time) over the window.")
+                  .Add(With({}));
+  interconnect_util = &Build(BuildGauge(), "neupims:interconnect_utilization",
+                             "Device-interconnect busy time / iteration time over the window.")
+                           .Add(With({}));
+  pim_commands_family = &Build(BuildCounter(), "neupims:pim_commands_total",
+                               "DRAM and PIM commands issued by the device group, by type.");
+  auto& energy_family = Build(BuildCounter(), "neupims:energy_joules_total",
+                              "Simulated energy of the device group (and the standalone "
+                              "prefill NPUs), joules, by component.");
+  energy_npu_dynamic = &energy_family.Add(With({{"component", "npu_dynamic"}}));
+  energy_npu_static = &energy_family.Add(With({{"component", "npu_static"}}));
+  energy_dram = &energy_family.Add(With({{"component", "dram"}}));
+  energy_pim = &energy_family.Add(With({{"component", "pim"}}));
+  energy_dram_background = &energy_family.Add(With({{"component", "dram_background"}}));
+  energy_prefill = &energy_family.Add(With({{"component", "prefill_npus"}}));
+  power = &Build(BuildGauge(), "neupims:power_watts",
+                 "Simulated energy / simulated time over the window, watts.")
+               .Add(With({}));
+
+  absl::MutexLock l(&mu);
+  for (int t = 0; t < hw::kNumCommandTypes; ++t) {
+    const auto type = static_cast<hw::CommandType>(t);
+    if (hw::IsPim(type)) {
+      pim_commands[t] = &pim_commands_family->Add(With({{"command", hw::CommandName(type)}}));
+    }
+  }
+}
+
+void ServerMetrics::Impl::OnIteration(const engine::IterationRecord& it,
+                                      const engine::EngineStats& stats) {
+  // Per-iteration samples.
+  const double duration_s =
+      static_cast<double>(std::max<engine::SimTime>(0, it.end - it.start)) / kNsPerSecond;
+  iteration_latency->Observe(duration_s);
+  iteration_tokens->Observe(static_cast<double>(it.decode + it.prefill_tokens));
+  batch_size->Observe(static_cast<double>(it.decode));
+  sub_batch_size[0]->Observe(static_cast<double>(it.sub_batch[0]));
+  sub_batch_size[1]->Observe(static_cast<double>(it.sub_batch[1]));
+  if (it.decode > 0) {
+    // Every decoding request got one token whose gap since its previous token is the iteration
+    // (iterations of a running request are back to back): it.decode samples of one value.
+    std::vector<double> increments(token_gap_buckets.size() + 1, 0.0);
+    const auto bucket =
+        std::lower_bound(token_gap_buckets.begin(), token_gap_buckets.end(), duration_s);
+    increments[static_cast<size_t>(std::distance(token_gap_buckets.begin(), bucket))] =
+        static_cast<double>(it.decode);
+    tpot->ObserveMultiple(increments, duration_s * static_cast<double>(it.decode));
+    itl->ObserveMultiple(increments, duration_s * static_cast<double>(it.decode));
+    if (it.cost != nullptr) channel_imbalance->Set(it.cost->channel_imbalance);
+  }
+
+  absl::MutexLock l(&mu);
+  // Counters from the growth of the cumulative statistics.
+  const engine::EngineStats& p = previous;
+  iterations->Increment(
+      Growth(static_cast<double>(stats.iterations), static_cast<double>(p.iterations)));
+  preemptions->Increment(
+      Growth(static_cast<double>(stats.preemptions), static_cast<double>(p.preemptions)));
+  for (int t = 0; t < hw::kNumCommandTypes; ++t) {
+    const double d =
+        Growth(static_cast<double>(stats.pim_commands[t]), static_cast<double>(p.pim_commands[t]));
+    if (d <= 0) continue;
+    if (pim_commands[t] == nullptr) {
+      pim_commands[t] = &pim_commands_family->Add(
+          With({{"command", hw::CommandName(static_cast<hw::CommandType>(t))}}));
+    }
+    pim_commands[t]->Increment(d * devices);  // stats count one device's commands
+  }
+  const double e_dyn = Growth(stats.npu_dynamic_j, p.npu_dynamic_j);
+  const double e_static = Growth(stats.npu_static_j, p.npu_static_j);
+  const double e_dram = Growth(stats.dram_j, p.dram_j);
+  const double e_pim = Growth(stats.pim_j, p.pim_j);
+  const double e_bg = Growth(stats.dram_background_j, p.dram_background_j);
+  const double e_prefill = Growth(stats.prefill_j, p.prefill_j);
+  energy_npu_dynamic->Increment(e_dyn);
+  energy_npu_static->Increment(e_static);
+  energy_dram->Increment(e_dram);
+  energy_pim->Increment(e_pim);
+  energy_dram_background->Increment(e_bg);
+  energy_prefill->Increment(e_prefill);
+
+  // Sliding window. The first snapshot is the baseline before anything was counted: at the
+  // engine's first event (or this iteration's start).
+  if (window.empty()) {
+    const engine::SimTime t0 =
+        stats.first_event >= 0 ? std::min(stats.first_event, it.start) : it.start;
+    window.push_back({t0, totals});
+  }
+  totals.busy_ns += Growth(static_cast<double>(stats.busy_ns), static_cast<double>(p.busy_ns));
+  totals.systolic_ns += Growth(stats.systolic_busy_ns, p.systolic_busy_ns);
+  totals.vector_ns += Growth(stats.vector_busy_ns, p.vector_busy_ns);
+  totals.pim_mac_ns += Growth(stats.pim_mac_ns, p.pim_mac_ns);
+  totals.interconnect_ns += Growth(stats.interconnect_busy_ns, p.interconnect_busy_ns);
+  totals.npu_hbm_bytes += Growth(stats.npu_hbm_bytes, p.npu_hbm_bytes);
+  totals.energy_j += e_dyn + e_static + e_dram + e_pim + e_bg + e_prefill;
+  previous = stats;
+  const engine::SimTime t = std::max(it.end, window.back().t);
+  window.push_back({t, totals});
+  UpdateWindow(t);
+}
+
+void ServerMetrics::Impl::UpdateWindow(engine::SimTime t) {
+  now = std::max(now, t);
+  if (window.empty()) return;
+  // Keep the newest snapshot at least kWindowNs old as the window's start.
+  while (window.size() > 1 && window[1].t <= now - kWindowNs) window.pop_front();
+  while (window.size() > kMaxWindowIterations + 1) window.pop_front();
+  const Totals& a = window.front().totals;
+  const Totals& b = window.back().totals;
+  const double busy = b.busy_ns - a.busy_ns;
+  auto ratio = [busy](double x) { return busy > 0 ? std::max(0.0, x) / busy : 0.0; };
+  systolic_util->Set(ratio(b.systolic_ns - a.systolic_ns));
+  vector_util->Set(ratio(b.vector_ns - a.vector_ns));
+  pim_util->Set(ratio((b.pim_mac_ns - a.pim_mac_ns) / channels));
+  hbm_util->Set(peak_hbm_bytes_per_ns > 0
+                    ? ratio((b.npu_hbm_bytes - a.npu_hbm_bytes) / peak_hbm_bytes_per_ns)
+                    : 0.0);
+  interconnect_util->Set(ratio(b.interconnect_ns - a.interconnect_ns));
+  const double elapsed_s = static_cast<double>(now - window.front().t) / kNsPerSecond;
+  power->Set(elapsed_s > 0 ? std::max(0.0, b.energy_j - a.energy_j) / elapsed_s : 0.0);
+}
+
+void ServerMetrics::Impl::SetLoad(const engine::EngineLoad& load, double sim_time_s,
+                                  double wall_time_s) {
+  running->Set(static_cast<double>(load.running));
+  waiting->Set(static_cast<double>(load.waiting));
+  prefilling->Set(static_cast<double>(load.prefilling));
+  kv_usage->Set(load.kv_usage);
+  sim_time->Set(sim_time_s);
+  sim_wall_ratio->Set(wall_time_s > 0 ? sim_time_s / wall_time_s : 0.0);
+
+  absl::MutexLock l(&mu);
+  for (size_t c = 0; c < load.channel_kv_usage.size(); ++c) {
+    if (c >= channel_kv.size()) {
+      channel_kv.push_back(&channel_kv_family->Add(With({{"channel", std::to_string(c)}})));
+    }
+    channel_kv[c]->Set(load.channel_kv_usage[c]);
+  }
+  if (sim_time_s >= 0) UpdateWindow(static_cast<engine::SimTime>(sim_time_s * kNsPerSecond));
+}
+
+ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry,
+                             const std::string& model_name, const hw::DeviceConfig& device,
+                             int devices)
+    : impl_(std::make_unique<Impl>(std::move(registry), model_name, device, devices)) {}
+
+ServerMetrics::~ServerMetrics() = default;
+
+void ServerMetrics::OnPromptTokens(int64_t n) {
+  if (n > 0) impl_->prompt_tokens->Increment(static_cast<double>(n));
+}
+
+void ServerMetrics::OnGenerationTokens(int64_t n) {
+  if (n > 0) impl_->generation_tokens->Increment(static_cast<double>(n));
+}
+
+void ServerMetrics::OnFinished(const engine::Request& r, const Completion& c) {
+  Impl& m = *impl_;
+  m.success[static_cast<size_t>(c.reason)]->Increment();
+  if (c.reason == Finish::kRejected) return;  // never admitted: no latencies
+  // A first token, an admission and its prefill happened whatever ended the request.
+  ObserveSpan(*m.ttft, r.arrival, r.first_token);
+  ObserveSpan(*m.queue, r.arrival, r.first_admitted);
+  ObserveSpan(*m.prefill, r.first_admitted, r.first_token);
+  if (c.reason == Finish::kAborted) return;  // its end is the client's choice, not a latency
+  ObserveSpan(*m.e2e, r.arrival, r.finished);
+  ObserveSpan(*m.decode, r.first_token, r.finished);
+  if (r.generated > 1 && r.first_token >= 0 && r.finished >= r.first_token) {
+    m.request_tpot->Observe(static_cast<double>(r.finished - r.first_token) / kNsPerSecond /
+                            static_cast<double>(r.generated - 1));
+  }
+}
+
+void ServerMetrics::OnIteration(const engine::IterationRecord& it,
+                                const engine::EngineStats& stats) {
+  impl_->OnIteration(it, stats);
+}
+
+void ServerMetrics::SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s) {
+  impl_->SetLoad(load, sim_time_s, wall_time_s);
+}
+
+void ServerMetrics::OnRequestError(const std::string& code) {
+  impl_->errors_family->Add(impl_->With({{"code", code.empty() ? std::string("UNKNOWN") : code}}))
+      .Increment();
+}
+
+std::shared_ptr<prometheus::Registry> ServerMetrics::registry() const { return impl_->registry; }
+
+}  // namespace neupims::server

@@ -1,0 +1,61 @@
+// ServerMetrics: the Prometheus metrics of the server (exposed on their own port at /metrics).
+//
+// Names carry the `neupims:` prefix (as vLLM's carry `vllm:`) and the label
+// model_name="<served model>". Where vLLM has a metric with the same meaning, we use its name
+// and semantics with our prefix; the rest shows what only this engine can: NPU systolic / vector
+// and PIM utilisation, HBM bandwidth utilisation, PIM commands by type, channel load imbalance,
+// sub-batch sizes, simulated energy and power, simulated-time / wall-time ratio. Every metric is
+// documented in docs/metrics.md.
+//
+// Threading: the On* / Set* methods are called from the engine thread (and OnRequestError from
+// gRPC handler threads); prometheus-cpp metrics are thread-safe.
+#ifndef NEUPIMS_SERVER_METRICS_H_
+#define NEUPIMS_SERVER_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace neupims::server {
+
+struct Completion;
+
+class ServerMetrics {
+ public:
+  // `device` supplies channel count and peak bandwidth for the derived gauges; `devices` is the
+  // size of the TP x PP device group (energy and PIM commands are totals over the group).
+  ServerMetrics(std::shared_ptr<prometheus::Registry> registry, const std::string& model_name,
+                const hw::DeviceConfig& device, int devices);
+  ~ServerMetrics();
+
+  // Tokens of prompts accepted / tokens generated.
+  void OnPromptTokens(int64_t n);
+  void OnGenerationTokens(int64_t n);
+  // A request ended (finished, aborted or rejected): success counter by finish reason and the
+  // latency histograms (TTFT, TPOT, end-to-end, queue, prefill, decode; simulated seconds).
+  void OnFinished(const engine::Request& r, const Completion& c);
+  // After every iteration: iteration latency, batch and sub-batch sizes, tokens per iteration,
+  // preemptions, and the engine's cumulative statistics (utilisation over a sliding window,
+  // PIM commands, energy, power).
+  void OnIteration(const engine::IterationRecord& it, const engine::EngineStats& stats);
+  // Load gauges: running / waiting / prefilling requests, KV usage (total and per channel),
+  // simulated time and its ratio to wall time.
+  void SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s);
+  // A request refused before reaching the engine or failed by the API, by gRPC code name.
+  void OnRequestError(const std::string& code);
+
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace neupims::server
+
+#endif  // NEUPIMS_SERVER_METRICS_H_

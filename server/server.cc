@@ -1,0 +1,166 @@
+#include "server/server.h"
+
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/config_reader.h"
+#include "common/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#include "server/llm_service.h"
+#include "server/metrics.h"
+
+namespace neupims::server {
+
+absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
+  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromFile(path));
+  ConfigObject root = doc->Root();
+  engine::EngineOptions& e = o->runner.engine;
+  e.model = root.OptionalString("model", e.model);
+  e.device = root.OptionalString("device", e.device);
+  e.mode = root.OptionalEnum("mode", e.mode, {"npu-only", "npu+pim", "neupims"});
+  e.tp = static_cast<int>(root.OptionalInt("tp", e.tp, {.min = 0, .max = 64}));
+  e.pp = static_cast<int>(root.OptionalInt("pp", e.pp, {.min = 0, .max = 64}));
+  e.max_batch =
+      static_cast<int>(root.OptionalInt("max_batch", e.max_batch, {.min = 1, .max = 1 << 16}));
+  e.prefill = root.OptionalEnum("prefill", e.prefill, {"standalone", "local"});
+  e.max_waiting = root.OptionalInt("max_waiting", e.max_waiting, {.min = 0});
+  o->bind_address = root.OptionalString("bind_address", o->bind_address);
+  o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
+  o->metrics_port = static_cast<int>(
+      root.OptionalInt("metrics_port", o->metrics_port, {.min = -1, .max = 65535}));
+  const std::string pacing =
+      root.OptionalEnum("pacing", ToString(o->runner.pacing), {"realtime", "fast"});
+  o->runner.pacing = pacing == "fast" ? Pacing::kFast : Pacing::kRealtime;
+  o->runner.speed = root.OptionalDouble("speed", o->runner.speed, {.min = 1e-6, .max = 1e9});
+  o->runner.mean_output_tokens =
+      root.OptionalDouble("mean_output_tokens", o->runner.mean_output_tokens, {.min = 1});
+  const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
+                                             {.min = 0, .max = 86400});
+  o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));
+  root.Finish();
+  return doc->status();
+}
+
+struct Server::Impl {
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<LlmServiceImpl> service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  bool shut_down = false;
+};
+
+Server::Server(const ServerOptions& options) : options_(options), impl_(std::make_unique<Impl>()) {}
+
+Server::~Server() { Shutdown(); }
+
+std::string Server::address() const { return absl::StrCat(options_.bind_address, ":", port_); }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  std::unique_ptr<Server> s(new Server(options));
+  Impl& im = *s->impl_;
+  im.registry = std::make_shared<prometheus::Registry>();
+  // The engine first: a bad model / device / mode fails before anything listens.
+  ASSIGN_OR_RETURN(s->runner_, EngineRunner::Create(options.runner, nullptr));
+  const engine::Engine& e = s->runner_->engine();
+  im.metrics = std::make_unique<ServerMetrics>(im.registry, e.model().name, e.device(),
+                                               e.parallelism().devices());
+  s->runner_->SetMetrics(im.metrics.get());
+  if (options.metrics_port >= 0) {
+    try {
+      im.exposer = std::make_unique<prometheus::Exposer>(
+          absl::StrCat(options.bind_address, ":", options.metrics_port));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", options.bind_address,
+                                                 ":", options.metrics_port, ": ", e.what()));
+    }
+    im.exposer->RegisterCollectable(im.registry);
+    const std::vector<int> ports = im.exposer->GetListeningPorts();
+    s->metrics_port_ = ports.empty() ? options.metrics_port : ports.front();
+  }
+  im.service = std::make_unique<LlmServiceImpl>(s->runner_.get(), im.metrics.get(), kVersion);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(options.bind_address, ":", options.port),
+                           grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(im.service.get());
+  im.grpc_server = builder.BuildAndStart();
+  if (im.grpc_server == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
+                                               options.port, " (in use or not permitted)"));
+  }
+  grpc::HealthCheckServiceInterface* health = im.grpc_server->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus("neupims.v1.LlmService", true);
+  return s;
+}
+
+bool Server::Drain() {
+  Impl& im = *impl_;
+  if (im.grpc_server != nullptr) {
+    im.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  }
+  runner_->BeginDrain();
+  return runner_->WaitDrained(options_.drain_timeout);
+}
+
+void Server::Shutdown() {
+  Impl& im = *impl_;
+  if (im.shut_down) return;
+  im.shut_down = true;
+  if (im.grpc_server != nullptr) im.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  // Abort what is left so every stream ends with a final message, then stop gRPC.
+  if (runner_ != nullptr) runner_->Stop();
+  if (im.grpc_server != nullptr) {
+    im.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  im.exposer.reset();
+}
+
+int RunServerMain(const ServerOptions& options) {
+  // Block the signals in every thread; this thread waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto server = Server::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return server.status().code() == absl::StatusCode::kInvalidArgument ||
+                   server.status().code() == absl::StatusCode::kNotFound
+               ? 2
+               : 1;
+  }
+  Server& s = **server;
+  const engine::Engine& e = s.runner().engine();
+  std::fprintf(stderr,
+               "neupims serve: %s on %s (%s, TP %d x PP %d), %s pacing x%g\n"
+               "  gRPC   %s  (neupims.v1.LlmService, grpc.health.v1.Health, reflection)\n",
+               e.model().name.c_str(), e.device().name.c_str(), e.mode().name.c_str(),
+               e.parallelism().tp, e.parallelism().pp, ToString(options.runner.pacing),
+               options.runner.speed, s.address().c_str());
+  if (s.metrics_port() >= 0) {
+    std::fprintf(stderr, "  metrics http://%s:%d/metrics\n", options.bind_address.c_str(),
+                 s.metrics_port());
+  }
+  std::fflush(stderr);
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "neupims serve: %s received, draining (up to %.1f s)\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", options.drain_timeout.count() / 1000.0);
+  const bool drained = s.Drain();
+  s.Shutdown();
+  std::fprintf(stderr, "neupims serve: %s, stopped\n",
+               drained ? "all requests finished" : "drain timeout: remaining requests aborted");
+  return 0;
+}
+
+}  // namespace neupims::server

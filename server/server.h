@@ -1,0 +1,70 @@
+// Server: the gRPC front end of the serving engine.
+//
+// Role: assembles EngineRunner (the engine thread), LlmServiceImpl (neupims.v1.LlmService on the
+// callback API), grpc.health.v1.Health, server reflection (v1alpha) and the Prometheus exposer
+// (/metrics on its own port). Binds 127.0.0.1 by default.
+//
+// Lifecycle: Start() -> serving; Drain() turns health NOT_SERVING, refuses new requests with
+// UNAVAILABLE and waits for in-flight requests up to the drain timeout, then Shutdown() aborts the
+// rest and stops gRPC. RunServerMain() does all of that on SIGTERM / SIGINT and returns 0.
+#ifndef NEUPIMS_SERVER_SERVER_H_
+#define NEUPIMS_SERVER_SERVER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/engine_runner.h"
+
+namespace neupims::server {
+
+struct ServerOptions {
+  RunnerOptions runner;
+  std::string bind_address = "127.0.0.1";
+  int port = 50051;         // 0: pick a free port (see Server::port())
+  int metrics_port = 9400;  // 0: pick a free port; -1: no metrics endpoint
+  std::chrono::milliseconds drain_timeout{30000};
+};
+
+// Reads a server config file (strict JSON, every field optional; unknown fields are errors
+// naming the file): {"model", "device", "mode", "tp", "pp", "max_batch", "prefill",
+// "bind_address", "port", "metrics_port", "pacing", "speed", "max_waiting", "drain_timeout_s",
+// "mean_output_tokens"}.
+absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string address() const;
+  EngineRunner& runner() { return *runner_; }
+
+  // Health NOT_SERVING, new requests UNAVAILABLE, wait for in-flight ones (up to the drain
+  // timeout). Returns true if everything finished in time.
+  bool Drain();
+  // Aborts what is left and stops serving. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Impl;
+  explicit Server(const ServerOptions& options);
+  ServerOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<EngineRunner> runner_;
+  int port_ = 0;
+  int metrics_port_ = -1;
+};
+
+// Runs a server until SIGTERM or SIGINT, then drains and shuts down. Prints where it listens to
+// stderr. Returns the process exit code (0 after a clean drain).
+int RunServerMain(const ServerOptions& options);
+
+inline constexpr const char* kVersion = "0.1.0";
+
+}  // namespace neupims::server
+
+#endif  // NEUPIMS_SERVER_SERVER_H_

@@ -1,0 +1,115 @@
+#include "tools/neupims/serve_command.h"
+
+#include <memory>
+#include <string>
+
+#include "server/server.h"
+#include "tools/neupims/cli_util.h"
+#include "tools/neupims/engine_flags.h"
+
+namespace neupims::cli {
+namespace {
+
+struct ServeFlags {
+  EngineFlags engine;
+  std::string config;
+  std::string bind = "127.0.0.1";
+  int port = 50051;
+  int metrics_port = 9400;
+  std::string pacing = "realtime";
+  double speed = 1.0;
+  int64_t max_waiting = 4096;
+  double drain_timeout_s = 30;
+  double mean_output_tokens = 256;
+};
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* c = app.add_subcommand(
+      "serve",
+      "Serve neupims.v1.LlmService over gRPC (with health, reflection and Prometheus /metrics) "
+      "on the simulated device; SIGTERM / SIGINT drain and stop");
+  c->add_option("--config", f->config,
+                "Server config JSON (docs/api.md); flags given on the command line override it");
+  AddEngineFlags(c, &f->engine);
+  c->add_option("--bind", f->bind, "Address to listen on")->capture_default_str();
+  c->add_option("--port", f->port, "gRPC port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  c->add_option("--metrics-port", f->metrics_port,
+                "Prometheus /metrics port (0: any free port, -1: none)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  c->add_option("--pacing", f->pacing,
+                "realtime: simulated time follows the wall clock (x --speed); fast: as fast as "
+                "possible, timestamps simulated")
+      ->check(CLI::IsMember({"realtime", "fast"}))
+      ->capture_default_str();
+  c->add_option("--speed", f->speed, "Simulated seconds per wall second in realtime pacing")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-waiting", f->max_waiting,
+                "Admission control: requests queued for admission before RESOURCE_EXHAUSTED "
+                "(0: unbounded)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--drain-timeout", f->drain_timeout_s,
+                "Seconds to let in-flight requests finish on shutdown")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--mean-output-tokens", f->mean_output_tokens,
+                "Mean length of synthetic completions (requests without ignore_eos)")
+      ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
+  c->callback([f, c, exit_code] {
+    server::ServerOptions o;
+    o.runner.engine.max_waiting = f->max_waiting;
+    if (!f->config.empty()) {
+      absl::Status s = server::LoadServerConfig(f->config, &o);
+      if (!s.ok()) {
+        *exit_code = ReportError(s);
+        return;
+      }
+    }
+    // Command-line flags that were given override the config file.
+    auto given = [&](const char* name) { return c->get_option(name)->count() > 0; };
+    const engine::EngineOptions flags = f->engine.Resolve();
+    engine::EngineOptions& e = o.runner.engine;
+    if (f->config.empty()) {
+      const int64_t max_waiting = e.max_waiting;
+      e = flags;
+      e.max_waiting = max_waiting;
+    } else {
+      if (given("--model")) e.model = flags.model;
+      if (given("--mode")) e.mode = flags.mode;
+      if (given("--device")) e.device = flags.device;
+      if (given("--tp")) e.tp = flags.tp;
+      if (given("--pp")) e.pp = flags.pp;
+      if (given("--max-batch")) e.max_batch = flags.max_batch;
+      if (given("--prefill")) e.prefill = flags.prefill;
+      if (given("--level")) e.level = flags.level;
+      if (given("--dual-row-buffers")) e.dual_row_buffers = flags.dual_row_buffers;
+      if (given("--sub-batch")) e.sub_batch_interleaving = flags.sub_batch_interleaving;
+      if (given("--channel-policy")) e.channel_policy = flags.channel_policy;
+    }
+    if (f->config.empty() || given("--bind")) o.bind_address = f->bind;
+    if (f->config.empty() || given("--port")) o.port = f->port;
+    if (f->config.empty() || given("--metrics-port")) o.metrics_port = f->metrics_port;
+    if (f->config.empty() || given("--pacing")) {
+      o.runner.pacing = f->pacing == "fast" ? server::Pacing::kFast : server::Pacing::kRealtime;
+    }
+    if (f->config.empty() || given("--speed")) o.runner.speed = f->speed;
+    if (given("--max-waiting")) e.max_waiting = f->max_waiting;
+    if (f->config.empty() || given("--drain-timeout")) {
+      o.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->drain_timeout_s * 1000));
+    }
+    if (f->config.empty() || given("--mean-output-tokens")) {
+      o.runner.mean_output_tokens = f->mean_output_tokens;
+    }
+    *exit_code = server::RunServerMain(o);
+  });
+}
+
+}  // namespace neupims::cli
