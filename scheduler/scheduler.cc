@@ -42,7 +42,7 @@ absl::Status Scheduler::Abort(Request* r) {
     absl::Status s = kv_->Free(r->id);
     if (!s.ok()) return s;
   }
-  r->channel = -1;
+  // `channel` keeps the channel that held the KV cache (reported with the result).
   r->finish_reason = FinishReason::kAborted;
   return Transition(*r, RequestState::kAborted);
 }
