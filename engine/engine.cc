@@ -174,7 +174,12 @@ absl::Status Engine::Submit(const SubmitSpec& spec) {
   if (requests_.contains(spec.id)) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in flight"));
   }
-  if (options_.max_waiting > 0 && scheduler_->waiting() >= options_.max_waiting) {
+  // Queued = waiting for admission, counting submitted requests that have not arrived yet but
+  // not those the free batch slots will take at once.
+  const int64_t free_slots = std::max<int64_t>(0, options_.max_batch - scheduler_->running());
+  const int64_t queued =
+      scheduler_->waiting() + std::max<int64_t>(0, pending_arrivals_ - free_slots);
+  if (options_.max_waiting > 0 && queued >= options_.max_waiting) {
     return absl::ResourceExhaustedError(
         absl::StrCat("waiting queue is full (", options_.max_waiting, " requests); retry later"));
   }
@@ -185,6 +190,7 @@ absl::Status Engine::Submit(const SubmitSpec& spec) {
   r->priority = spec.priority;
   r->arrival = std::max(spec.arrival, now_);
   Push(r->arrival, EventKind::kArrival, r->id);
+  ++pending_arrivals_;
   requests_.emplace(spec.id, std::move(r));
   ++stats_.submitted;
   return absl::OkStatus();
@@ -222,12 +228,14 @@ absl::Status Engine::Abort(RequestId id) {
   }
   if (r->state == scheduler::RequestState::kWaiting && r->arrival > now_) {
     // Not arrived yet: it never reaches the scheduler (its arrival event is ignored).
+    --pending_arrivals_;
     r->finish_reason = scheduler::FinishReason::kAborted;
     r->finished = now_;
     RETURN_IF_ERROR(scheduler::Transition(*r, scheduler::RequestState::kAborted));
   } else {
     auto q = std::find(prefill_queue_.begin(), prefill_queue_.end(), id);
     if (q != prefill_queue_.end()) prefill_queue_.erase(q);
+    prefill_token_time_.erase(id);
     RETURN_IF_ERROR(scheduler_->Abort(r));
     r->finished = now_;
   }
@@ -264,6 +272,7 @@ absl::Status Engine::Process(const Event& e) {
     case EventKind::kArrival: {
       Request* r = Get(e.arg);
       if (r == nullptr || r->terminal()) return absl::OkStatus();  // aborted before arriving
+      --pending_arrivals_;
       RETURN_IF_ERROR(scheduler_->Add(r));
       return MaybeStartIteration();
     }
@@ -281,10 +290,12 @@ absl::Status Engine::Process(const Event& e) {
       for (RequestId id : batch.requests) {
         Request* r = Get(id);
         if (r == nullptr || r->state != scheduler::RequestState::kPrefilling) continue;
-        // The prefill produced the first token; decoding needs the KV cache on the device.
-        r->first_token = now_;
+        // The prefill produced the next token (the first, unless this is a recompute after a
+        // preemption); decoding needs the KV cache on the device.
+        prefill_token_time_[id] = now_;
         if (observer_ != nullptr) observer_->OnTokens(*r, r->generated, 1, now_);
         if (r->max_new_tokens - r->generated <= 1) {
+          prefill_token_time_.erase(id);
           RETURN_IF_ERROR(scheduler_->PrefillDone(r, now_));
           if (r->terminal()) Notify(r);
           continue;
@@ -299,10 +310,10 @@ absl::Status Engine::Process(const Event& e) {
     case EventKind::kKvReady: {
       Request* r = Get(e.arg);
       if (r == nullptr || r->state != scheduler::RequestState::kPrefilling) return absl::OkStatus();
-      const SimTime token_time = r->first_token;
-      r->first_token = scheduler::kNoTime;  // PrefillDone stamps the token
+      auto t = prefill_token_time_.find(r->id);
+      const SimTime token_time = t != prefill_token_time_.end() ? t->second : now_;
+      if (t != prefill_token_time_.end()) prefill_token_time_.erase(t);
       RETURN_IF_ERROR(scheduler_->PrefillDone(r, token_time));
-      r->last_token = token_time;
       if (r->terminal()) Notify(r);
       return MaybeStartIteration();
     }

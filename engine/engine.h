@@ -221,8 +221,12 @@ class Engine {
   SimTime iteration_start_ = 0;
   int64_t timeline_iterations_ = 0;
 
+  // Requests submitted whose arrival event has not been processed (count toward max_waiting).
+  int64_t pending_arrivals_ = 0;
   // Standalone prefill pool.
   std::deque<RequestId> prefill_queue_;
+  // Time the standalone prefill produced a request's next token, until its KV cache arrives.
+  absl::flat_hash_map<RequestId, SimTime> prefill_token_time_;
   std::vector<SimTime> prefill_free_at_;
   absl::flat_hash_map<int64_t, PrefillBatch> prefill_batches_;
   int64_t next_prefill_batch_ = 0;

@@ -95,10 +95,16 @@ double ListSchedule(std::vector<Node>& nodes, bool blocked) {
       }
       if (best < 0) continue;
       Node& n = nodes[best];
-      const bool pim_busy = lane_free[static_cast<int>(Lane::kPim)] > t;
-      const double dur = lane == static_cast<int>(Lane::kSystolic) && pim_busy && !blocked
-                             ? n.dur_shared_ns
-                             : n.dur_ns;
+      // A GEMM that starts while the PIM computes progresses at the reduced bandwidth share
+      // until the PIM frees the channels, then at full speed.
+      const double pim_free = lane_free[static_cast<int>(Lane::kPim)];
+      double dur = n.dur_ns;
+      if (lane == static_cast<int>(Lane::kSystolic) && pim_free > t && !blocked &&
+          n.dur_shared_ns > n.dur_ns) {
+        const double rate = n.dur_ns / n.dur_shared_ns;  // fraction of full speed
+        const double overlap = pim_free - t;
+        dur = overlap * rate >= n.dur_ns ? n.dur_shared_ns : overlap + (n.dur_ns - overlap * rate);
+      }
       n.start = t;
       n.end = t + dur;
       lane_free[lane] = n.end;
@@ -299,8 +305,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   const int L = layers > 0 ? layers : layers_per_device_;
   const bool last_stage = layers == 0;  // a single-layer study leaves the LM head out  // every
                                         // stage of the symmetric pipeline is costed alike
-  // Three layers reach the steady-state period (the first fills the sub-batch pipeline).
-  const int sim_layers = full_timeline ? L : std::min(L, 3);
+  // Five layers: the interior ones run in the steady state (the first fills the sub-batch
+  // pipeline, the last drains it).
+  const int sim_layers = full_timeline ? L : std::min(L, 5);
   const int channels = options_.device.hbm.org.channels;
   const double share = mode.dual_row_buffers ? bandwidth_share_during_pim_ : 1.0;
   int64_t prompt_tokens = 0;
@@ -521,13 +528,15 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     }
     layer_end_nodes.push_back(std::max(last[0], last[1]));
   }
-  // LM head of each sub-batch on the last pipeline stage.
+  // LM head of each sub-batch on the last pipeline stage (the ops outlive the DAG: nodes keep
+  // pointers to their names).
+  std::vector<models::Op> heads[2];
   if (last_stage) {
     for (int s = 0; s < 2; ++s) {
       const int64_t tokens = static_cast<int64_t>(sb[s].size()) + (s == 0 ? prompt_tokens : 0);
       if (tokens == 0) continue;
-      const models::Op head = models::LmHead(model, par, tokens);
-      RETURN_IF_ERROR(add_ops({head}, s, sim_layers));
+      heads[s].push_back(models::LmHead(model, par, tokens));
+      RETURN_IF_ERROR(add_ops(heads[s], s, sim_layers));
     }
   }
   const bool blocked = mode.pim_attention && !mode.dual_row_buffers;
@@ -536,7 +545,8 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   // Extrapolate the identical layers: steady-state period between the last two simulated ones.
   double duration = makespan;
   double layer_scale_extra = 0;  // additional copies of the last simulated layer's work
-  if (sim_layers < L && sim_layers >= 2) {
+  if (sim_layers < L) {
+    // sim_layers == 5 here (L > 5): the period over the interior layers 1 -> 3.
     auto layer_end = [&](int layer) {
       double e = 0;
       for (const Node& n : nodes) {
@@ -544,12 +554,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
       }
       return e;
     };
-    const double period = layer_end(sim_layers - 1) - layer_end(sim_layers - 2);
+    const double period = (layer_end(3) - layer_end(1)) / 2;
     duration += period * (L - sim_layers);
     layer_scale_extra = L - sim_layers;
-  } else if (sim_layers < L) {
-    duration *= static_cast<double>(L);
-    layer_scale_extra = L - 1;
   }
   cost.duration_ns = duration;
 
@@ -557,7 +564,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   // extrapolated layer.
   for (const Node& n : nodes) {
     double copies = 1;
-    if (n.layer == sim_layers - 1) copies += layer_scale_extra;
+    if (layer_scale_extra > 0 && n.layer == 2) copies += layer_scale_extra;  // an interior layer
     switch (n.lane) {
       case Lane::kSystolic:
         cost.systolic_busy_ns += copies * n.busy_ns;

@@ -18,9 +18,11 @@
 // the PIM leaves to MEM traffic (measured on the command-level controller). With the softmax
 // overlap of sec. 6.1 the vector units run each head's softmax while the PIM works on the others.
 //
-// Decoder layers of one model are identical: the model schedules a few layers, measures the
-// steady-state period between consecutive layers and extrapolates to the device's layer count
-// (exact for a periodic schedule); timelines schedule every layer. Per-request attention
+// Decoder layers of one model are identical: the model schedules five layers, measures the
+// steady-state period over the interior ones (1 -> 3, away from the pipeline's fill and drain)
+// and extrapolates to the device's layer count; timelines schedule every layer. A GEMM that
+// starts while the PIM computes runs at the reduced bandwidth share until the PIM is done, then
+// at full bandwidth. Per-request attention
 // latencies are cached by sequence length (they change only at tile boundaries).
 //
 // Contract: not thread-safe; simulated time only (nanoseconds); one instance per engine.
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/system_mode.h"
 #include "hw/device.h"
@@ -160,7 +163,8 @@ class IterationModel {
   // dram_background_j (powered time), all for the whole device group.
   // Lowered decode layer by token count (the same batch sizes recur every iteration).
   absl::StatusOr<const models::LayerOps*> Lowered(int64_t tokens);
-  absl::flat_hash_map<int64_t, models::LayerOps> lowering_cache_;
+  // node_hash_map: callers keep pointers to entries while it grows.
+  absl::node_hash_map<int64_t, models::LayerOps> lowering_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
   std::vector<bool> attention_cached_;
   absl::flat_hash_map<uint64_t, GemmCost> gemm_cache_;

@@ -78,6 +78,8 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
         }
       }
       Preempt(victim, &out);
+      // A victim that already reserved its slot earlier in this step leaves the decode list.
+      out.decode.erase(std::remove(out.decode.begin(), out.decode.end(), victim), out.decode.end());
       if (victim == r) break;
     }
     if (r->state != RequestState::kRunning) continue;

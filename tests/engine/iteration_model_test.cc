@@ -1,0 +1,207 @@
+#include "engine/iteration_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/system_mode.h"
+#include "gtest/gtest.h"
+#include "hw/device.h"
+#include "models/model_config.h"
+#include "scheduler/batching.h"
+
+namespace neupims::engine {
+namespace {
+
+// GPT3-7B on TP 4 on the mode's built-in device.
+std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name) {
+  absl::StatusOr<SystemMode> mode = ParseSystemMode(mode_name);
+  EXPECT_TRUE(mode.ok()) << mode.status();
+  if (!mode.ok()) return nullptr;
+  IterationModelOptions o;
+  absl::StatusOr<models::ModelConfig> model = models::LoadModelConfig("gpt3-7b");
+  absl::StatusOr<hw::DeviceConfig> device = hw::LoadDeviceConfig(mode->default_device());
+  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(device.ok()) << device.status();
+  if (!model.ok() || !device.ok()) return nullptr;
+  o.model = *model;
+  o.device = *device;
+  o.parallelism = {4, 1};
+  o.mode = *mode;
+  absl::StatusOr<std::unique_ptr<IterationModel>> m = IterationModel::Create(o);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+// 128 decoding requests, sequence lengths 64 .. 963, channel i % 32; split by Algorithm 3 when
+// the mode interleaves sub-batches.
+IterationInput Batch128(const SystemMode& mode) {
+  std::vector<std::vector<DecodeItem>> per_channel(32);
+  std::vector<DecodeItem> all;
+  for (int i = 0; i < 128; ++i) {
+    const DecodeItem d{64 + (i * 97) % 900, i % 32};
+    per_channel[d.channel].push_back(d);
+    all.push_back(d);
+  }
+  IterationInput in;
+  if (mode.sub_batch_interleaving) {
+    auto [a, b] = scheduler::PartitionSubBatches(per_channel);
+    in.sub_batches[0] = std::move(a);
+    in.sub_batches[1] = std::move(b);
+  } else {
+    in.sub_batches[0] = std::move(all);
+  }
+  return in;
+}
+
+bool Overlap(const TimelineEvent& a, const TimelineEvent& b) {
+  constexpr double kEps = 1e-6;  // ns; events that only touch do not overlap
+  return a.start_ns < b.end_ns - kEps && b.start_ns < a.end_ns - kEps;
+}
+
+int CountSystolicPimOverlaps(const std::vector<TimelineEvent>& timeline) {
+  int overlaps = 0;
+  for (const TimelineEvent& s : timeline) {
+    if (s.lane != Lane::kSystolic) continue;
+    for (const TimelineEvent& p : timeline) {
+      if (p.lane == Lane::kPim && Overlap(s, p)) ++overlaps;
+    }
+  }
+  return overlaps;
+}
+
+// Runs `in` over all 32 layers extrapolated (no timeline: 3 layers scheduled, the rest
+// extrapolated) and fully scheduled (record_timeline: every layer) and compares them. `layers`
+// is 32 or 0 (0 adds the LM head; see FullTimelineWithTheLmHeadKeepsItsOpNames for
+// why the enabled tests give 32).
+void ExpectExtrapolationMatchesFullSchedule(IterationModel& m, IterationInput in, int layers) {
+  EXPECT_EQ(m.layers_per_device(), 32);
+  in.layers = layers;
+  in.record_timeline = false;
+  absl::StatusOr<IterationCost> fast = m.Run(in);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_TRUE(fast->timeline.empty());
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> full = m.Run(in);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_FALSE(full->timeline.empty());
+  int max_layer = 0;
+  for (const TimelineEvent& e : full->timeline) max_layer = std::max(max_layer, e.layer);
+  EXPECT_GE(max_layer, 31);
+  EXPECT_NEAR(fast->duration_ns, full->duration_ns, 0.005 * full->duration_ns);
+  // The busy-time accounting extrapolates the same way.
+  EXPECT_NEAR(fast->systolic_busy_ns, full->systolic_busy_ns, 0.005 * full->systolic_busy_ns);
+  EXPECT_NEAR(fast->pim_mac_ns, full->pim_mac_ns, 0.005 * full->pim_mac_ns);
+  for (const TimelineEvent& e : full->timeline) {
+    EXPECT_LE(e.end_ns, full->duration_ns + 1e-6) << e.name;
+    EXPECT_GE(e.start_ns, 0) << e.name;
+  }
+}
+
+TEST(IterationModel, ExtrapolatedDurationMatchesTheFullScheduleInBlockedMode) {
+  std::unique_ptr<IterationModel> m = MakeModel("npu+pim");
+  ASSERT_NE(m, nullptr);
+  ExpectExtrapolationMatchesFullSchedule(*m, Batch128(m->options().mode), 32);
+}
+
+// NeuPIMs mode with the whole batch in one sub-batch (what the engine runs below the adaptive
+// interleaving threshold).
+TEST(IterationModel, ExtrapolatedDurationMatchesTheFullScheduleWithoutInterleaving) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  for (const DecodeItem& d : in.sub_batches[1]) in.sub_batches[0].push_back(d);
+  in.sub_batches[1].clear();
+  ExpectExtrapolationMatchesFullSchedule(*m, in, 32);
+}
+
+// The extrapolated duration (five layers scheduled, the interior period extrapolated, GEMMs at
+// the reduced bandwidth share only while the PIM computes) matches scheduling every layer.
+TEST(IterationModel, ExtrapolatedDurationMatchesTheFullScheduleWithSubBatchInterleaving) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  ExpectExtrapolationMatchesFullSchedule(*m, Batch128(m->options().mode), 0);
+  ExpectExtrapolationMatchesFullSchedule(*m, Batch128(m->options().mode), 32);
+}
+
+// Regression: the LM-head ops outlive the schedule, so timelines name them from live memory.
+TEST(IterationModel, FullTimelineWithTheLmHeadKeepsItsOpNames) {
+  std::unique_ptr<IterationModel> m = MakeModel("npu+pim");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 0;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int lm_head = 0;
+  for (const TimelineEvent& e : c->timeline) lm_head += e.name == "lm_head" ? 1 : 0;
+  EXPECT_EQ(lm_head, 1);
+}
+
+TEST(IterationModel, BlockedModeNeverOverlapsSystolicAndPimWork) {
+  std::unique_ptr<IterationModel> m = MakeModel("npu+pim");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 32;  // every layer, without the LM head (see FullTimelineWithTheLmHead...)
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int systolic = 0, pim = 0;
+  for (const TimelineEvent& e : c->timeline) {
+    systolic += e.lane == Lane::kSystolic;
+    pim += e.lane == Lane::kPim;
+  }
+  ASSERT_GT(systolic, 0);
+  ASSERT_GT(pim, 0);
+  EXPECT_EQ(CountSystolicPimOverlaps(c->timeline), 0);
+  EXPECT_EQ(c->sub_batch_sizes[0], 128);
+  EXPECT_EQ(c->sub_batch_sizes[1], 0);
+}
+
+TEST(IterationModel, NeuPimsInterleavesSubBatchesSoSystolicAndPimWorkOverlap) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 32;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GT(CountSystolicPimOverlaps(c->timeline), 0);
+  // 4 requests per channel split 2 + 2.
+  EXPECT_EQ(c->sub_batch_sizes[0], 64);
+  EXPECT_EQ(c->sub_batch_sizes[1], 64);
+  // Both sub-batches appear on both lanes.
+  bool seen[2][2] = {{false, false}, {false, false}};
+  for (const TimelineEvent& e : c->timeline) {
+    if (e.lane == Lane::kSystolic) seen[0][e.sub_batch] = true;
+    if (e.lane == Lane::kPim) seen[1][e.sub_batch] = true;
+  }
+  EXPECT_TRUE(seen[0][0] && seen[0][1] && seen[1][0] && seen[1][1]);
+}
+
+TEST(IterationModel, AttentionCostIsCachedAndGrowsWithTheSequence) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  absl::StatusOr<AttentionCost> short_seq = m->Attention(32);
+  absl::StatusOr<AttentionCost> long_seq = m->Attention(1024);
+  ASSERT_TRUE(short_seq.ok()) << short_seq.status();
+  ASSERT_TRUE(long_seq.ok()) << long_seq.status();
+  EXPECT_GT(short_seq->logit_ns, 0);
+  EXPECT_GT(short_seq->attend_ns, 0);
+  EXPECT_GT(long_seq->logit_ns, short_seq->logit_ns);
+  EXPECT_GT(long_seq->macs, short_seq->macs);
+  absl::StatusOr<AttentionCost> again = m->Attention(1024);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->logit_ns, long_seq->logit_ns);
+  EXPECT_EQ(again->attend_ns, long_seq->attend_ns);
+  EXPECT_FALSE(m->Attention(0).ok());
+  std::unique_ptr<IterationModel> npu_only = MakeModel("npu-only");
+  ASSERT_NE(npu_only, nullptr);
+  EXPECT_FALSE(npu_only->Attention(32).ok());  // no PIM in this mode
+}
+
+}  // namespace
+}  // namespace neupims::engine
