@@ -1,0 +1,472 @@
+#include "tools/loadgen/loadgen.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/server.h"
+#include "tools/loadgen/results.h"
+#include "tools/workload/workload_flags.h"
+
+namespace neupims::loadgen {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+// --- Summarize / RunJson / RequestsCsv on hand-made results -----------------------------------
+
+RequestResult Ok(int64_t index, double ttft_s, double tpot_s, int64_t tokens) {
+  RequestResult r;
+  r.index = index;
+  r.request_id = "r" + std::to_string(index);
+  r.ok = true;
+  r.finish_reason = "length";
+  r.prompt_tokens = 100;
+  r.output_tokens = tokens;
+  r.sent_s = 0.1 * static_cast<double>(index);
+  r.ttft_s = ttft_s;
+  r.tpot_s = tpot_s;
+  r.e2el_s = ttft_s + tpot_s * static_cast<double>(tokens - 1);
+  for (int64_t i = 1; i < tokens; ++i) r.itl_s.push_back(tpot_s);
+  r.sim_ttft_s = ttft_s / 2;
+  r.sim_tpot_s = tpot_s / 2;
+  r.sim_e2el_s = r.e2el_s / 2;
+  r.sim_queue_s = 0.001 * static_cast<double>(index);
+  return r;
+}
+
+RequestResult Failed(int64_t index, std::string code, std::string message) {
+  RequestResult r;
+  r.index = index;
+  r.request_id = "r" + std::to_string(index);
+  r.ok = false;
+  r.error_code = std::move(code);
+  r.error_message = std::move(message);
+  r.prompt_tokens = 100;
+  return r;
+}
+
+// 4 completed requests (TTFT 50, 150, 80, 200 ms; TPOT 10, 10, 30, 10 ms; 10 tokens each) and
+// 3 failures, over 2 s.
+RunResult HandMadeRun() {
+  RunResult run;
+  run.label = "rate 3.5/s";
+  run.request_rate = 3.5;
+  run.duration_s = 2.0;
+  run.requests = {Ok(0, 0.050, 0.010, 10),
+                  Ok(1, 0.150, 0.010, 10),
+                  Failed(2, "RESOURCE_EXHAUSTED", "waiting queue is full"),
+                  Ok(3, 0.080, 0.030, 10),
+                  Failed(4, "UNAVAILABLE", "draining, \"later\""),
+                  Ok(5, 0.200, 0.010, 10),
+                  Failed(6, "RESOURCE_EXHAUSTED", "waiting queue is full")};
+  return run;
+}
+
+TEST(LoadgenSummarizeTest, ThroughputsAndFailuresByCode) {
+  RunResult run = HandMadeRun();
+  Summarize(run, SloTargets{});
+  const RunSummary& s = run.summary;
+  EXPECT_EQ(s.completed, 4);
+  EXPECT_EQ(s.failed, 3);
+  EXPECT_THAT(s.failures_by_code,
+              ElementsAre(Pair("RESOURCE_EXHAUSTED", 2), Pair("UNAVAILABLE", 1)));
+  EXPECT_DOUBLE_EQ(s.duration_s, 2.0);
+  EXPECT_EQ(s.total_input_tokens, 400);  // completed requests only (vLLM)
+  EXPECT_EQ(s.total_output_tokens, 40);
+  EXPECT_DOUBLE_EQ(s.request_throughput, 2.0);
+  EXPECT_DOUBLE_EQ(s.output_throughput, 20.0);
+  EXPECT_DOUBLE_EQ(s.total_token_throughput, 220.0);
+  // No SLO set: every completed request meets "every set target".
+  EXPECT_EQ(s.good, 4);
+}
+
+TEST(LoadgenSummarizeTest, PercentilesInterpolateLikeNumpy) {
+  RunResult run = HandMadeRun();
+  Summarize(run, SloTargets{});
+  const RunSummary& s = run.summary;
+  // TTFT sorted: 50, 80, 150, 200 ms.
+  EXPECT_NEAR(s.ttft_ms.mean, 120.0, 1e-9);
+  EXPECT_NEAR(s.ttft_ms.median, 115.0, 1e-9);
+  EXPECT_NEAR(s.ttft_ms.p90, 185.0, 1e-9);  // 150 + 0.7 * 50
+  EXPECT_NEAR(s.ttft_ms.p99, 198.5, 1e-9);  // 150 + 0.97 * 50
+  EXPECT_NEAR(s.tpot_ms.mean, 15.0, 1e-9);  // 10, 10, 30, 10
+  EXPECT_NEAR(s.tpot_ms.median, 10.0, 1e-9);
+  EXPECT_NEAR(s.itl_ms.mean, 15.0, 1e-9);                    // 9 gaps each, same values
+  EXPECT_NEAR(s.e2el_ms.median, (240.0 + 290.0) / 2, 1e-9);  // 140, 240, 350, 290
+  // Simulated view: half of each.
+  EXPECT_NEAR(s.sim_ttft_ms.mean, 60.0, 1e-9);
+  EXPECT_NEAR(s.sim_tpot_ms.median, 5.0, 1e-9);
+  EXPECT_NEAR(s.sim_queue_ms.mean, (0 + 1 + 3 + 5) / 4.0, 1e-9);
+}
+
+TEST(LoadgenSummarizeTest, GoodputCountsRequestsMeetingEverySlo) {
+  RunResult run = HandMadeRun();
+  Summarize(run, SloTargets{.ttft_ms = 100});
+  EXPECT_EQ(run.summary.good, 2);  // TTFT 50 and 80 ms
+  EXPECT_DOUBLE_EQ(run.summary.goodput, 1.0);
+  Summarize(run, SloTargets{.ttft_ms = 100, .tpot_ms = 20});
+  EXPECT_EQ(run.summary.good, 1);  // the 80 ms one has a 30 ms TPOT
+  EXPECT_DOUBLE_EQ(run.summary.goodput, 0.5);
+  Summarize(run, SloTargets{.e2el_ms = 300});
+  EXPECT_EQ(run.summary.good, 3);  // 140, 240, 290 ms; not 350
+}
+
+TEST(LoadgenSummarizeTest, DurationFromRequestsWhenUnset) {
+  RunResult run = HandMadeRun();
+  run.duration_s = 0;
+  Summarize(run, SloTargets{});
+  // First send at 0, last completion: request 5 sent at 0.5 s + 290 ms.
+  EXPECT_NEAR(run.summary.duration_s, 0.79, 1e-9);
+}
+
+TEST(LoadgenSummarizeTest, EmptyRunIsAllZero) {
+  RunResult run;
+  Summarize(run, SloTargets{.ttft_ms = 1});
+  EXPECT_EQ(run.summary.completed, 0);
+  EXPECT_EQ(run.summary.failed, 0);
+  EXPECT_EQ(run.summary.request_throughput, 0);
+  EXPECT_EQ(run.summary.ttft_ms.p99, 0);
+}
+
+TEST(LoadgenResultsTest, RunJsonHasDocumentedKeys) {
+  RunResult run = HandMadeRun();
+  run.samples = {{0.25, 3, 1, 0.5, 0.3}};
+  Summarize(run, SloTargets{.ttft_ms = 100});
+  const nlohmann::json j = RunJson(run);
+  for (const char* key : {"completed",
+                          "failed",
+                          "failures_by_code",
+                          "duration",
+                          "total_input_tokens",
+                          "total_output_tokens",
+                          "request_throughput",
+                          "output_throughput",
+                          "total_token_throughput",
+                          "goodput",
+                          "request_goodput",
+                          "label",
+                          "request_rate",
+                          "max_concurrency",
+                          "num_prompts",
+                          "input_lens",
+                          "output_lens",
+                          "ttfts",
+                          "itls",
+                          "errors",
+                          "server_samples"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* stat : {"mean", "median", "p90", "p99"}) {
+    for (const char* metric : {"ttft", "tpot", "itl", "e2el"}) {
+      const std::string key = std::string(stat) + "_" + metric + "_ms";
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+    for (const char* metric : {"ttft", "tpot", "e2el", "queue"}) {
+      const std::string key = std::string("sim_") + stat + "_" + metric + "_ms";
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(j["completed"], 4);
+  EXPECT_EQ(j["failed"], 3);
+  EXPECT_EQ(j["failures_by_code"]["RESOURCE_EXHAUSTED"], 2);
+  EXPECT_EQ(j["goodput"], 1.0);
+  EXPECT_NEAR(j["median_ttft_ms"].get<double>(), 115.0, 1e-9);
+  EXPECT_EQ(j["input_lens"].size(), 7u);
+  EXPECT_EQ(j["errors"][2], "RESOURCE_EXHAUSTED: waiting queue is full");
+  EXPECT_EQ(j["server_samples"][0]["running"], 3);
+  run.request_rate = 0;
+  EXPECT_EQ(RunJson(run)["request_rate"], "inf");
+}
+
+TEST(LoadgenResultsTest, RequestsCsvHasHeaderAndOneLinePerRequest) {
+  RunResult run = HandMadeRun();
+  Summarize(run, SloTargets{});
+  const std::string csv = RequestsCsv(run);
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), run.requests.size() + 1);
+  EXPECT_EQ(lines[0],
+            "index,request_id,scheduled_s,sent_s,ok,error_code,finish_reason,prompt_tokens,"
+            "output_tokens,ttft_ms,tpot_ms,e2el_ms,mean_itl_ms,max_itl_ms,sim_queue_ms,sim_ttft_ms,"
+            "sim_tpot_ms,sim_e2el_ms,pim_channel,preemptions,error_message");
+  EXPECT_THAT(lines[1], HasSubstr("0,r0,"));
+  EXPECT_THAT(lines[1], HasSubstr(",50.000,10.000,"));
+  // An error message with a comma and quotes is quoted (RFC 4180).
+  EXPECT_THAT(lines[5], HasSubstr(",UNAVAILABLE,"));
+  EXPECT_THAT(lines[5], HasSubstr("\"draining, \"\"later\"\"\""));
+}
+
+TEST(LoadgenResultsTest, SuffixedPathTagsTheRate) {
+  RunResult run;
+  run.request_rate = 4;
+  EXPECT_EQ(SuffixedPath("out/r.csv", run), "out/r.rate4.csv");
+  EXPECT_EQ(SuffixedPath("a.b/r", run), "a.b/r.rate4");
+  run.request_rate = 0.5;
+  EXPECT_EQ(SuffixedPath("r.csv", run), "r.rate0.5.csv");
+  run.request_rate = 0;
+  EXPECT_EQ(SuffixedPath("r.csv", run), "r.rateinf.csv");
+}
+
+TEST(LoadgenOptionsTest, BadFlagsAreInvalidArgumentNamingTheFlag) {
+  LoadOptions o;
+  o.sweep_rates = "1,x";
+  absl::Status s = ValidateOptions(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--sweep-rates"));
+  o.sweep_rates = "1,,2";
+  EXPECT_EQ(ValidateOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o.sweep_rates = "";
+  o.workload.request_rate = "-3";
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--request-rate"));
+  o.workload.request_rate = "10";
+  o.workload.max_concurrency = 4;  // a closed loop needs --request-rate inf
+  EXPECT_EQ(ValidateOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o.workload.request_rate = "inf";
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  EXPECT_THAT(*ParseSweepRates("1, 2.5,inf"), ElementsAre("1", "2.5", "inf"));
+}
+
+// --- Against a real server ------------------------------------------------------------------
+
+std::unique_ptr<server::Server> StartServer(server::Pacing pacing, int max_batch,
+                                            int64_t max_waiting) {
+  server::ServerOptions o;
+  o.port = 0;
+  o.metrics_port = -1;
+  o.runner.pacing = pacing;
+  o.runner.engine.model = "gpt3-7b";
+  o.runner.engine.max_batch = max_batch;
+  o.runner.engine.max_waiting = max_waiting;
+  o.drain_timeout = std::chrono::milliseconds(100);
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+LoadOptions Synthetic(const std::string& address, int64_t n, const std::string& rate) {
+  LoadOptions o;
+  o.server = address;
+  o.workload.synthetic = "16-64:4-24";
+  o.workload.num_requests = n;
+  o.workload.seed = 7;
+  o.workload.request_rate = rate;
+  o.quiet = true;
+  o.timeout_s = 60;
+  o.sample_interval_s = 0.05;
+  return o;
+}
+
+class LoadgenServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartServer(server::Pacing::kFast, 256, 4096);
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+  std::unique_ptr<server::Server> server_;
+};
+
+TEST_F(LoadgenServerTest, EveryRequestIsAccountedFor) {
+  const LoadOptions o = Synthetic(server_->address(), 30, "300");
+  LoadInfo info;
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o, &info);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 1u);
+  const RunResult& run = (*runs)[0];
+  EXPECT_EQ(info.server.model, "gpt3-7b");
+  EXPECT_EQ(info.server.max_seq_len, 2048);
+  EXPECT_EQ(info.server.pacing, "fast");
+  ASSERT_EQ(info.client.size(), 1u);
+
+  // The requested lengths, from the same workload flags.
+  absl::StatusOr<workload::Workload> w = workload::BuildWorkload(o.workload, 2048);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(run.requests.size(), 30u);
+  EXPECT_EQ(run.summary.completed + run.summary.failed, 30);
+  EXPECT_EQ(run.summary.completed, 30);
+  int64_t requested_output = 0;
+  for (size_t i = 0; i < run.requests.size(); ++i) {
+    const RequestResult& r = run.requests[i];
+    SCOPED_TRACE(r.request_id);
+    EXPECT_TRUE(r.ok) << r.error_code << " " << r.error_message;
+    EXPECT_EQ(r.index, static_cast<int64_t>(i));
+    EXPECT_EQ(r.prompt_tokens, w->requests[i].prompt_tokens);
+    EXPECT_EQ(r.output_tokens, w->requests[i].output_tokens);  // ignore_eos
+    EXPECT_EQ(r.finish_reason, "length");
+    EXPECT_EQ(r.token_recv_s.size(), static_cast<size_t>(r.output_tokens));
+    EXPECT_EQ(r.itl_s.size(), static_cast<size_t>(r.output_tokens - 1));
+    EXPECT_GT(r.ttft_s, 0);
+    EXPECT_LE(r.ttft_s, r.e2el_s);
+    EXPECT_GE(r.sent_s, r.scheduled_s);
+    EXPECT_TRUE(std::is_sorted(r.token_recv_s.begin(), r.token_recv_s.end()));
+    EXPECT_GT(r.sim_ttft_s, 0);
+    EXPECT_GE(r.sim_e2el_s, r.sim_ttft_s);
+    EXPECT_GE(r.pim_channel, 0);
+    requested_output += w->requests[i].output_tokens;
+  }
+  EXPECT_EQ(run.summary.total_output_tokens, requested_output);
+  EXPECT_GT(run.summary.request_throughput, 0);
+  EXPECT_GT(run.summary.sim_ttft_ms.median, 0);
+  EXPECT_GT(run.duration_s, 0);
+}
+
+TEST_F(LoadgenServerTest, FixedSeedGivesTheSameRequestSequence) {
+  const LoadOptions o = Synthetic(server_->address(), 30, "400");
+  absl::StatusOr<std::vector<RunResult>> a = RunLoad(o);
+  absl::StatusOr<std::vector<RunResult>> b = RunLoad(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const RunResult& x = (*a)[0];
+  const RunResult& y = (*b)[0];
+  ASSERT_EQ(x.requests.size(), y.requests.size());
+  bool varied = false;
+  for (size_t i = 0; i < x.requests.size(); ++i) {
+    EXPECT_EQ(x.requests[i].prompt_tokens, y.requests[i].prompt_tokens) << i;
+    EXPECT_EQ(x.requests[i].output_tokens, y.requests[i].output_tokens) << i;
+    EXPECT_DOUBLE_EQ(x.requests[i].scheduled_s, y.requests[i].scheduled_s) << i;
+    varied |= x.requests[i].prompt_tokens != x.requests[0].prompt_tokens;
+  }
+  EXPECT_TRUE(varied);
+  EXPECT_GT(x.requests.back().scheduled_s, 0);  // Poisson arrivals, not all at once
+}
+
+TEST_F(LoadgenServerTest, SweepRunsOncePerRate) {
+  LoadOptions o = Synthetic(server_->address(), 12, "inf");
+  o.sweep_rates = "500,inf";
+  o.slo.ttft_ms = 60000;
+  LoadInfo info;
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o, &info);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].request_rate, 500);
+  EXPECT_EQ((*runs)[1].request_rate, 0);
+  EXPECT_EQ(info.client.size(), 2u);
+  for (const RunResult& r : *runs) {
+    EXPECT_EQ(r.summary.completed, 12) << r.label;
+    EXPECT_EQ(r.summary.good, 12) << r.label;
+  }
+  // Same requests, different timing.
+  EXPECT_EQ((*runs)[0].requests[5].output_tokens, (*runs)[1].requests[5].output_tokens);
+  EXPECT_EQ((*runs)[1].requests[5].scheduled_s, 0);
+  const nlohmann::json j = ResultJson(*runs, o, info);
+  ASSERT_TRUE(j.contains("runs"));
+  EXPECT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["settings"]["model"], "gpt3-7b");
+}
+
+TEST_F(LoadgenServerTest, ClosedLoopKeepsConcurrencyInFlight) {
+  LoadOptions o = Synthetic(server_->address(), 20, "inf");
+  o.workload.max_concurrency = 3;
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  const RunResult& run = (*runs)[0];
+  EXPECT_EQ(run.max_concurrency, 3);
+  EXPECT_EQ(run.summary.completed, 20);
+  // At no send time were more than 3 requests in flight.
+  for (const RequestResult& r : run.requests) {
+    int in_flight = 0;
+    for (const RequestResult& q : run.requests) {
+      if (q.sent_s <= r.sent_s && q.sent_s + q.e2el_s > r.sent_s) ++in_flight;
+    }
+    EXPECT_LE(in_flight, 3) << r.index;
+  }
+}
+
+TEST_F(LoadgenServerTest, BadInputsNameTheFileOrFlag) {
+  LoadOptions o = Synthetic(server_->address(), 5, "inf");
+  o.workload.synthetic.clear();
+  o.workload.dataset = "/nonexistent/lengths.tsv";
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  ASSERT_FALSE(runs.ok());
+  EXPECT_THAT(runs.status().message(), HasSubstr("/nonexistent/lengths.tsv"));
+
+  const std::string trace = (std::filesystem::path(::testing::TempDir()) /
+                             ("loadgen_bad_" + std::to_string(getpid()) + ".csv"))
+                                .string();
+  {
+    std::ofstream out(trace);
+    out << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.1,ten,5\n";
+  }
+  o.workload.trace = trace;
+  runs = RunLoad(o);
+  ASSERT_FALSE(runs.ok());
+  EXPECT_THAT(runs.status().message(), HasSubstr(trace + ":3"));
+
+  // Every row filtered out (longer than the 2048-token context): zero requests.
+  {
+    std::ofstream out(trace);
+    out << "arrival_s,prompt_tokens,output_tokens\n0,3000,5\n";
+  }
+  runs = RunLoad(o);
+  ASSERT_FALSE(runs.ok());
+  EXPECT_THAT(runs.status().message(), HasSubstr(trace));
+
+  o.workload.trace.clear();
+  o.workload.synthetic = "8:4";
+  o.model = "llama2-70b";
+  runs = RunLoad(o);
+  ASSERT_FALSE(runs.ok());
+  EXPECT_THAT(runs.status().message(), HasSubstr("--model"));
+}
+
+TEST(LoadgenFailureTest, RejectedRequestsAreCountedByCode) {
+  // One request running, one waiting: everything else sent at once is RESOURCE_EXHAUSTED.
+  std::unique_ptr<server::Server> server = StartServer(server::Pacing::kRealtime, 1, 1);
+  ASSERT_NE(server, nullptr);
+  LoadOptions o = Synthetic(server->address(), 20, "inf");
+  o.workload.synthetic = "32:8";
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  server->Shutdown();
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  const RunResult& run = (*runs)[0];
+  ASSERT_EQ(run.requests.size(), 20u);
+  EXPECT_EQ(run.summary.completed + run.summary.failed, 20);
+  EXPECT_GE(run.summary.completed, 1);
+  EXPECT_GT(run.summary.failed, 0);
+  int64_t exhausted = 0;
+  for (const auto& [code, count] : run.summary.failures_by_code) {
+    if (code == "RESOURCE_EXHAUSTED") exhausted = count;
+  }
+  EXPECT_EQ(exhausted, run.summary.failed);
+  for (const RequestResult& r : run.requests) {
+    if (!r.ok) {
+      EXPECT_EQ(r.error_code, "RESOURCE_EXHAUSTED");
+      EXPECT_THAT(r.error_message, HasSubstr("waiting queue is full"));
+    }
+  }
+}
+
+TEST(LoadgenFailureTest, UnreachableServerFailsQuickly) {
+  LoadOptions o = Synthetic("127.0.0.1:1", 5, "inf");
+  o.connect_timeout_s = 1;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(runs.ok());
+  EXPECT_EQ(runs.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(runs.status().message(), HasSubstr("cannot reach neupims server at 127.0.0.1:1"));
+  EXPECT_LT(elapsed, 5.0);
+}
+
+}  // namespace
+}  // namespace neupims::loadgen

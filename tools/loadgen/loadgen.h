@@ -1,0 +1,97 @@
+// neupims-bench: the gRPC load generator (vLLM benchmark_serving style) for `neupims serve`.
+//
+// Role: builds a workload (tools/workload), sends every request as a neupims.v1 Generate stream at
+// its arrival time (open loop: Poisson / gamma / all at once) or keeps N in flight (closed loop),
+// measures each stream on the client's wall clock, keeps the simulated latencies the server
+// reports in the final message, samples GetServerInfo while it runs, and summarises the run in
+// both views (results.h). Usage and every metric: docs/loadgen.md.
+//
+// Concurrency: every stream is a gRPC callback-API reactor (ClientReadReactor); their callbacks run
+// on gRPC's own small callback thread pool, so hundreds of concurrent streams cost no threads of
+// their own. Besides those, a run uses the calling thread (sends requests at their arrival times)
+// and one monitor thread (server samples, progress).
+#ifndef NEUPIMS_TOOLS_LOADGEN_LOADGEN_H_
+#define NEUPIMS_TOOLS_LOADGEN_LOADGEN_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "tools/loadgen/results.h"
+#include "tools/workload/workload_flags.h"
+
+namespace neupims::loadgen {
+
+struct LoadOptions {
+  std::string server = "127.0.0.1:50051";  // host:port
+  workload::WorkloadFlags workload;
+  // "1,2,4,8": one run per rate (each overrides --request-rate; "inf" allowed). Empty: one run
+  // at workload.request_rate.
+  std::string sweep_rates;
+  std::string model;  // empty: the server's model (GetModelInfo); otherwise must be the served one
+  bool ignore_eos = true;
+  SloTargets slo;
+  double timeout_s = 600;        // per-request deadline; <= 0: none
+  double connect_timeout_s = 3;  // reaching the server before the run
+  double sample_interval_s = 0.25;
+  bool quiet = false;    // nothing on stderr (workload report, progress)
+  bool progress = true;  // progress bar on a terminal / periodic lines otherwise
+};
+
+// What the server said about itself before the first run.
+struct ServerDescription {
+  std::string address;
+  std::string version, model, device, mode, pacing, tokenizer;
+  double speed = 1;
+  int64_t max_seq_len = 0;
+  int tensor_parallel = 1, pipeline_parallel = 1;
+};
+
+// Client-side facts of one run that are not part of RunResult.
+struct ClientStats {
+  double cpu_s = 0;  // user + system CPU of the whole process during the run
+  double send_lag_p99_s = 0, send_lag_max_s = 0;  // actual - intended send time (open loop)
+  double achieved_send_rate = 0;                  // requests/s between the first and the last send
+};
+
+struct LoadInfo {
+  ServerDescription server;
+  std::string workload_description;  // of the first run
+  nlohmann::json workload;           // workload::WorkloadJson of the first run
+  std::vector<ClientStats> client;   // one per run
+};
+
+// The request rates of a sweep ("1,2,4,8"; "inf" allowed). Errors name --sweep-rates.
+absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text);
+
+// Checks the flags without touching the network or files (InvalidArgument naming the flag).
+absl::Status ValidateOptions(const LoadOptions& options);
+
+// Connects (Unavailable "cannot reach neupims server at <addr>: ..." within connect_timeout_s),
+// builds the workload (errors name the file / flag; zero requests is an error) and runs it once
+// per rate. Runs with failed requests are results, not errors. Each RunResult is summarised with
+// options.slo. `info` (optional) receives the server description and client stats.
+absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& options,
+                                               LoadInfo* info = nullptr);
+
+// The vLLM-style text summary of one run (both views), and the sweep table.
+void PrintSummary(const RunResult& run, const SloTargets& slo, const ClientStats* client,
+                  FILE* out);
+void PrintSweepTable(const std::vector<RunResult>& runs, FILE* out);
+
+// The --result-json document: one run -> RunJson plus "date", "backend", "model_id",
+// "tokenizer_id", "settings"; several -> {"settings", "runs": [RunJson...]}.
+nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions& options,
+                          const LoadInfo& info);
+
+// "out.csv" + run at 4 req/s -> "out.rate4.csv" (used for sweeps).
+std::string SuffixedPath(const std::string& path, const RunResult& run);
+
+}  // namespace neupims::loadgen
+
+#endif  // NEUPIMS_TOOLS_LOADGEN_LOADGEN_H_

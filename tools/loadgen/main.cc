@@ -1,0 +1,155 @@
+// neupims-bench: load generator for `neupims serve` (docs/loadgen.md).
+//
+// Exit codes: 0 the run(s) completed (failed requests are reported, not fatal); 1 setup errors
+// (unreachable server, unreadable or malformed files, zero requests, unwritable outputs); 2 bad
+// flags.
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tools/loadgen/loadgen.h"
+#include "tools/loadgen/report.h"
+#include "tools/loadgen/results.h"
+#include "tools/workload/workload_flags.h"
+
+namespace {
+
+using neupims::loadgen::LoadInfo;
+using neupims::loadgen::LoadOptions;
+using neupims::loadgen::RunResult;
+
+// Writes `text` to `path`, creating its parent directories.
+absl::Status WriteFile(const std::string& path, const std::string& text, const char* flag) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out << text;
+  if (!out) return absl::UnavailableError(absl::StrCat(flag, " ", path, ": cannot write file"));
+  return absl::OkStatus();
+}
+
+std::string Now() {
+  char text[64] = {0};
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S %Z", &tm);
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  LoadOptions o;
+  std::string result_json, result_csv, report_dir;
+  CLI::App app(
+      "neupims-bench: replay a workload through a neupims server over gRPC and report latency "
+      "and throughput as the client sees it (wall clock) and as the simulated hardware does "
+      "(docs/loadgen.md)");
+  app.add_option("--server", o.server, "Server address host:port")->capture_default_str();
+  neupims::workload::AddWorkloadFlags(&app, &o.workload);
+  app.add_option("--sweep-rates", o.sweep_rates,
+                 "Comma-separated request rates, one run each (e.g. 1,2,4,8; inf allowed); "
+                 "overrides --request-rate");
+  app.add_option("--model", o.model,
+                 "Model to request (default: the server's, from GetModelInfo); its context "
+                 "length filters the workload");
+  app.add_flag("--ignore-eos,!--no-ignore-eos", o.ignore_eos,
+               "Generate exactly each request's output tokens (no synthetic end-of-sequence)")
+      ->capture_default_str();
+  app.add_option("--slo-ttft-ms", o.slo.ttft_ms, "Goodput SLO: time to first token (ms)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slo-tpot-ms", o.slo.tpot_ms, "Goodput SLO: time per output token (ms)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slo-e2el-ms", o.slo.e2el_ms, "Goodput SLO: end-to-end latency (ms)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--result-json", result_json, "Write the results JSON here");
+  app.add_option("--result-csv", result_csv,
+                 "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)");
+  app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html");
+  app.add_option("--timeout-s", o.timeout_s, "Per-request deadline in seconds (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--connect-timeout-s", o.connect_timeout_s,
+                 "Seconds to wait for the server before giving up")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", o.quiet,
+               "Nothing on stderr but errors (no workload report, progress)");
+  app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  absl::Status valid = neupims::loadgen::ValidateOptions(o);
+  if (!valid.ok()) {
+    absl::FPrintF(stderr, "error: %s\n", valid.message());
+    return 2;
+  }
+
+  LoadInfo info;
+  absl::StatusOr<std::vector<RunResult>> runs = neupims::loadgen::RunLoad(o, &info);
+  if (!runs.ok()) {
+    absl::FPrintF(stderr, "error: %s\n", runs.status().message());
+    return 1;
+  }
+
+  for (size_t i = 0; i < runs->size(); ++i) {
+    if (i > 0) std::printf("\n");
+    neupims::loadgen::PrintSummary((*runs)[i], o.slo,
+                                   i < info.client.size() ? &info.client[i] : nullptr, stdout);
+  }
+  if (runs->size() > 1) {
+    std::printf("\n");
+    neupims::loadgen::PrintSweepTable(*runs, stdout);
+  }
+  std::fflush(stdout);
+
+  int exit_code = 0;
+  auto check = [&](const absl::Status& s) {
+    if (!s.ok()) {
+      absl::FPrintF(stderr, "error: %s\n", s.message());
+      exit_code = 1;
+    }
+  };
+  if (!result_json.empty()) {
+    check(WriteFile(result_json, neupims::loadgen::ResultJson(*runs, o, info).dump(2) + "\n",
+                    "--result-json"));
+  }
+  if (!result_csv.empty()) {
+    for (const RunResult& run : *runs) {
+      const std::string path =
+          runs->size() > 1 ? neupims::loadgen::SuffixedPath(result_csv, run) : result_csv;
+      check(WriteFile(path, neupims::loadgen::RequestsCsv(run), "--result-csv"));
+    }
+  }
+  if (!report_dir.empty()) {
+    neupims::loadgen::ReportInfo ri;
+    ri.server = o.server;
+    ri.model = info.server.model;
+    ri.device = info.server.device;
+    ri.mode = info.server.mode;
+    ri.workload = info.workload_description;
+    std::vector<std::string> args(argv, argv + argc);
+    ri.command = absl::StrJoin(args, " ");
+    ri.generated_at = Now();
+    absl::Status s = neupims::loadgen::WriteHtmlReport(report_dir, *runs, ri);
+    check(s);
+    if (s.ok() && !o.quiet) {
+      absl::FPrintF(stderr, "report: %s/report.html\n", report_dir);
+    }
+  }
+  return exit_code;
+}
