@@ -89,6 +89,9 @@ absl::StatusOr<std::unique_ptr<EngineRunner>> EngineRunner::Create(const RunnerO
   if (!(options.speed > 0) || !std::isfinite(options.speed)) {
     return absl::InvalidArgumentError("speed must be a positive number");
   }
+  // Debian's Abseil tracks every Mutex in a deadlock-detection graph; with a mutex per stream
+  // that bookkeeping sits on the token path, so turn it off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<EngineRunner> r(new EngineRunner(options, metrics));
   ASSIGN_OR_RETURN(r->engine_, engine::Engine::Create(options.engine));
   r->observer_ = std::make_unique<Observer>(r.get());
@@ -211,6 +214,25 @@ void EngineRunner::AbortAsync(const std::string& request_id) {
   });
 }
 
+void EngineRunner::RecordSendLag(double first_token_sim_time_s) {
+  if (options_.pacing != Pacing::kRealtime) return;
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+  const double lag_s = wall_s - first_token_sim_time_s / options_.speed;
+  if (metrics_ != nullptr) metrics_->OnTokenSendLag(lag_s);
+  if (options_.record_send_lag) {
+    absl::MutexLock l(&lag_mu_);
+    send_lags_.push_back(lag_s);
+  }
+}
+
+std::vector<double> EngineRunner::TakeSendLags() {
+  absl::MutexLock l(&lag_mu_);
+  std::vector<double> out;
+  out.swap(send_lags_);
+  return out;
+}
+
 void EngineRunner::SetMetrics(ServerMetrics* metrics) {
   Call([this, metrics] { metrics_ = metrics; });
 }
@@ -267,15 +289,31 @@ void EngineRunner::Loop() {
     // Load gauges: every loop in realtime; every 64 event batches when running flat out.
     if (!fast || !progressed || (++loops & 63) == 0) UpdateLoadMetrics();
     if (fast && progressed) continue;
-    // Sleep until the next simulated event is due on the wall clock, or a command arrives.
+    // Sleep until the next simulated event is due on the wall clock, or a command arrives. The
+    // sleep ends a little early and the last stretch is a yielding spin: timed waits wake up
+    // late by tens of microseconds to milliseconds on a busy machine, which would delay tokens.
+    constexpr double kSpinNs = 300e3;
     absl::Duration wait = absl::InfiniteDuration();
     const engine::SimTime next = engine_->NextEventTime();
     if (!fast && next != scheduler::kNoTime) {
       const double wall_target_ns = static_cast<double>(next) / options_.speed;
-      const double wall_now_ns =
-          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall_start_)
-              .count();
-      wait = absl::Nanoseconds(std::max(0.0, wall_target_ns - wall_now_ns));
+      auto wall_now_ns = [this] {
+        return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
+                                                        wall_start_)
+            .count();
+      };
+      const double remaining = wall_target_ns - wall_now_ns();
+      if (remaining <= kSpinNs) {
+        while (wall_now_ns() < wall_target_ns) {
+          {
+            absl::MutexLock l(&mu_);
+            if (!commands_.empty() || stop_) break;
+          }
+          std::this_thread::yield();
+        }
+        continue;
+      }
+      wait = absl::Nanoseconds(remaining - kSpinNs);
     }
     absl::MutexLock l(&mu_);
     auto ready = [this]()

@@ -92,6 +92,7 @@ struct RunnerOptions {
   Pacing pacing = Pacing::kRealtime;
   double speed = 1.0;               // simulated seconds per wall second (realtime)
   double mean_output_tokens = 256;  // synthetic end-of-sequence (without ignore_eos)
+  bool record_send_lag = false;     // keep every send-lag sample (benchmarks; RecordSendLag)
 };
 
 class EngineRunner {
@@ -111,6 +112,13 @@ class EngineRunner {
   ServerSnapshot Snapshot();
   // Attaches the metrics sink (applied on the engine thread).
   void SetMetrics(ServerMetrics* metrics);
+
+  // Realtime pacing: the wall-clock lag between a token's scheduled time (when the modelled
+  // hardware produces it) and the moment the server hands its message to gRPC. Streams call it
+  // for every token message they start writing; it feeds neupims:token_send_lag_seconds and, with
+  // record_send_lag, the samples TakeSendLags() returns. No-op in fast pacing.
+  void RecordSendLag(double first_token_sim_time_s);
+  std::vector<double> TakeSendLags();
 
   void BeginDrain();
   // Waits until no request is live or `timeout` passes; true if drained.
@@ -155,6 +163,8 @@ class EngineRunner {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int64_t live_count_ ABSL_GUARDED_BY(mu_) = 0;
   ServerSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex lag_mu_;
+  std::vector<double> send_lags_ ABSL_GUARDED_BY(lag_mu_);
 
   // Engine-thread state.
   absl::flat_hash_map<int64_t, Live> live_;            // by engine id

@@ -39,8 +39,8 @@ void FillToken(const GeneratedToken& t, const ByteTokenizer& tok, neupims::v1::T
 // in_flight_ / finished_ flags make sure only one thread issues each.
 class StreamState : public RequestSink {
  public:
-  StreamState(grpc::ServerWriteReactor<GenerateResponse>* reactor, const ByteTokenizer* tok)
-      : reactor_(reactor), tok_(tok) {}
+  StreamState(grpc::ServerWriteReactor<GenerateResponse>* reactor, EngineRunner* runner)
+      : reactor_(reactor), runner_(runner), tok_(&runner->tokenizer()) {}
 
   void OnTokens(const std::vector<GeneratedToken>& tokens) override {
     Action a;
@@ -139,14 +139,20 @@ class StreamState : public RequestSink {
     return a;
   }
 
-  static void Run(const Action& a) {
+  void Run(const Action& a) {
     if (a.reactor == nullptr) return;
-    if (a.write != nullptr) a.reactor->StartWrite(a.write);
+    if (a.write != nullptr) {
+      if (a.write->has_tokens() && a.write->tokens().tokens_size() > 0) {
+        runner_->RecordSendLag(a.write->tokens().tokens(0).sim_time_s());
+      }
+      a.reactor->StartWrite(a.write);
+    }
     if (a.finish) a.reactor->Finish(a.status);
   }
 
   absl::Mutex mu_;
   grpc::ServerWriteReactor<GenerateResponse>* reactor_ ABSL_GUARDED_BY(mu_);
+  EngineRunner* runner_;
   const ByteTokenizer* tok_;
   std::deque<GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);  // front is in flight if in_flight_
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
@@ -157,9 +163,7 @@ class StreamState : public RequestSink {
 class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
  public:
   GenerateReactor(EngineRunner* runner, ServerMetrics* metrics)
-      : runner_(runner),
-        metrics_(metrics),
-        state_(std::make_shared<StreamState>(this, &runner->tokenizer())) {}
+      : runner_(runner), metrics_(metrics), state_(std::make_shared<StreamState>(this, runner)) {}
 
   void Start(const absl::StatusOr<SubmitArgs>& args) {
     if (!args.ok()) {
@@ -171,8 +175,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
       Fail(id.status());
       return;
     }
-    absl::MutexLock l(&mu_);
-    request_id_ = *id;
+    bool cancelled;
+    {
+      absl::MutexLock l(&mu_);
+      request_id_ = *id;
+      cancelled = cancelled_;
+    }
+    if (cancelled) runner_->AbortAsync(*id);  // the cancel came before the engine accepted it
   }
 
   void OnWriteDone(bool ok) override { state_->WriteDone(ok); }
@@ -182,6 +191,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
     std::string id;
     {
       absl::MutexLock l(&mu_);
+      cancelled_ = true;
       id = request_id_;
     }
     if (!id.empty()) runner_->AbortAsync(id);
@@ -205,6 +215,43 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
   std::shared_ptr<StreamState> state_;
   absl::Mutex mu_;
   std::string request_id_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Complete's reactor: like Generate, a client cancel or an expired deadline aborts the request
+// in the engine (frees its KV blocks); the abort then finishes the call through CompleteSink.
+class CompleteReactor : public grpc::ServerUnaryReactor {
+ public:
+  explicit CompleteReactor(EngineRunner* runner) : runner_(runner) {}
+
+  // Called once the engine has accepted the request; a cancel that came first aborts it now.
+  void set_request_id(const std::string& id) {
+    bool cancelled;
+    {
+      absl::MutexLock l(&mu_);
+      request_id_ = id;
+      cancelled = cancelled_;
+    }
+    if (cancelled) runner_->AbortAsync(id);
+  }
+
+  void OnCancel() override {
+    std::string id;
+    {
+      absl::MutexLock l(&mu_);
+      cancelled_ = true;
+      id = request_id_;
+    }
+    if (!id.empty()) runner_->AbortAsync(id);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  EngineRunner* runner_;
+  absl::Mutex mu_;
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Complete: collects the stream and answers once.
@@ -307,7 +354,8 @@ grpc::ServerWriteReactor<GenerateResponse>* LlmServiceImpl::Generate(
 grpc::ServerUnaryReactor* LlmServiceImpl::Complete(grpc::CallbackServerContext* ctx,
                                                    const GenerateRequest* request,
                                                    neupims::v1::CompleteResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  (void)ctx;
+  auto* reactor = new CompleteReactor(runner_);
   absl::StatusOr<SubmitArgs> args = ToSubmitArgs(*request);
   if (!args.ok()) {
     if (metrics_ != nullptr)
@@ -320,7 +368,9 @@ grpc::ServerUnaryReactor* LlmServiceImpl::Complete(grpc::CallbackServerContext* 
   if (!id.ok()) {
     if (metrics_ != nullptr) metrics_->OnRequestError(absl::StatusCodeToString(id.status().code()));
     reactor->Finish(ToGrpcStatus(id.status()));
+    return reactor;
   }
+  reactor->set_request_id(*id);
   return reactor;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -164,6 +165,7 @@ struct ServerMetrics::Impl {
   // Iterations.
   Counter* iterations = nullptr;
   Histogram* iteration_latency = nullptr;
+  Histogram* send_lag = nullptr;  // wall seconds (realtime pacing)
   Histogram* iteration_tokens = nullptr;
   Histogram* batch_size = nullptr;
   std::array<Histogram*, 2> sub_batch_size{};
@@ -247,6 +249,12 @@ ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::
   }
   errors_family = &Build(BuildCounter(), "neupims:request_errors_total",
                          "Requests refused or failed by the API, by gRPC status code.");
+  send_lag = &Build(BuildHistogram(), "neupims:token_send_lag_seconds",
+                    "Realtime pacing: wall-clock seconds between a token's scheduled time (when "
+                    "the simulated hardware produces it) and its hand-off to gRPC.")
+                  .Add(With({}), prometheus::Histogram::BucketBoundaries{
+                                     0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                     0.1, 0.25, 0.5, 1});
   ttft = &Build(BuildHistogram(), "neupims:time_to_first_token_seconds",
                 "Histogram of time to first token in simulated seconds.")
               .Add(With({}), TtftBuckets());
@@ -496,6 +504,10 @@ void ServerMetrics::SetLoad(const engine::EngineLoad& load, double sim_time_s, d
 void ServerMetrics::OnRequestError(const std::string& code) {
   impl_->errors_family->Add(impl_->With({{"code", code.empty() ? std::string("UNKNOWN") : code}}))
       .Increment();
+}
+
+void ServerMetrics::OnTokenSendLag(double seconds) {
+  if (std::isfinite(seconds)) impl_->send_lag->Observe(std::max(0.0, seconds));
 }
 
 std::shared_ptr<prometheus::Registry> ServerMetrics::registry() const { return impl_->registry; }

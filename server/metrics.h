@@ -48,6 +48,9 @@ class ServerMetrics {
   void SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s);
   // A request refused before reaching the engine or failed by the API, by gRPC code name.
   void OnRequestError(const std::string& code);
+  // Realtime pacing: wall seconds between a token's scheduled time and its hand-off to gRPC
+  // (neupims:token_send_lag_seconds; called from the engine and gRPC threads).
+  void OnTokenSendLag(double seconds);
 
   std::shared_ptr<prometheus::Registry> registry() const;
 

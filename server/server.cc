@@ -88,6 +88,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default on Linux, which lets a second server bind a port already
+  // in use and silently share its connections; a port in use must be an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat(options.bind_address, ":", options.port),
                            grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(im.service.get());

@@ -1,0 +1,1035 @@
+// Integration tests of the gRPC server: the real server::Server on an ephemeral loopback port,
+// driven by real gRPC C++ clients (the generated LlmService stub, generic stubs for health and
+// reflection) and a plain HTTP/1.0 client for /metrics.
+//
+// Timing: "fast" pacing wherever wall time does not matter. Tests that need a request to stay
+// live (abort, cancel, deadline, queue full, drain) use realtime pacing with a long request and
+// end it early, so they never wait for it to finish; those that wait for its KV blocks to be
+// freed run it slower than the 15 s they are willing to poll, so it cannot end on its own. The
+// only wall-clock bounds are those generous waits; the pacing test asserts a lower bound only.
+// The metrics endpoint is off except where a test reads it (stopping it takes ~2 s).
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "neupims/v1/llm_service.grpc.pb.h"
+#include "server/tokenizer.h"
+
+namespace neupims::server {
+namespace {
+
+using neupims::v1::AbortRequest;
+using neupims::v1::AbortResponse;
+using neupims::v1::CompleteResponse;
+using neupims::v1::GenerateComplete;
+using neupims::v1::GenerateRequest;
+using neupims::v1::GenerateResponse;
+using neupims::v1::GetModelInfoRequest;
+using neupims::v1::GetServerInfoRequest;
+using neupims::v1::LlmService;
+using neupims::v1::ModelInfo;
+using neupims::v1::ServerInfo;
+using neupims::v1::Token;
+using ::testing::Contains;
+
+constexpr char kModel[] = "gpt3-7b";
+// A request that outlives every realtime test (it is always ended early): about 9 simulated
+// seconds for GPT3-7B on NeuPIMs, so ~9 s of wall time at speed 1 and ~45 s at kSlowSpeed.
+constexpr int64_t kLongPrompt = 16;
+constexpr int64_t kLongTokens = 2000;
+// Tests that wait for a request's KV blocks to be freed run a long request at this speed, so that
+// it cannot simply finish on its own within PollInfo's bound.
+constexpr double kSlowSpeed = 0.2;
+
+// No metrics endpoint unless a test reads it: stopping the exposer (civetweb) takes ~2 s.
+ServerOptions FastOptions(bool metrics = false) {
+  ServerOptions o;
+  o.port = 0;
+  o.metrics_port = metrics ? 0 : -1;
+  o.runner.pacing = Pacing::kFast;
+  o.drain_timeout = std::chrono::milliseconds(5000);
+  return o;
+}
+
+ServerOptions RealtimeOptions(double speed) {
+  ServerOptions o = FastOptions();
+  o.runner.pacing = Pacing::kRealtime;
+  o.runner.speed = speed;
+  return o;
+}
+
+GenerateRequest LengthRequest(int64_t prompt_length, int64_t max_new_tokens, uint64_t seed = 1,
+                              bool ignore_eos = true) {
+  GenerateRequest r;
+  r.set_prompt_length(prompt_length);
+  r.set_max_new_tokens(max_new_tokens);
+  r.set_seed(seed);
+  r.set_ignore_eos(ignore_eos);
+  return r;
+}
+
+// Everything one Generate stream delivered.
+struct StreamResult {
+  grpc::Status status;
+  std::vector<Token> tokens;
+  std::optional<GenerateComplete> complete;
+  int messages_after_complete = 0;
+  int empty_messages = 0;
+};
+
+void Collect(const GenerateResponse& resp, StreamResult* out) {
+  if (out->complete.has_value()) ++out->messages_after_complete;
+  if (resp.has_tokens()) {
+    if (resp.tokens().tokens_size() == 0) ++out->empty_messages;
+    for (const Token& t : resp.tokens().tokens()) out->tokens.push_back(t);
+  } else if (resp.has_complete()) {
+    out->complete = resp.complete();
+  } else {
+    ++out->empty_messages;
+  }
+}
+
+// Checks the shape every successful stream must have: tokens 0..n-1 in order with
+// non-decreasing simulated times and their byte-level text, then exactly one final message.
+void ExpectWellFormed(const StreamResult& r) {
+  ASSERT_TRUE(r.status.ok()) << r.status.error_code() << ": " << r.status.error_message();
+  ASSERT_TRUE(r.complete.has_value()) << "the stream ended without a final message";
+  EXPECT_EQ(r.messages_after_complete, 0);
+  EXPECT_EQ(r.empty_messages, 0);
+  ByteTokenizer tok;
+  double last_time = 0;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    const Token& t = r.tokens[i];
+    EXPECT_EQ(t.index(), static_cast<int64_t>(i));
+    EXPECT_GE(t.sim_time_s(), last_time) << "token " << i;
+    EXPECT_EQ(t.text(), tok.Decode(t.id())) << "token " << i;
+    last_time = t.sim_time_s();
+  }
+  EXPECT_EQ(r.complete->completion_tokens(), static_cast<int64_t>(r.tokens.size()));
+}
+
+// A Generate stream on the callback API: no thread per stream, so hundreds can run at once.
+// The collected result may be read once Wait() returned true. The test's own synchronization uses
+// std::mutex (seen by ThreadSanitizer; Debian's Abseil is not instrumented).
+class AsyncStream : public grpc::ClientReadReactor<GenerateResponse> {
+ public:
+  AsyncStream(LlmService::Stub* stub, GenerateRequest request) : request_(std::move(request)) {
+    stub->async()->Generate(&ctx_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  ~AsyncStream() override {
+    // Never leave gRPC holding a dangling reactor, even when a test failed early.
+    ctx_.TryCancel();
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return done_; });
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      Collect(response_, &result_);
+      if (response_.has_tokens()) tokens_seen_ += response_.tokens().tokens_size();
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> l(mu_);
+    result_.status = s;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  void Cancel() { ctx_.TryCancel(); }
+  bool Wait(std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [this] { return done_; });
+  }
+  bool done() {
+    std::lock_guard<std::mutex> l(mu_);
+    return done_;
+  }
+  int64_t tokens_seen() {
+    std::lock_guard<std::mutex> l(mu_);
+    return tokens_seen_;
+  }
+  StreamResult result() {
+    std::lock_guard<std::mutex> l(mu_);
+    return result_;
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  GenerateRequest request_;
+  GenerateResponse response_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  StreamResult result_;  // guarded by mu_, as are the next two
+  int64_t tokens_seen_ = 0;
+  bool done_ = false;
+};
+
+// ---- Hand-encoded protobuf for the health and reflection services (no extra .proto files).
+
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// A length-delimited field (string / bytes / message).
+std::string Field(int number, const std::string& payload) {
+  std::string out;
+  AppendVarint(static_cast<uint64_t>(number) << 3 | 2, &out);
+  AppendVarint(payload.size(), &out);
+  out += payload;
+  return out;
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buffer.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// grpc.health.v1.Health/Check: HealthCheckRequest{string service = 1} ->
+// HealthCheckResponse{ServingStatus status = 1} (1 SERVING, 2 NOT_SERVING). Returns the status
+// enum, or -1 with `rpc_status` set when the call failed.
+int HealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                grpc::Status* rpc_status) {
+  grpc::GenericStub stub(channel);
+  const grpc::ByteBuffer request = ToByteBuffer(service.empty() ? "" : Field(1, service));
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  *rpc_status = done.get_future().get();
+  if (!rpc_status->ok()) return -1;
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(FromByteBuffer(response))) return -1;
+  int status = 0;  // UNKNOWN: proto3 leaves a zero enum out
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = fields.field(i);
+    if (f.number() == 1 && f.type() == google::protobuf::UnknownField::TYPE_VARINT) {
+      status = static_cast<int>(f.varint());
+    }
+  }
+  return status;
+}
+
+// grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with one list_services request
+// (field 7). The answer's list_services_response (field 6) holds repeated ServiceResponse
+// (field 1) whose name is field 1.
+std::vector<std::string> ReflectionListServices(const std::shared_ptr<grpc::Channel>& channel) {
+  std::vector<std::string> names;
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto call =
+      stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto step = [&](intptr_t want) {
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  EXPECT_TRUE(step(1));
+  call->Write(ToByteBuffer(Field(7, "")), reinterpret_cast<void*>(2));
+  EXPECT_TRUE(step(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  const bool read_ok = step(3);
+  EXPECT_TRUE(read_ok);
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!read_ok) return names;
+  google::protobuf::UnknownFieldSet top;
+  EXPECT_TRUE(top.ParseFromString(FromByteBuffer(response)));
+  for (int i = 0; i < top.field_count(); ++i) {
+    if (top.field(i).number() != 6) continue;
+    google::protobuf::UnknownFieldSet list;
+    EXPECT_TRUE(list.ParseFromString(top.field(i).length_delimited()));
+    for (int j = 0; j < list.field_count(); ++j) {
+      if (list.field(j).number() != 1) continue;
+      google::protobuf::UnknownFieldSet service;
+      EXPECT_TRUE(service.ParseFromString(list.field(j).length_delimited()));
+      for (int k = 0; k < service.field_count(); ++k) {
+        if (service.field(k).number() == 1) names.push_back(service.field(k).length_delimited());
+      }
+    }
+  }
+  return names;
+}
+
+// ---- /metrics over a plain socket.
+
+// HTTP/1.0 GET; returns the whole response (status line, headers, body) or "" on error.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval timeout{};
+  timeout.tv_sec = 20;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::string response;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request =
+        absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    size_t sent = 0;
+    while (sent < request.size()) {
+      const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    char buf[8192];
+    while (true) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
+}
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Parses the Prometheus text format: `name{k="v",...} value` lines, comments skipped.
+std::vector<Sample> ParsePrometheus(const std::string& text) {
+  std::vector<Sample> samples;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    Sample s;
+    size_t i = line.find_first_of("{ ");
+    if (i == std::string::npos) continue;
+    s.name = line.substr(0, i);
+    if (line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const size_t eq = line.find('=', i);
+        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
+        const std::string key = line.substr(i, eq - i);
+        std::string value;
+        size_t j = eq + 2;
+        for (; j < line.size() && line[j] != '"'; ++j) {
+          if (line[j] == '\\' && j + 1 < line.size()) ++j;
+          value.push_back(line[j]);
+        }
+        s.labels[key] = value;
+        i = j + 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      ++i;  // '}'
+    }
+    s.value = std::strtod(line.c_str() + i, nullptr);
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+// The one sample named `name` whose labels include `labels`; NaN (and a failure) otherwise.
+double Metric(const std::vector<Sample>& samples, const std::string& name,
+              const std::map<std::string, std::string>& labels = {}) {
+  std::optional<double> found;
+  int matches = 0;
+  for (const Sample& s : samples) {
+    if (s.name != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : labels) {
+      auto it = s.labels.find(k);
+      if (it == s.labels.end() || it->second != v) match = false;
+    }
+    if (!match) continue;
+    ++matches;
+    found = s.value;
+  }
+  if (matches != 1) {
+    ADD_FAILURE() << matches << " samples match " << name;
+    return std::nan("");
+  }
+  return *found;
+}
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Debian's gRPC, protobuf and Abseil are not built with -fsanitize=thread: ThreadSanitizer
+    // cannot see their synchronization (absl::Mutex, gRPC's atomics) and reports thousands of
+    // false races in them and in the absl::Mutex-guarded server code. This test's own threads
+    // synchronize with std::mutex; with instrumented libraries, run it with
+    // NEUPIMS_TSAN_SERVER_TESTS=1.
+    const char* force = std::getenv("NEUPIMS_TSAN_SERVER_TESTS");
+    if (kThreadSanitizer && (force == nullptr || std::string(force) != "1")) {
+      GTEST_SKIP() << "ThreadSanitizer with uninstrumented gRPC / Abseil (set "
+                      "NEUPIMS_TSAN_SERVER_TESTS=1 to run anyway)";
+    }
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  void StartServer(const ServerOptions& options) {
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    ASSERT_GT(server_->port(), 0);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = LlmService::NewStub(channel_);
+  }
+
+  // A blocking Generate read to its end; `deadline` bounds it when given.
+  StreamResult Generate(const GenerateRequest& request,
+                        std::optional<std::chrono::milliseconds> deadline = std::nullopt) {
+    grpc::ClientContext ctx;
+    if (deadline.has_value()) ctx.set_deadline(std::chrono::system_clock::now() + *deadline);
+    StreamResult out;
+    std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader = stub_->Generate(&ctx, request);
+    GenerateResponse resp;
+    while (reader->Read(&resp)) Collect(resp, &out);
+    out.status = reader->Finish();
+    return out;
+  }
+
+  grpc::Status Complete(const GenerateRequest& request, CompleteResponse* response) {
+    grpc::ClientContext ctx;
+    return stub_->Complete(&ctx, request, response);
+  }
+
+  grpc::Status Abort(const std::string& id) {
+    grpc::ClientContext ctx;
+    AbortRequest req;
+    req.set_request_id(id);
+    AbortResponse resp;
+    return stub_->Abort(&ctx, req, &resp);
+  }
+
+  ServerInfo Info() {
+    grpc::ClientContext ctx;
+    ServerInfo info;
+    const grpc::Status s = stub_->GetServerInfo(&ctx, GetServerInfoRequest(), &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return info;
+  }
+
+  // Polls GetServerInfo until `pred` holds, for up to 15 s (generous, for sanitizers on a loaded
+  // machine). Returns whether `pred` held; `last` gets the last snapshot seen.
+  template <typename Pred>
+  bool PollInfo(Pred pred, ServerInfo* last = nullptr) {
+    ServerInfo info;
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < deadline) {
+      info = Info();
+      if (pred(info)) {
+        if (last != nullptr) *last = info;
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    if (last != nullptr) *last = info;
+    return false;
+  }
+
+  // Nothing running, waiting or prefilling, and no KV block held.
+  void ExpectEngineBecomesIdle() {
+    ServerInfo last;
+    EXPECT_TRUE(PollInfo(
+        [](const ServerInfo& i) {
+          return i.kv_blocks_used() == 0 && i.running() == 0 && i.waiting() == 0 &&
+                 i.prefilling() == 0;
+        },
+        &last))
+        << "the engine never freed the request: kv_blocks_used " << last.kv_blocks_used()
+        << ", running " << last.running() << ", waiting " << last.waiting() << ", prefilling "
+        << last.prefilling();
+  }
+
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<LlmService::Stub> stub_;
+};
+
+// ---- Start.
+
+TEST_F(ServerTest, StartRefusesAnUnknownModel) {
+  ServerOptions options = FastOptions();
+  options.runner.engine.model = "gpt5-1t";
+  const absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound) << s.status();
+}
+
+TEST_F(ServerTest, StartRefusesPortsInUse) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions(/*metrics=*/true)));
+  ServerOptions same_grpc_port = FastOptions();
+  same_grpc_port.port = server_->port();
+  const absl::StatusOr<std::unique_ptr<Server>> a = Server::Start(same_grpc_port);
+  ASSERT_FALSE(a.ok()) << "a second server bound gRPC port " << server_->port();
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable) << a.status();
+  ServerOptions same_metrics_port = FastOptions();
+  same_metrics_port.metrics_port = server_->metrics_port();
+  const absl::StatusOr<std::unique_ptr<Server>> b = Server::Start(same_metrics_port);
+  ASSERT_FALSE(b.ok()) << "a second server bound metrics port " << server_->metrics_port();
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  // The first server is unaffected.
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(Generate(LengthRequest(8, 8))));
+}
+
+// ---- Generate / Complete.
+
+TEST_F(ServerTest, GenerateStreamsExactlyMaxNewTokensThenFinishesWithLength) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  GenerateRequest req;
+  req.set_text("Hello, NeuPIMs!");
+  req.set_max_new_tokens(24);
+  req.set_ignore_eos(true);
+  req.set_seed(42);
+  req.set_request_id("hello");
+  const StreamResult r = Generate(req);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+  ASSERT_EQ(r.tokens.size(), 24u);
+  EXPECT_EQ(r.complete->request_id(), "hello");
+  EXPECT_EQ(r.complete->finish_reason(), neupims::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.complete->completion_tokens(), 24);
+  EXPECT_EQ(r.complete->prompt_tokens(), static_cast<int64_t>(req.text().size()));
+  EXPECT_GT(r.tokens.front().sim_time_s(), 0);
+  EXPECT_GT(r.complete->ttft_s(), 0);
+  EXPECT_GT(r.complete->tpot_s(), 0);
+  EXPECT_GE(r.complete->e2e_latency_s(), r.complete->ttft_s());
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    EXPECT_EQ(r.tokens[i].id(), SyntheticTokens::TokenId(42, static_cast<int64_t>(i)));
+  }
+  // The request has ended, so its id is free again.
+  const StreamResult again = Generate(req);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(again));
+  EXPECT_EQ(again.tokens.size(), 24u);
+}
+
+TEST_F(ServerTest, GenerateWithoutIgnoreEosStopsEarlyAndDeterministically) {
+  ServerOptions options = FastOptions();
+  options.runner.mean_output_tokens = 16;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  constexpr int64_t kMaxNew = 256;
+  // A seed whose synthetic end of sequence falls well inside max_new_tokens.
+  uint64_t seed = 1;
+  while (SyntheticTokens::StopLength(seed, 16) < 2 ||
+         SyntheticTokens::StopLength(seed, 16) >= kMaxNew / 2) {
+    ++seed;
+  }
+  const int64_t stop = SyntheticTokens::StopLength(seed, 16);
+  GenerateRequest req = LengthRequest(32, kMaxNew, seed, /*ignore_eos=*/false);
+  const StreamResult a = Generate(req);
+  const StreamResult b = Generate(req);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(a));
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(b));
+  EXPECT_EQ(a.complete->finish_reason(), neupims::v1::FINISH_REASON_STOP);
+  EXPECT_EQ(a.complete->completion_tokens(), stop);
+  EXPECT_LT(a.complete->completion_tokens(), kMaxNew);
+  EXPECT_EQ(b.complete->finish_reason(), neupims::v1::FINISH_REASON_STOP);
+  ASSERT_EQ(a.tokens.size(), b.tokens.size());
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    EXPECT_EQ(a.tokens[i].id(), b.tokens[i].id()) << "token " << i;
+  }
+  // Another seed gives other ids.
+  GenerateRequest other = req;
+  other.set_seed(seed + 1000);
+  other.set_ignore_eos(true);
+  other.set_max_new_tokens(stop);
+  const StreamResult c = Generate(other);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(c));
+  int same = 0;
+  for (size_t i = 0; i < a.tokens.size(); ++i) same += a.tokens[i].id() == c.tokens[i].id();
+  EXPECT_LT(same, static_cast<int>(a.tokens.size()));
+}
+
+TEST_F(ServerTest, CompleteReturnsTheSameTokensAsGenerate) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  GenerateRequest req;
+  req.mutable_token_ids()->add_ids(0);
+  req.mutable_token_ids()->add_ids(50256);
+  req.mutable_token_ids()->add_ids(1234);
+  req.set_max_new_tokens(40);
+  req.set_seed(9);
+  req.set_ignore_eos(true);
+  const StreamResult streamed = Generate(req);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(streamed));
+  CompleteResponse completed;
+  const grpc::Status s = Complete(req, &completed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(completed.tokens_size(), static_cast<int>(streamed.tokens.size()));
+  std::string text;
+  for (int i = 0; i < completed.tokens_size(); ++i) {
+    EXPECT_EQ(completed.tokens(i).index(), i);
+    EXPECT_EQ(completed.tokens(i).id(), streamed.tokens[i].id()) << "token " << i;
+    text += streamed.tokens[i].text();
+  }
+  EXPECT_EQ(completed.text(), text);
+  EXPECT_EQ(completed.complete().finish_reason(), neupims::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(completed.complete().completion_tokens(), 40);
+  EXPECT_EQ(completed.complete().prompt_tokens(), 3);
+}
+
+TEST_F(ServerTest, ModelAndServerInfoDescribeTheEngine) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  grpc::ClientContext ctx;
+  ModelInfo model;
+  ASSERT_TRUE(stub_->GetModelInfo(&ctx, GetModelInfoRequest(), &model).ok());
+  EXPECT_EQ(model.name(), kModel);
+  EXPECT_EQ(model.max_seq_len(), 2048);
+  EXPECT_EQ(model.vocab(), 50257);
+  EXPECT_GE(model.tensor_parallel(), 1);
+  const ServerInfo info = Info();
+  EXPECT_EQ(info.version(), kVersion);
+  EXPECT_EQ(info.pacing(), "fast");
+  EXPECT_GT(info.kv_blocks_total(), 0);
+  EXPECT_EQ(info.kv_blocks_used(), 0);
+  EXPECT_FALSE(info.draining());
+}
+
+TEST_F(ServerTest, RealtimePacingIsNoFasterThanTheSimulatedClock) {
+  constexpr double kSpeed = 20;
+  ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(kSpeed)));
+  const auto start = std::chrono::steady_clock::now();
+  const StreamResult r = Generate(LengthRequest(64, 512));
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+  EXPECT_EQ(r.tokens.size(), 512u);
+  EXPECT_GE(wall_s, r.complete->e2e_latency_s() / kSpeed * 0.5)
+      << "simulated e2e " << r.complete->e2e_latency_s() << " s at speed " << kSpeed;
+  EXPECT_EQ(Info().pacing(), "realtime");
+}
+
+// ---- Abort, cancel, deadline.
+
+TEST_F(ServerTest, AbortEndsARunningStreamWithAborted) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(1)));
+  GenerateRequest req = LengthRequest(kLongPrompt, kLongTokens);
+  req.set_request_id("to-abort");
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, req);
+  StreamResult r;
+  GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));  // running: its first token has arrived
+  Collect(resp, &r);
+  const grpc::Status aborted = Abort("to-abort");
+  EXPECT_TRUE(aborted.ok()) << aborted.error_code() << ": " << aborted.error_message();
+  while (reader->Read(&resp)) Collect(resp, &r);
+  r.status = reader->Finish();
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+  EXPECT_EQ(r.complete->finish_reason(), neupims::v1::FINISH_REASON_ABORTED);
+  EXPECT_LT(r.complete->completion_tokens(), kLongTokens);
+  EXPECT_EQ(r.complete->request_id(), "to-abort");
+  // It is gone: aborting it again finds nothing.
+  EXPECT_EQ(Abort("to-abort").error_code(), grpc::StatusCode::NOT_FOUND);
+  ExpectEngineBecomesIdle();
+}
+
+TEST_F(ServerTest, AbortOfAnUnknownIdIsNotFoundAndOfAnEmptyIdInvalidArgument) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  EXPECT_EQ(Abort("no-such-request").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Abort("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServerTest, ClientCancelFreesTheRequestsKvBlocks) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(kSlowSpeed)));
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, LengthRequest(kLongPrompt, kLongTokens));
+  StreamResult r;
+  GenerateResponse resp;
+  while (r.tokens.size() < 3 && reader->Read(&resp)) Collect(resp, &r);
+  ASSERT_GE(r.tokens.size(), 3u);
+  EXPECT_TRUE(PollInfo([](const ServerInfo& i) { return i.kv_blocks_used() > 0; }))
+      << "a running request holds KV blocks";
+  ctx.TryCancel();
+  while (reader->Read(&resp)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ExpectEngineBecomesIdle();
+}
+
+TEST_F(ServerTest, ClientDeadlineFreesTheRequestsKvBlocks) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(kSlowSpeed)));
+  const StreamResult r =
+      Generate(LengthRequest(kLongPrompt, kLongTokens), std::chrono::milliseconds(300));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(r.complete.has_value());
+  ExpectEngineBecomesIdle();
+}
+
+TEST_F(ServerTest, CompleteDeadlineFreesTheRequestsKvBlocks) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(kSlowSpeed)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  CompleteResponse resp;
+  EXPECT_EQ(stub_->Complete(&ctx, LengthRequest(kLongPrompt, kLongTokens), &resp).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  ExpectEngineBecomesIdle();
+}
+
+// ---- Errors.
+
+TEST_F(ServerTest, UnknownModelIsNotFound) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  GenerateRequest req = LengthRequest(8, 8);
+  req.set_model("gpt5-1t");
+  EXPECT_EQ(Generate(req).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  CompleteResponse resp;
+  EXPECT_EQ(Complete(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  req.set_model(kModel);  // naming the served model is fine
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(Generate(req)));
+}
+
+TEST_F(ServerTest, InvalidRequestsAreInvalidArgument) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  std::vector<std::pair<std::string, GenerateRequest>> cases;
+  cases.emplace_back("over the context", LengthRequest(2000, 49));
+  cases.emplace_back("max_new_tokens 0", LengthRequest(8, 0));
+  cases.emplace_back("max_new_tokens -1", LengthRequest(8, -1));
+  cases.emplace_back("negative prompt_length", LengthRequest(-5, 8));
+  cases.emplace_back("zero prompt_length", LengthRequest(0, 8));
+  {
+    GenerateRequest r;
+    r.set_max_new_tokens(8);
+    cases.emplace_back("no prompt", r);
+    r.set_text("");
+    cases.emplace_back("empty text", r);
+    r.mutable_token_ids();
+    cases.emplace_back("empty token_ids", r);
+    r.mutable_token_ids()->add_ids(5);
+    r.mutable_token_ids()->add_ids(50257);
+    cases.emplace_back("token id == vocab", r);
+    r.mutable_token_ids()->set_ids(1, -1);
+    cases.emplace_back("negative token id", r);
+  }
+  for (const auto& [what, req] : cases) {
+    const StreamResult g = Generate(req);
+    EXPECT_EQ(g.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << what << ": " << g.status.error_message();
+    EXPECT_TRUE(g.tokens.empty() && !g.complete.has_value()) << what;
+    CompleteResponse resp;
+    EXPECT_EQ(Complete(req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << what;
+  }
+  // The largest request that fits the context is fine.
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(Generate(LengthRequest(2000, 48))));
+  ExpectEngineBecomesIdle();
+}
+
+TEST_F(ServerTest, DuplicateLiveRequestIdIsAlreadyExists) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(1)));
+  GenerateRequest req = LengthRequest(kLongPrompt, kLongTokens);
+  req.set_request_id("dup");
+  AsyncStream first(stub_.get(), req);
+  ASSERT_TRUE(PollInfo([&](const ServerInfo&) { return first.tokens_seen() > 0 || first.done(); }));
+  ASSERT_FALSE(first.done());
+  GenerateRequest second = LengthRequest(8, 8);
+  second.set_request_id("dup");
+  EXPECT_EQ(Generate(second).status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  CompleteResponse resp;
+  EXPECT_EQ(Complete(second, &resp).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_TRUE(Abort("dup").ok());
+  ASSERT_TRUE(first.Wait(std::chrono::seconds(30)));
+  const StreamResult r = first.result();
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+  EXPECT_EQ(r.complete->finish_reason(), neupims::v1::FINISH_REASON_ABORTED);
+}
+
+TEST_F(ServerTest, FullWaitingQueueIsResourceExhausted) {
+  ServerOptions options = RealtimeOptions(1);
+  options.runner.engine.max_batch = 1;
+  options.runner.engine.max_waiting = 2;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  // One stream at a time, each accepted one seen by the engine before the next, until one is
+  // refused: which one is refused is then deterministic.
+  std::vector<std::unique_ptr<AsyncStream>> streams;
+  int exhausted = 0;
+  for (int i = 0; i < 8 && exhausted == 0; ++i) {
+    streams.push_back(std::make_unique<AsyncStream>(
+        stub_.get(), LengthRequest(kLongPrompt, kLongTokens, static_cast<uint64_t>(i))));
+    AsyncStream& s = *streams.back();
+    const int64_t accepted = static_cast<int64_t>(streams.size());
+    ASSERT_TRUE(PollInfo([&](const ServerInfo& info) {
+      return s.done() || info.running() + info.waiting() + info.prefilling() == accepted;
+    })) << "stream "
+        << i << " neither refused nor seen by the engine";
+    if (s.done()) {
+      const grpc::Status st = s.result().status;
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+      exhausted += st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    }
+  }
+  EXPECT_EQ(exhausted, 1);
+  // At most max_batch running plus max_waiting queued were accepted.
+  EXPECT_LE(streams.size(), 1u + 1u + 2u);
+  EXPECT_EQ(Info().waiting(), 2);
+  for (auto& s : streams) s->Cancel();
+  for (auto& s : streams) ASSERT_TRUE(s->Wait(std::chrono::seconds(30)));
+  ExpectEngineBecomesIdle();
+}
+
+TEST_F(ServerTest, ConcurrentBurstOverflowsTheWaitingQueue) {
+  ServerOptions options = RealtimeOptions(1);
+  options.runner.engine.max_batch = 1;
+  options.runner.engine.max_waiting = 2;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  // All at once: the engine also counts arrivals it has not processed yet against max_waiting.
+  constexpr int kStreams = 8;
+  std::vector<std::unique_ptr<AsyncStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(std::make_unique<AsyncStream>(
+        stub_.get(), LengthRequest(kLongPrompt, kLongTokens, static_cast<uint64_t>(i))));
+  }
+  auto refused = [&] {
+    int n = 0;
+    for (auto& s : streams) n += s->done();
+    return n;
+  };
+  ServerInfo last;
+  ASSERT_TRUE(PollInfo(
+      [&](const ServerInfo& info) {
+        return refused() + info.running() + info.waiting() + info.prefilling() == kStreams;
+      },
+      &last))
+      << "refused " << refused() << ", running " << last.running() << ", waiting " << last.waiting()
+      << ", prefilling " << last.prefilling();
+  int exhausted = 0;
+  for (auto& s : streams) {
+    if (!s->done()) continue;
+    const grpc::Status st = s->result().status;
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+    exhausted += st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  }
+  EXPECT_GE(exhausted, 1);
+  EXPECT_LE(last.waiting(), 2);
+  EXPECT_GE(exhausted, kStreams - (1 + 1 + 2));  // at most batch + prefill + max_waiting live
+  for (auto& s : streams) s->Cancel();
+  for (auto& s : streams) ASSERT_TRUE(s->Wait(std::chrono::seconds(30)));
+  ExpectEngineBecomesIdle();
+}
+
+TEST_F(ServerTest, DrainingServerRefusesNewRequestsWithUnavailable) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  server_->runner().BeginDrain();
+  EXPECT_EQ(Generate(LengthRequest(8, 8)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  CompleteResponse resp;
+  EXPECT_EQ(Complete(LengthRequest(8, 8), &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(Info().draining());
+}
+
+// ---- Load.
+
+TEST_F(ServerTest, TwoHundredConcurrentStreamsAllComplete) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  constexpr int kStreams = 200;
+  std::vector<std::unique_ptr<AsyncStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    // 8..39 new tokens, so requests finish at different iterations.
+    streams.push_back(std::make_unique<AsyncStream>(
+        stub_.get(), LengthRequest(16 + i % 50, 8 + i % 32, static_cast<uint64_t>(i))));
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(streams[i]->Wait(std::chrono::seconds(120))) << "stream " << i;
+    const StreamResult r = streams[i]->result();
+    ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r)) << "stream " << i;
+    EXPECT_EQ(r.complete->finish_reason(), neupims::v1::FINISH_REASON_LENGTH) << "stream " << i;
+    EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), 8 + i % 32) << "stream " << i;
+    EXPECT_EQ(r.complete->prompt_tokens(), 16 + i % 50) << "stream " << i;
+    if (!r.tokens.empty()) {
+      EXPECT_EQ(r.tokens.back().id(),
+                SyntheticTokens::TokenId(static_cast<uint64_t>(i), r.tokens.back().index()));
+    }
+  }
+  ExpectEngineBecomesIdle();
+}
+
+// ---- Health, reflection, metrics.
+
+TEST_F(ServerTest, HealthIsServingUntilDrain) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  grpc::Status st;
+  EXPECT_EQ(HealthCheck(channel_, "", &st), 1) << st.error_message();
+  EXPECT_EQ(HealthCheck(channel_, "neupims.v1.LlmService", &st), 1) << st.error_message();
+  EXPECT_EQ(HealthCheck(channel_, "no.such.Service", &st), -1);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(server_->Drain());  // nothing in flight
+  EXPECT_EQ(HealthCheck(channel_, "", &st), 2) << st.error_message();
+  EXPECT_EQ(HealthCheck(channel_, "neupims.v1.LlmService", &st), 2) << st.error_message();
+}
+
+TEST_F(ServerTest, ReflectionListsTheServices) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  const std::vector<std::string> services = ReflectionListServices(channel_);
+  EXPECT_THAT(services, Contains("neupims.v1.LlmService"));
+  EXPECT_THAT(services, Contains("grpc.health.v1.Health"));
+}
+
+TEST_F(ServerTest, MetricsEndpointCountsWhatWasServed) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions(/*metrics=*/true)));
+  ASSERT_GT(server_->metrics_port(), 0);
+  int64_t tokens = 0, prompt_tokens = 0, finished = 0;
+  for (int n : {3, 7, 12}) {
+    const StreamResult r = Generate(LengthRequest(10 * n, n, static_cast<uint64_t>(n)));
+    ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+    tokens += static_cast<int64_t>(r.tokens.size());
+    prompt_tokens += r.complete->prompt_tokens();
+    ++finished;
+  }
+  CompleteResponse completed;
+  ASSERT_TRUE(Complete(LengthRequest(5, 5), &completed).ok());
+  tokens += completed.tokens_size();
+  prompt_tokens += 5;
+  ++finished;
+  EXPECT_EQ(Generate(LengthRequest(8, 0)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  const std::string http = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_EQ(http.rfind("HTTP/1.", 0), 0u) << http;
+  EXPECT_NE(http.find(" 200 "), std::string::npos) << http.substr(0, http.find('\n'));
+  const size_t body_at = http.find("\r\n\r\n");
+  ASSERT_NE(body_at, std::string::npos);
+  const std::vector<Sample> m = ParsePrometheus(http.substr(body_at + 4));
+  ASSERT_FALSE(m.empty());
+  for (const Sample& s : m) {
+    if (s.name.rfind("neupims:", 0) != 0) continue;  // the exposer's own metrics
+    EXPECT_EQ(s.labels.count("model_name") ? s.labels.at("model_name") : "", kModel) << s.name;
+  }
+  const double f = static_cast<double>(finished);
+  EXPECT_EQ(Metric(m, "neupims:generation_tokens_total"), static_cast<double>(tokens));
+  EXPECT_EQ(Metric(m, "neupims:prompt_tokens_total"), static_cast<double>(prompt_tokens));
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}), f);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "stop"}}), 0);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 0);
+  EXPECT_EQ(Metric(m, "neupims:request_errors_total", {{"code", "INVALID_ARGUMENT"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:time_to_first_token_seconds_count"), f);
+  EXPECT_EQ(Metric(m, "neupims:e2e_request_latency_seconds_count"), f);
+  EXPECT_EQ(Metric(m, "neupims:time_to_first_token_seconds_bucket", {{"le", "+Inf"}}), f);
+  EXPECT_GT(Metric(m, "neupims:time_to_first_token_seconds_sum"), 0);
+  EXPECT_GT(Metric(m, "neupims:iterations_total"), 0);
+  EXPECT_GT(Metric(m, "neupims:sim_time_seconds"), 0);
+  EXPECT_EQ(Metric(m, "neupims:num_requests_running"), 0);
+}
+
+// ---- Shutdown.
+
+TEST_F(ServerTest, DrainThenShutdownEndsInFlightStreamsWithAFinalMessage) {
+  ServerOptions options = RealtimeOptions(1);
+  options.drain_timeout = std::chrono::milliseconds(200);
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, LengthRequest(kLongPrompt, kLongTokens));
+  StreamResult r;
+  GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  Collect(resp, &r);
+  std::optional<bool> drained;  // written by `stopper`, read after join
+  std::thread stopper([&] {
+    drained = server_->Drain();
+    server_->Shutdown();
+  });
+  while (reader->Read(&resp)) Collect(resp, &r);
+  r.status = reader->Finish();
+  stopper.join();
+  ASSERT_TRUE(drained.has_value());
+  EXPECT_FALSE(*drained) << "a 2000-token request cannot finish within 200 ms at speed 1";
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+  EXPECT_THAT(r.complete->finish_reason(), ::testing::AnyOf(neupims::v1::FINISH_REASON_ABORTED,
+                                                            neupims::v1::FINISH_REASON_LENGTH));
+  server_->Shutdown();  // idempotent
+}
+
+TEST_F(ServerTest, DrainWaitsForInFlightRequestsToFinish) {
+  ServerOptions options = RealtimeOptions(20);
+  options.drain_timeout = std::chrono::seconds(60);
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  AsyncStream stream(stub_.get(), LengthRequest(32, 32));
+  ASSERT_TRUE(PollInfo([&](const ServerInfo& i) {
+    return stream.done() || i.running() + i.waiting() + i.prefilling() > 0;
+  }));
+  EXPECT_TRUE(server_->Drain());
+  ASSERT_TRUE(stream.Wait(std::chrono::seconds(30)));
+  const StreamResult r = stream.result();
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(r));
+  EXPECT_EQ(r.complete->finish_reason(), neupims::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.tokens.size(), 32u);
+}
+
+}  // namespace
+}  // namespace neupims::server
