@@ -129,6 +129,29 @@ TEST(ResolveDataset, EnvironmentVariableOverridesTheDirectory) {
   }
 }
 
+TEST(LoadNamedDataset, MissingNamedDatasetSaysHowToPointAtIt) {
+  const char* old = std::getenv("NEUPIMS_DATASETS");
+  const std::string saved = old == nullptr ? "" : old;
+  const std::string empty_dir = (std::filesystem::path(::testing::TempDir()) / "no_datasets");
+  std::filesystem::create_directories(empty_dir);
+  setenv("NEUPIMS_DATASETS", empty_dir.c_str(), 1);
+  const absl::StatusOr<std::vector<LengthPair>> named =
+      LoadNamedDataset("sharegpt", {2048}, nullptr);
+  // A plain path gets the plain message: the user named the file, no hint about datasets.
+  const absl::StatusOr<std::vector<LengthPair>> path =
+      LoadNamedDataset(empty_dir + "/mine.tsv", {2048}, nullptr);
+  if (old == nullptr) {
+    unsetenv("NEUPIMS_DATASETS");
+  } else {
+    setenv("NEUPIMS_DATASETS", saved.c_str(), 1);
+  }
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(named.status().message(), HasSubstr("--dataset sharegpt"));
+  EXPECT_THAT(named.status().message(), HasSubstr(empty_dir + "/sharegpt_lengths.tsv"));
+  EXPECT_THAT(named.status().message(), HasSubstr("NEUPIMS_DATASETS"));
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(path.status().message(), ::testing::Not(HasSubstr("NEUPIMS_DATASETS")));
+}
 // ---- Dataset parsing and filtering ---------------------------------------------------------
 
 TEST(LengthDataset, FiltersEachRowIntoExactlyOneCategory) {

@@ -131,7 +131,7 @@ int RunExperiments(const ExperimentFlags& f) {
   std::map<std::string, workload::LoadReport> reports;
   for (const std::string& ds : datasets) {
     workload::LoadReport rep;
-    auto lengths = workload::LoadLengthDataset(workload::ResolveDataset(ds), {2048}, &rep);
+    auto lengths = workload::LoadNamedDataset(ds, {2048}, &rep);
     if (!lengths.ok()) return ReportError(lengths.status());
     reports[ds] = rep;
     BatchSampler sampler(*lengths, f.seed);

@@ -582,4 +582,20 @@ std::string ResolveDataset(absl::string_view name_or_path) {
   return std::string(name_or_path);
 }
 
+absl::StatusOr<std::vector<LengthPair>> LoadNamedDataset(absl::string_view name_or_path,
+                                                         const LengthFilter& filter,
+                                                         LoadReport* report) {
+  absl::StatusOr<std::vector<LengthPair>> pairs =
+      LoadLengthDataset(ResolveDataset(name_or_path), filter, report);
+  if (absl::IsNotFound(pairs.status()) &&
+      (name_or_path == "sharegpt" || name_or_path == "alpaca")) {
+    return absl::NotFoundError(absl::StrCat(
+        "--dataset ", name_or_path, ": ", pairs.status().message(),
+        " (named datasets are read from $NEUPIMS_DATASETS, else from ../shared/datasets beside "
+        "the source tree; set NEUPIMS_DATASETS to the directory holding ",
+        name_or_path, "_lengths.tsv)"));
+  }
+  return pairs;
+}
+
 }  // namespace neupims::workload

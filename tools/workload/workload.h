@@ -105,6 +105,12 @@ absl::StatusOr<std::vector<RequestSpec>> LoadTrace(const std::string& path,
 // are returned unchanged (a path).
 std::string ResolveDataset(absl::string_view name_or_path);
 
+// LoadLengthDataset(ResolveDataset(name_or_path), ...); when a named dataset is missing, the
+// NOT_FOUND message says where it was looked for and how to point at it (NEUPIMS_DATASETS).
+absl::StatusOr<std::vector<LengthPair>> LoadNamedDataset(absl::string_view name_or_path,
+                                                         const LengthFilter& filter,
+                                                         LoadReport* report);
+
 }  // namespace neupims::workload
 
 #endif  // NEUPIMS_TOOLS_WORKLOAD_WORKLOAD_H_

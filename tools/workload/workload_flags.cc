@@ -77,7 +77,7 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
     w.report.source = "synthetic " + f.synthetic;
     w.report.rows = w.report.kept = static_cast<int64_t>(lengths.size());
   } else {
-    ASSIGN_OR_RETURN(lengths, LoadLengthDataset(ResolveDataset(f.dataset), filter, &w.report));
+    ASSIGN_OR_RETURN(lengths, LoadNamedDataset(f.dataset, filter, &w.report));
   }
   ASSIGN_OR_RETURN(w.requests, SampleRequests(lengths, f.num_requests, f.seed, w.arrivals));
   std::string arrival;
