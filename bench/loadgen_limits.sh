@@ -3,8 +3,8 @@
 # sustains and its CPU cost per request. Starts a `neupims serve --pacing fast` server (GPT3-7B,
 # TP4, NeuPIMs) on 127.0.0.1:${PORT:-50151}, sweeps `neupims-bench` over ${RATES} with
 # ${N} short synthetic requests per rate (32 prompt, 16 output tokens, so the server is as cheap
-# as it gets and the client's own cost shows), and prints one line per rate:
-#   target rate | achieved send rate | send lag p99 | completed req/s | client CPU per request
+# as it gets and the client's own cost shows), and prints one line per rate: the run (target
+# rate), achieved send rate, send lag p99 / max, completed req/s, failed, client CPU per request.
 # Usage: bench/loadgen_limits.sh [build dir, default build/release]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,41 +118,49 @@ TEST(ResolveDataset, NamesMapToTsvFilesAndPathsPassThrough) {
   EXPECT_EQ(ResolveDataset("my/own.tsv"), "my/own.tsv");
 }
 
-TEST(ResolveDataset, EnvironmentVariableOverridesTheDirectory) {
-  const char* old = std::getenv("NEUPIMS_DATASETS");
-  const std::string saved = old == nullptr ? "" : old;
-  setenv("NEUPIMS_DATASETS", "/some/where", 1);
-  EXPECT_EQ(ResolveDataset("alpaca"), "/some/where/alpaca_lengths.tsv");
-  if (old == nullptr) {
-    unsetenv("NEUPIMS_DATASETS");
-  } else {
-    setenv("NEUPIMS_DATASETS", saved.c_str(), 1);
+// Sets an environment variable for one scope and restores its previous state.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old != nullptr) saved_ = old;
+    setenv(name, value.c_str(), 1);
   }
+  ~ScopedEnv() {
+    if (saved_.has_value()) {
+      setenv(name_, saved_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+TEST(ResolveDataset, EnvironmentVariableOverridesTheDirectory) {
+  ScopedEnv env("NEUPIMS_DATASETS", "/some/where");
+  EXPECT_EQ(ResolveDataset("alpaca"), "/some/where/alpaca_lengths.tsv");
 }
 
 TEST(LoadNamedDataset, MissingNamedDatasetSaysHowToPointAtIt) {
-  const char* old = std::getenv("NEUPIMS_DATASETS");
-  const std::string saved = old == nullptr ? "" : old;
   const std::string empty_dir = (std::filesystem::path(::testing::TempDir()) / "no_datasets");
   std::filesystem::create_directories(empty_dir);
-  setenv("NEUPIMS_DATASETS", empty_dir.c_str(), 1);
+  ScopedEnv env("NEUPIMS_DATASETS", empty_dir);
   const absl::StatusOr<std::vector<LengthPair>> named =
       LoadNamedDataset("sharegpt", {2048}, nullptr);
-  // A plain path gets the plain message: the user named the file, no hint about datasets.
-  const absl::StatusOr<std::vector<LengthPair>> path =
-      LoadNamedDataset(empty_dir + "/mine.tsv", {2048}, nullptr);
-  if (old == nullptr) {
-    unsetenv("NEUPIMS_DATASETS");
-  } else {
-    setenv("NEUPIMS_DATASETS", saved.c_str(), 1);
-  }
   EXPECT_EQ(named.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(named.status().message(), HasSubstr("--dataset sharegpt"));
   EXPECT_THAT(named.status().message(), HasSubstr(empty_dir + "/sharegpt_lengths.tsv"));
   EXPECT_THAT(named.status().message(), HasSubstr("NEUPIMS_DATASETS"));
+  // A plain path gets the plain message: the user named the file, no hint about datasets.
+  const absl::StatusOr<std::vector<LengthPair>> path =
+      LoadNamedDataset(empty_dir + "/mine.tsv", {2048}, nullptr);
   EXPECT_EQ(path.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(path.status().message(), ::testing::Not(HasSubstr("NEUPIMS_DATASETS")));
 }
+
 // ---- Dataset parsing and filtering ---------------------------------------------------------
 
 TEST(LengthDataset, FiltersEachRowIntoExactlyOneCategory) {

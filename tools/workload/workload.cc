@@ -585,15 +585,15 @@ std::string ResolveDataset(absl::string_view name_or_path) {
 absl::StatusOr<std::vector<LengthPair>> LoadNamedDataset(absl::string_view name_or_path,
                                                          const LengthFilter& filter,
                                                          LoadReport* report) {
-  absl::StatusOr<std::vector<LengthPair>> pairs =
-      LoadLengthDataset(ResolveDataset(name_or_path), filter, report);
-  if (absl::IsNotFound(pairs.status()) &&
-      (name_or_path == "sharegpt" || name_or_path == "alpaca")) {
+  const std::string path = ResolveDataset(name_or_path);
+  absl::StatusOr<std::vector<LengthPair>> pairs = LoadLengthDataset(path, filter, report);
+  // ResolveDataset returns a plain path unchanged; only a resolved name gets the hint.
+  if (absl::IsNotFound(pairs.status()) && path != name_or_path) {
     return absl::NotFoundError(absl::StrCat(
         "--dataset ", name_or_path, ": ", pairs.status().message(),
         " (named datasets are read from $NEUPIMS_DATASETS, else from ../shared/datasets beside "
         "the source tree; set NEUPIMS_DATASETS to the directory holding ",
-        name_or_path, "_lengths.tsv)"));
+        std::filesystem::path(path).filename().string(), ")"));
   }
   return pairs;
 }
