@@ -388,20 +388,7 @@ absl::Status Engine::EndIteration() {
     stats_.channel_imbalance_sum += c.channel_imbalance;
     ++stats_.pim_iterations;
   }
-  stats_.systolic_busy_ns += c.systolic_busy_ns;
-  stats_.vector_busy_ns += c.vector_busy_ns;
-  stats_.pim_channel_busy_ns += c.pim_channel_busy_ns;
-  stats_.pim_mac_ns += c.pim_mac_ns;
-  stats_.interconnect_busy_ns += c.interconnect_busy_ns;
-  stats_.npu_macs += c.npu_macs;
-  stats_.npu_hbm_bytes += c.npu_hbm_bytes;
-  stats_.pim_macs += c.pim_macs;
-  stats_.npu_dynamic_j += c.npu_dynamic_j;
-  stats_.npu_static_j += c.npu_static_j;
-  stats_.dram_j += c.dram_j;
-  stats_.pim_j += c.pim_j;
-  stats_.dram_background_j += c.dram_background_j;
-  for (int t = 0; t < hw::kNumCommandTypes; ++t) stats_.pim_commands[t] += c.pim_commands[t];
+  static_cast<HwCost&>(stats_) += c;
   if (observer_ != nullptr) {
     IterationRecord rec;
     rec.index = stats_.iterations - 1;

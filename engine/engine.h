@@ -99,7 +99,8 @@ class EngineObserver {
   virtual void OnIteration(const IterationRecord& /*it*/) {}
 };
 
-struct EngineStats {
+// Cumulative statistics: the decode device group's HwCost (hw_cost.h) plus event counters.
+struct EngineStats : HwCost {
   int64_t iterations = 0;
   SimTime busy_ns = 0;  // decode-device time spent in iterations
   SimTime first_event = -1, last_event = 0;
@@ -109,16 +110,11 @@ struct EngineStats {
   std::array<int64_t, 2> sub_batch_sum{};
   double channel_imbalance_sum = 0;
   int64_t pim_iterations = 0;
-  double systolic_busy_ns = 0, vector_busy_ns = 0, pim_channel_busy_ns = 0, pim_mac_ns = 0;
-  double interconnect_busy_ns = 0, npu_macs = 0, npu_hbm_bytes = 0, pim_macs = 0;
-  double npu_dynamic_j = 0, npu_static_j = 0, dram_j = 0, pim_j = 0, dram_background_j = 0;
   double prefill_j = 0;        // standalone prefill NPUs
   double prefill_busy_ns = 0;  // summed over prefill groups
-  hw::CommandCounts pim_commands{};
 
-  double energy_j() const {
-    return npu_dynamic_j + npu_static_j + dram_j + pim_j + dram_background_j + prefill_j;
-  }
+  // The decode group's energy plus the standalone prefill NPUs'.
+  double energy_j() const { return HwCost::energy_j() + prefill_j; }
 };
 
 struct EngineLoad {

@@ -38,6 +38,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/hw_cost.h"
+#include "engine/stage_graph.h"
 #include "engine/system_mode.h"
 #include "hw/device.h"
 #include "hw/npu/npu_model.h"
@@ -77,40 +80,12 @@ struct IterationInput {
   int layers = 0;  // decoder layers to run: 0 = all of the device's, else exactly this many
 };
 
-enum class Lane : uint8_t { kSystolic, kVector, kPim, kInterconnect };
-const char* ToString(Lane lane);
-
-struct TimelineEvent {
-  std::string name;
-  Lane lane = Lane::kSystolic;
-  int channel = -1;  // PIM lane: the channel
-  int sub_batch = 0;
-  int layer = 0;
-  int micro_batch = 0;
-  double start_ns = 0, end_ns = 0;
-};
-
-struct IterationCost {
+// The cost of one iteration (or one stage of it): the hardware cost plus its shape.
+struct IterationCost : HwCost {
   double duration_ns = 0;
-  // Busy time summed over the device's layers (per device; multiply by devices for the group).
-  double systolic_busy_ns = 0;     // the arrays were streaming (MACs / peak rate)
-  double vector_busy_ns = 0;       // vector-unit time (one unit-equivalent)
-  double pim_channel_busy_ns = 0;  // summed over channels: a PIM op was running
-  double pim_mac_ns = 0;           // summed over channels: the MAC datapath was computing
-  double interconnect_busy_ns = 0;
-  double npu_macs = 0;
-  double npu_hbm_bytes = 0;
-  double pim_macs = 0;
-  // Energy of the whole device group (all tp x pp devices), joules.
-  double npu_dynamic_j = 0, npu_static_j = 0, dram_j = 0, pim_j = 0, dram_background_j = 0;
-  hw::CommandCounts pim_commands{};
   double channel_imbalance = 1;  // busiest channel / mean channel MHA load
   std::array<int64_t, 2> sub_batch_sizes{};
   std::vector<TimelineEvent> timeline;
-
-  double energy_j() const {
-    return npu_dynamic_j + npu_static_j + dram_j + pim_j + dram_background_j;
-  }
 };
 
 // Per-layer cost of one request's attention on its PIM channel.
@@ -139,15 +114,53 @@ class IterationModel {
 
  private:
   explicit IterationModel(const IterationModelOptions& options);
-  struct GemmCost {
-    double ns = 0, busy_ns = 0, macs = 0, hbm_bytes = 0, energy_j = 0, dram_j = 0;
+
+  // Cache keys: struct keys hashed with absl::Hash (exact equality, no hand-made hash).
+  struct GemmKey {
+    int64_t m, k, n;
+    bool weights_from_hbm;
+    double bandwidth_fraction;
+    bool operator==(const GemmKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const GemmKey& g) {
+      return H::combine(std::move(h), g.m, g.k, g.n, g.weights_from_hbm, g.bandwidth_fraction);
+    }
   };
-  absl::StatusOr<GemmCost> Gemm(int64_t m, int64_t k, int64_t n, bool weights_from_hbm,
-                                double bandwidth_fraction);
-  absl::StatusOr<GemmCost> Vector(models::VectorKind kind, int64_t rows, int64_t cols);
+  struct VectorKey {
+    models::VectorKind kind;
+    int64_t rows, cols;
+    bool operator==(const VectorKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const VectorKey& v) {
+      return H::combine(std::move(h), v.kind, v.rows, v.cols);
+    }
+  };
+  // The ops of one decode layer (and the LM head) at a token count, costed.
+  struct CostedLayer {
+    std::vector<CostedOp> pre_attention, post_attention;
+    CostedOp lm_head;
+  };
+
+  // One op of the lowering, costed on the NPU / interconnect (count instances included).
+  absl::StatusOr<CostedOp> Cost(const models::Op& op, NodeKind kind);
+  absl::StatusOr<CostedOp> CostGemm(const char* name, NodeKind kind, int64_t m, int64_t k,
+                                    int64_t n, bool weights_from_hbm, int64_t count);
+  absl::StatusOr<CostedOp> CostVector(const char* name, NodeKind kind, models::VectorKind vector,
+                                      int64_t rows, int64_t cols, int64_t count);
+  absl::StatusOr<const hw::NpuOpResult*> NpuGemm(const GemmKey& key);
+  absl::StatusOr<const hw::NpuOpResult*> NpuVector(const VectorKey& key);
+  absl::StatusOr<const CostedLayer*> Layer(int64_t tokens);
+  absl::StatusOr<const AttentionCost*> AttentionRef(int64_t seq_len);
+
+  // The attention work of sub-batch `items` (PIM modes) into `a`; adds its commands to `cost`.
+  absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
+                                   HwCost* cost);
+  // Builds the stage graph of one micro-batch (layers 0 .. sim_layers, plus the LM head).
+  absl::Status BuildStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
+                          absl::Span<const int64_t> prompts, int sim_layers, bool last_stage);
   // One pipeline stage for one micro-batch.
-  absl::StatusOr<IterationCost> RunStage(const std::array<std::vector<DecodeItem>, 2>& sb,
-                                         const std::vector<int64_t>& prompts, int micro_batch,
+  absl::StatusOr<IterationCost> RunStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
+                                         absl::Span<const int64_t> prompts, int micro_batch,
                                          bool full_timeline, int layers);
 
   IterationModelOptions options_;
@@ -158,16 +171,27 @@ class IterationModel {
   double npu_ns_per_cycle_ = 1, hbm_ns_per_cycle_ = 1;
   double bandwidth_share_during_pim_ = 0;
   double dram_rd_pj_ = 0, dram_act_pj_ = 0, dram_background_w_ = 0;
-  // Energy fields of IterationCost: npu_dynamic_j (MAC/SRAM/vector), dram_j (DRAM reads
-  // behind the NPU's HBM traffic), pim_j (PIM commands + refresh), npu_static_j and
-  // dram_background_j (powered time), all for the whole device group.
-  // Lowered decode layer by token count (the same batch sizes recur every iteration).
-  absl::StatusOr<const models::LayerOps*> Lowered(int64_t tokens);
-  // node_hash_map: callers keep pointers to entries while it grows.
-  absl::node_hash_map<int64_t, models::LayerOps> lowering_cache_;
+  // Energy fields: npu_dynamic_j (MAC/SRAM/vector), dram_j (DRAM reads behind the NPU's HBM
+  // traffic), pim_j (PIM commands + refresh), npu_static_j and dram_background_j (powered
+  // time), all for the whole device group.
+
+  // Caches. node_hash_map: callers keep pointers to entries while they grow.
+  absl::node_hash_map<int64_t, models::LayerOps> lowering_cache_;  // decode layer by tokens
+  absl::node_hash_map<int64_t, CostedLayer> layer_cache_;          // costed, by tokens
+  absl::node_hash_map<GemmKey, hw::NpuOpResult> gemm_cache_;
+  absl::node_hash_map<VectorKey, hw::NpuOpResult> vector_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
   std::vector<bool> attention_cached_;
-  absl::flat_hash_map<uint64_t, GemmCost> gemm_cache_;
+  AttentionCost attention_scratch_;  // a seq_len beyond the cache
+
+  // Per-stage scratch, reused (allocation-free in steady state).
+  StageGraph graph_;
+  std::array<SubBatchAttention, 2> attention_;
+  std::vector<models::Op> prefill_ops_;
+  std::vector<CostedOp> prefill_costed_;
+  std::array<CostedOp, 2> softmax_;                            // per sub-batch
+  std::array<std::array<CostedOp, 2>, 2> npu_attention_;       // npu-only: [s] logit, context
+  std::vector<std::array<std::vector<DecodeItem>, 2>> micro_;  // pp > 1 micro-batches
 };
 
 }  // namespace neupims::engine

@@ -113,18 +113,22 @@ absl::StatusOr<LayerOps> LowerPrefillLayer(const ModelConfig& m, const Paralleli
   const int64_t heads = ops.attention.heads;
   const int64_t head_dim = ops.attention.head_dim;
   for (const int64_t s : prompt_tokens) {
-    ops.pre_attention.push_back(Gemm("attn_scores", s, head_dim, s, /*weights_from_hbm=*/false,
-                                     /*count=*/heads));
-    ops.pre_attention.push_back(Vector("attn_softmax", VectorKind::kSoftmax, s, s, heads));
-    ops.pre_attention.push_back(Gemm("attn_context", s, s, head_dim, /*weights_from_hbm=*/false,
-                                     /*count=*/heads));
+    for (Op op : {Gemm("attn_scores", s, head_dim, s, /*weights_from_hbm=*/false, /*count=*/heads),
+                  Vector("attn_softmax", VectorKind::kSoftmax, s, s, heads),
+                  Gemm("attn_context", s, s, head_dim, /*weights_from_hbm=*/false,
+                       /*count=*/heads)}) {
+      op.role = OpRole::kPrefillAttention;
+      ops.pre_attention.push_back(std::move(op));
+    }
   }
   return ops;
 }
 
 Op LmHead(const ModelConfig& m, const Parallelism& p, int64_t tokens) {
   const int64_t tp = p.tp > 0 ? p.tp : 1;
-  return Gemm("lm_head", tokens, m.hidden, CeilDiv(m.vocab, tp));
+  Op head = Gemm("lm_head", tokens, m.hidden, CeilDiv(m.vocab, tp));
+  head.role = OpRole::kLmHead;
+  return head;
 }
 
 int64_t DeviceWeightBytes(const ModelConfig& m, const Parallelism& p) {

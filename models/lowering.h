@@ -41,10 +41,18 @@ enum class OpKind : uint8_t {
   kAllReduce,  // interconnect (tensor parallelism)
 };
 
+// What an op is for, so that consumers never infer it from its name.
+enum class OpRole : uint8_t {
+  kLinear,            // a decoder layer's linear / element-wise op or all-reduce
+  kPrefillAttention,  // a prompt's attention on the NPU (score, softmax, context)
+  kLmHead,            // the LM head
+};
+
 enum class VectorKind : uint8_t { kLayerNorm, kGelu, kSiluMul, kAdd, kSoftmax };
 
 struct Op {
   OpKind kind = OpKind::kGemm;
+  OpRole role = OpRole::kLinear;
   std::string name;  // "qkv", "proj", "ffn1", ... (stable: used in breakdowns and timelines)
   // kGemm: m x k by k x n; weights_from_hbm false for activation x activation GEMMs (prefill
   // attention scores), whose operands are on chip.

@@ -1,0 +1,135 @@
+#include "engine/stage_graph.h"
+
+#include <algorithm>
+
+namespace neupims::engine {
+
+void StageGraph::Clear() {
+  sched_.clear();
+  info_.clear();
+  last_ = {-1, -1};
+  attention_start_ = {-1, -1};
+  branches_[0].clear();
+  branches_[1].clear();
+}
+
+int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns,
+                    absl::InlinedVector<int, 4> deps) {
+  ScheduleNode& n = sched_.emplace_back();
+  n.lane = lane;
+  n.priority = static_cast<int>(sched_.size()) - 1;  // insertion order: unique
+  n.dur_ns = dur_ns;
+  n.dur_shared_ns = dur_shared_ns;
+  n.deps = std::move(deps);
+  info_.push_back(info);
+  return n.priority;
+}
+
+int StageGraph::AddOp(const CostedOp& op, int s, int layer, absl::InlinedVector<int, 4> deps) {
+  return Add({op.name, op.kind, s, layer, &op.cost, nullptr}, op.lane, op.dur_ns, op.dur_shared_ns,
+             std::move(deps));
+}
+
+absl::InlinedVector<int, 4> StageGraph::Chain(int s) const {
+  return last_[s] >= 0 ? absl::InlinedVector<int, 4>{last_[s]} : absl::InlinedVector<int, 4>{};
+}
+
+void StageGraph::AddChain(absl::Span<const CostedOp> ops, int s, int layer) {
+  for (const CostedOp& op : ops) last_[s] = AddOp(op, s, layer, Chain(s));
+}
+
+void StageGraph::BeginAttention(int s) {
+  attention_start_[s] = last_[s];
+  branches_[s].clear();
+}
+
+void StageGraph::AddPimAttention(const SubBatchAttention& a, const CostedOp& softmax,
+                                 bool dual_row_buffers, int s, int layer) {
+  const int qkv = attention_start_[s];
+  if (dual_row_buffers) {
+    // Sec. 6.1: the vector units run each head's softmax while the PIM computes the other
+    // heads; the stage ends when both are done.
+    const double mha_ns = a.logit_ns + a.attend_ns;
+    const int mha = Add({"mha", NodeKind::kPimAttention, s, layer, &a.cost, &a.mha_ch}, Lane::kPim,
+                        mha_ns, mha_ns, {qkv});
+    const int smx = AddOp(softmax, s, layer, {qkv});
+    branches_[s] = {mha, smx};
+    return;
+  }
+  // Blocked PIM: logits of every head, then softmax on the NPU, then attend.
+  const int lg = Add({"logit", NodeKind::kPimLogit, s, layer, nullptr, &a.logit_ch}, Lane::kPim,
+                     a.logit_ns, a.logit_ns, {qkv});
+  const int smx = AddOp(softmax, s, layer, {lg});
+  const int at = Add({"attend", NodeKind::kPimAttend, s, layer, &a.cost, &a.attend_ch}, Lane::kPim,
+                     a.attend_ns, a.attend_ns, {smx});
+  branches_[s] = {at};
+}
+
+void StageGraph::AddNpuAttention(const CostedOp& logit, const CostedOp& softmax,
+                                 const CostedOp& context, int s, int layer) {
+  const int l = AddOp(logit, s, layer, {attention_start_[s]});
+  const int smx = AddOp(softmax, s, layer, {l});
+  branches_[s] = {AddOp(context, s, layer, {smx})};
+}
+
+void StageGraph::AddPrefillAttention(absl::Span<const CostedOp> ops, int s, int layer) {
+  // Its own chain from qkv, in parallel with the decode attention.
+  int prev = attention_start_[s];
+  for (const CostedOp& op : ops) {
+    prev = AddOp(op, s, layer,
+                 prev >= 0 ? absl::InlinedVector<int, 4>{prev} : absl::InlinedVector<int, 4>{});
+  }
+  branches_[s].push_back(prev);
+}
+
+void StageGraph::EndAttention(int s, int layer) {
+  if (branches_[s].empty()) return;
+  // Join point: the post-attention ops wait for every attention branch.
+  last_[s] = Add({"attention_done", NodeKind::kJoin, s, layer, nullptr, nullptr},
+                 Lane::kInterconnect, 0, 0, branches_[s]);
+}
+
+double StageGraph::LayerEnd(int layer) const {
+  double e = 0;
+  for (size_t i = 0; i < sched_.size(); ++i) {
+    if (info_[i].layer == layer) e = std::max(e, sched_[i].end_ns);
+  }
+  return e;
+}
+
+HwCost StageGraph::Account(int extra_layer, int64_t extra_copies) const {
+  HwCost total;
+  for (size_t i = 0; i < sched_.size(); ++i) {
+    const Info& n = info_[i];
+    const int64_t copies = 1 + (n.layer == extra_layer ? extra_copies : 0);
+    if (n.channel_ns != nullptr) {
+      // Channel by channel, in the order the busy times were measured.
+      for (double c : *n.channel_ns) total.pim_channel_busy_ns += static_cast<double>(copies) * c;
+    }
+    if (n.cost != nullptr) total.AddScaled(*n.cost, copies);
+  }
+  return total;
+}
+
+void StageGraph::AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const {
+  for (size_t i = 0; i < sched_.size(); ++i) {
+    const ScheduleNode& n = sched_[i];
+    const Info& info = info_[i];
+    if (n.end_ns <= n.start_ns || info.kind == NodeKind::kJoin) continue;
+    if (n.lane == Lane::kPim) {
+      const int channels =
+          info.channel_ns != nullptr ? static_cast<int>(info.channel_ns->size()) : 0;
+      for (int ch = 0; ch < channels; ++ch) {
+        const double busy = (*info.channel_ns)[ch];
+        if (busy <= 0) continue;
+        out->push_back({info.name, n.lane, ch, info.sub_batch, info.layer, micro_batch, n.start_ns,
+                        n.start_ns + busy});
+      }
+      continue;
+    }
+    out->push_back(
+        {info.name, n.lane, -1, info.sub_batch, info.layer, micro_batch, n.start_ns, n.end_ns});
+  }
+}
+
+}  // namespace neupims::engine

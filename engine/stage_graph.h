@@ -1,0 +1,132 @@
+// StageGraph: the operation DAG of one pipeline stage for one micro-batch, and its accounting.
+//
+// Role: the iteration model (iteration_model.h) costs operations on the hardware models and
+// hands them here as CostedOps; StageGraph chains them per sub-batch and layer, adds the
+// attention of each sub-batch (PIM, or NPU in npu-only mode) and the prefill attention of
+// local prefills, lets the ListScheduler place them, and sums their HwCost. Per layer and
+// sub-batch s (NeuPIMs Fig. 3 / Fig. 11):
+//
+//   pre-attention ops (ln1, qkv) -> attention branch(es) -> join -> post-attention ops
+//   attention, dual row buffers:   mha (PIM, all heads) || softmax (vector, per head; sec. 6.1)
+//   attention, single row buffer:  logit (PIM) -> softmax (vector) -> attend (PIM)
+//   attention, npu-only:           logit GEMV -> softmax -> context GEMV (systolic arrays)
+//   local prefill (s = 0):         || the prompts' score / softmax / context ops (NPU)
+//
+// Without sub-batch interleaving the second sub-batch's chain starts after the first's
+// (serialised, Fig. 11a). Node kinds are an enum (NodeKind), never inferred from names.
+//
+// Contract: nodes reference CostedOps, channel-load vectors and names owned by the caller,
+// which must outlive Schedule / Account / AppendTimeline. Reused between stages
+// (allocation-free in steady state); not thread-safe.
+#ifndef NEUPIMS_ENGINE_STAGE_GRAPH_H_
+#define NEUPIMS_ENGINE_STAGE_GRAPH_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/hw_cost.h"
+#include "engine/list_scheduler.h"
+
+namespace neupims::engine {
+
+enum class NodeKind : uint8_t {
+  kLayerOp,           // a lowered linear op (GEMM, vector op, all-reduce)
+  kPimAttention,      // logit + attend of every head on the PIM channels (dual row buffers)
+  kPimLogit,          // blocked mode: the logits of every head
+  kPimAttend,         // blocked mode: softmax(logits) x V
+  kSoftmax,           // the decode softmax on the vector units
+  kNpuAttention,      // npu-only: a GEMV-shaped GEMM over the KV cache
+  kPrefillAttention,  // a local prefill's score / softmax / context op
+  kJoin,              // zero-time join of the attention branches
+  kLmHead,            // the LM head on the last pipeline stage
+};
+
+// An operation with its duration and cost (already multiplied by the op's count).
+struct CostedOp {
+  const char* name = "";
+  NodeKind kind = NodeKind::kLayerOp;
+  Lane lane = Lane::kSystolic;
+  double dur_ns = 0;
+  double dur_shared_ns = 0;  // systolic: if it ran entirely while the PIM computes
+  HwCost cost;
+};
+
+// One sub-batch's attention (identical in every layer), per channel and at its busiest channel.
+struct SubBatchAttention {
+  int64_t requests = 0;
+  int64_t total_seq = 0;
+  std::vector<double> logit_ch, attend_ch, mha_ch;  // per channel, ns
+  double logit_ns = 0, attend_ns = 0;               // busiest channel
+  HwCost cost;                                      // pim_mac_ns, pim_macs, pim_j of one layer
+};
+
+// One scheduled operation of an iteration, for timelines (Chrome trace, `neupims step`).
+struct TimelineEvent {
+  std::string name;
+  Lane lane = Lane::kSystolic;
+  int channel = -1;  // PIM lane: the channel
+  int sub_batch = 0;
+  int layer = 0;
+  int micro_batch = 0;
+  double start_ns = 0, end_ns = 0;
+};
+
+class StageGraph {
+ public:
+  void Clear();
+  // Appends `ops` to sub-batch s's chain in `layer`.
+  void AddChain(absl::Span<const CostedOp> ops, int s, int layer);
+  // PIM attention of sub-batch s after its pre-attention ops; `softmax` is the vector op.
+  // dual_row_buffers: mha || softmax (sec. 6.1); else logit -> softmax -> attend.
+  void AddPimAttention(const SubBatchAttention& a, const CostedOp& softmax, bool dual_row_buffers,
+                       int s, int layer);
+  // npu-only attention: logit -> softmax -> context, all on the NPU.
+  void AddNpuAttention(const CostedOp& logit, const CostedOp& softmax, const CostedOp& context,
+                       int s, int layer);
+  // Local prefill attention (s = 0), in parallel with the decode attention.
+  void AddPrefillAttention(absl::Span<const CostedOp> ops, int s, int layer);
+  // Joins the attention branches of sub-batch s (if any) before its post-attention ops.
+  void EndAttention(int s, int layer);
+  // Marks the start of sub-batch s's attention (after its pre-attention ops).
+  void BeginAttention(int s);
+  // Serialises sub-batch 1 after sub-batch 0 (no interleaving, Fig. 11a).
+  void SerializeAfter(int from, int to) { last_[to] = last_[from]; }
+
+  // Schedules the nodes; returns the makespan (ns).
+  double Schedule(bool blocked) { return scheduler_.Run(absl::MakeSpan(sched_), blocked); }
+  // End of the last node of `layer` (after Schedule).
+  double LayerEnd(int layer) const;
+  // Sum of every node's cost; nodes of `extra_layer` count `extra_copies` more times (the
+  // extrapolated identical layers).
+  HwCost Account(int extra_layer, int64_t extra_copies) const;
+  // Appends the scheduled nodes as timeline events (PIM nodes: one per busy channel).
+  void AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const;
+
+ private:
+  struct Info {
+    const char* name = "";
+    NodeKind kind = NodeKind::kLayerOp;
+    int sub_batch = 0;
+    int layer = 0;
+    const HwCost* cost = nullptr;                     // null: no cost (joins)
+    const std::vector<double>* channel_ns = nullptr;  // PIM nodes: per-channel busy time
+  };
+  int Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns,
+          absl::InlinedVector<int, 4> deps);
+  int AddOp(const CostedOp& op, int s, int layer, absl::InlinedVector<int, 4> deps);
+  absl::InlinedVector<int, 4> Chain(int s) const;
+
+  std::vector<ScheduleNode> sched_;
+  std::vector<Info> info_;
+  std::array<int, 2> last_{-1, -1};             // last node of each sub-batch's chain
+  std::array<int, 2> attention_start_{-1, -1};  // the node attention branches depend on
+  std::array<absl::InlinedVector<int, 4>, 2> branches_;
+  ListScheduler scheduler_;
+};
+
+}  // namespace neupims::engine
+
+#endif  // NEUPIMS_ENGINE_STAGE_GRAPH_H_
