@@ -107,8 +107,10 @@ struct ServerMetrics::Impl {
   // Quantities of the sliding window, accumulated from the growth of the engine's cumulative
   // statistics (so they never decrease).
   struct Totals {
-    double busy_ns = 0, systolic_ns = 0, vector_ns = 0, pim_mac_ns = 0, interconnect_ns = 0;
-    double npu_hbm_bytes = 0, energy_j = 0;
+    double busy_ns = 0;
+    engine::HwCost hw;
+    double prefill_j = 0;
+    double energy_j() const { return hw.energy_j() + prefill_j; }
   };
   struct Snapshot {
     engine::SimTime t = 0;
@@ -377,27 +379,22 @@ void ServerMetrics::Impl::OnIteration(const engine::IterationRecord& it,
       Growth(static_cast<double>(stats.iterations), static_cast<double>(p.iterations)));
   preemptions->Increment(
       Growth(static_cast<double>(stats.preemptions), static_cast<double>(p.preemptions)));
+  const engine::HwCost d = engine::Growth(stats, p);
   for (int t = 0; t < hw::kNumCommandTypes; ++t) {
-    const double d =
-        Growth(static_cast<double>(stats.pim_commands[t]), static_cast<double>(p.pim_commands[t]));
-    if (d <= 0) continue;
+    if (d.pim_commands[t] <= 0) continue;
     if (pim_commands[t] == nullptr) {
       pim_commands[t] = &pim_commands_family->Add(
           With({{"command", hw::CommandName(static_cast<hw::CommandType>(t))}}));
     }
-    pim_commands[t]->Increment(d * devices);  // stats count one device's commands
+    // Stats count one device's commands.
+    pim_commands[t]->Increment(static_cast<double>(d.pim_commands[t]) * devices);
   }
-  const double e_dyn = Growth(stats.npu_dynamic_j, p.npu_dynamic_j);
-  const double e_static = Growth(stats.npu_static_j, p.npu_static_j);
-  const double e_dram = Growth(stats.dram_j, p.dram_j);
-  const double e_pim = Growth(stats.pim_j, p.pim_j);
-  const double e_bg = Growth(stats.dram_background_j, p.dram_background_j);
   const double e_prefill = Growth(stats.prefill_j, p.prefill_j);
-  energy_npu_dynamic->Increment(e_dyn);
-  energy_npu_static->Increment(e_static);
-  energy_dram->Increment(e_dram);
-  energy_pim->Increment(e_pim);
-  energy_dram_background->Increment(e_bg);
+  energy_npu_dynamic->Increment(d.npu_dynamic_j);
+  energy_npu_static->Increment(d.npu_static_j);
+  energy_dram->Increment(d.dram_j);
+  energy_pim->Increment(d.pim_j);
+  energy_dram_background->Increment(d.dram_background_j);
   energy_prefill->Increment(e_prefill);
 
   // Sliding window. The first snapshot is the baseline before anything was counted: at the
@@ -408,12 +405,8 @@ void ServerMetrics::Impl::OnIteration(const engine::IterationRecord& it,
     window.push_back({t0, totals});
   }
   totals.busy_ns += Growth(static_cast<double>(stats.busy_ns), static_cast<double>(p.busy_ns));
-  totals.systolic_ns += Growth(stats.systolic_busy_ns, p.systolic_busy_ns);
-  totals.vector_ns += Growth(stats.vector_busy_ns, p.vector_busy_ns);
-  totals.pim_mac_ns += Growth(stats.pim_mac_ns, p.pim_mac_ns);
-  totals.interconnect_ns += Growth(stats.interconnect_busy_ns, p.interconnect_busy_ns);
-  totals.npu_hbm_bytes += Growth(stats.npu_hbm_bytes, p.npu_hbm_bytes);
-  totals.energy_j += e_dyn + e_static + e_dram + e_pim + e_bg + e_prefill;
+  totals.hw += d;
+  totals.prefill_j += e_prefill;
   previous = stats;
   const engine::SimTime t = std::max(it.end, window.back().t);
   window.push_back({t, totals});
@@ -430,15 +423,15 @@ void ServerMetrics::Impl::UpdateWindow(engine::SimTime t) {
   const Totals& b = window.back().totals;
   const double busy = b.busy_ns - a.busy_ns;
   auto ratio = [busy](double x) { return busy > 0 ? std::max(0.0, x) / busy : 0.0; };
-  systolic_util->Set(ratio(b.systolic_ns - a.systolic_ns));
-  vector_util->Set(ratio(b.vector_ns - a.vector_ns));
-  pim_util->Set(ratio((b.pim_mac_ns - a.pim_mac_ns) / channels));
+  systolic_util->Set(ratio(b.hw.systolic_busy_ns - a.hw.systolic_busy_ns));
+  vector_util->Set(ratio(b.hw.vector_busy_ns - a.hw.vector_busy_ns));
+  pim_util->Set(ratio((b.hw.pim_mac_ns - a.hw.pim_mac_ns) / channels));
   hbm_util->Set(peak_hbm_bytes_per_ns > 0
-                    ? ratio((b.npu_hbm_bytes - a.npu_hbm_bytes) / peak_hbm_bytes_per_ns)
+                    ? ratio((b.hw.npu_hbm_bytes - a.hw.npu_hbm_bytes) / peak_hbm_bytes_per_ns)
                     : 0.0);
-  interconnect_util->Set(ratio(b.interconnect_ns - a.interconnect_ns));
+  interconnect_util->Set(ratio(b.hw.interconnect_busy_ns - a.hw.interconnect_busy_ns));
   const double elapsed_s = static_cast<double>(now - window.front().t) / kNsPerSecond;
-  power->Set(elapsed_s > 0 ? std::max(0.0, b.energy_j - a.energy_j) / elapsed_s : 0.0);
+  power->Set(elapsed_s > 0 ? std::max(0.0, b.energy_j() - a.energy_j()) / elapsed_s : 0.0);
 }
 
 void ServerMetrics::Impl::SetLoad(const engine::EngineLoad& load, double sim_time_s,
