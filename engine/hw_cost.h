@@ -47,11 +47,15 @@ struct HwCost {
   HwCost& operator-=(const HwCost& o) { return AddScaled(o, -1); }
   // this += k * o (k copies of o's work; negative k subtracts).
   HwCost& AddScaled(const HwCost& o, int64_t k) {
-    const double kd = static_cast<double>(k);
-#define NEUPIMS_HW_COST_ADD(name, kind) name += kd * o.name;
-    NEUPIMS_HW_COST_FIELDS(NEUPIMS_HW_COST_ADD)
-#undef NEUPIMS_HW_COST_ADD
+    AddScaledFields(o, static_cast<double>(k));
     for (int t = 0; t < hw::kNumCommandTypes; ++t) pim_commands[t] += k * o.pim_commands[t];
+    return *this;
+  }
+  // The double fields only (costs of operations, which carry no commands).
+  HwCost& AddScaledFields(const HwCost& o, double k) {
+#define NEUPIMS_HW_COST_ADD_FIELD(name, kind) name += k * o.name;
+    NEUPIMS_HW_COST_FIELDS(NEUPIMS_HW_COST_ADD_FIELD)
+#undef NEUPIMS_HW_COST_ADD_FIELD
     return *this;
   }
   // Energy fields only (group energies scale with the number of devices).

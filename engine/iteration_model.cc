@@ -118,7 +118,7 @@ absl::StatusOr<std::unique_ptr<IterationModel>> IterationModel::Create(
         std::clamp(r.mem_bytes_per_cycle / h.peak_bytes_per_cycle(), 0.01, 1.0);
   }
   m->attention_cache_.resize(options.model.max_seq_len + 2);
-  m->attention_cached_.assign(options.model.max_seq_len + 2, false);
+  m->attention_cached_.assign(options.model.max_seq_len + 2, 0);
   return m;
 }
 
@@ -148,7 +148,7 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
   c.macs = static_cast<double>(lr.macs + ar.macs);
   c.dynamic_j = lr.energy.pim_j + lr.energy.refresh_j + ar.energy.pim_j + ar.energy.refresh_j;
   for (int t = 0; t < hw::kNumCommandTypes; ++t) c.commands[t] = lr.commands[t] + ar.commands[t];
-  if (cacheable) attention_cached_[seq_len] = true;
+  if (cacheable) attention_cached_[seq_len] = 1;
   return &c;
 }
 
@@ -266,8 +266,14 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   a->mha_ch.assign(channels, 0.0);
   for (const DecodeItem& d : items) a->total_seq += d.seq_len;
   if (!options_.mode.pim_attention) return absl::OkStatus();
+  const int64_t cached_below = static_cast<int64_t>(attention_cached_.size());
   for (const DecodeItem& d : items) {
-    ASSIGN_OR_RETURN(const AttentionCost* c, AttentionRef(d.seq_len));
+    const AttentionCost* c = nullptr;
+    if (d.seq_len >= 1 && d.seq_len < cached_below && attention_cached_[d.seq_len]) {
+      c = &attention_cache_[d.seq_len];  // the common case, without a StatusOr
+    } else {
+      ASSIGN_OR_RETURN(c, AttentionRef(d.seq_len));
+    }
     const int ch = std::clamp(d.channel, 0, channels - 1);
     a->logit_ch[ch] += c->logit_ns;
     a->attend_ch[ch] += c->attend_ns;

@@ -181,8 +181,8 @@ class IterationModel {
   absl::node_hash_map<GemmKey, hw::NpuOpResult> gemm_cache_;
   absl::node_hash_map<VectorKey, hw::NpuOpResult> vector_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
-  std::vector<bool> attention_cached_;
-  AttentionCost attention_scratch_;  // a seq_len beyond the cache
+  std::vector<uint8_t> attention_cached_;       // bytes: read once per request per iteration
+  AttentionCost attention_scratch_;             // a seq_len beyond the cache
 
   // Per-stage scratch, reused (allocation-free in steady state).
   StageGraph graph_;

@@ -29,20 +29,16 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
   }
   for (int i = 0; i < n; ++i) user_begin_[i + 1] += user_begin_[i];
   users_.resize(user_begin_[n]);
-  waiting_.assign(n, 0);
-  ready_at_.assign(n, 0.0);
-  ready_.clear();
-  running_.clear();
-  {
-    std::vector<int>& fill = waiting_;  // temporarily: next free slot per node
-    for (int i = 0; i < n; ++i) {
-      for (int d : nodes[i].deps) users_[user_begin_[d] + fill[d]++] = i;
-    }
+  waiting_.assign(n, 0);  // first: the next free user slot of each node
+  for (int i = 0; i < n; ++i) {
+    for (int d : nodes[i].deps) users_[user_begin_[d] + waiting_[d]++] = i;
   }
+  for (auto& r : ready_) r.clear();
+  running_.clear();
   for (int i = 0; i < n; ++i) {
     nodes[i].start_ns = nodes[i].end_ns = -1;
     waiting_[i] = static_cast<int>(nodes[i].deps.size());
-    if (waiting_[i] == 0) ready_.push_back(i);
+    if (waiting_[i] == 0) ready_[static_cast<int>(nodes[i].lane)].push_back(i);
   }
   constexpr int kPim = static_cast<int>(Lane::kPim);
   constexpr int kSystolic = static_cast<int>(Lane::kSystolic);
@@ -51,8 +47,10 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
   double lane_free[kNumLanes] = {0, 0, 0, 0};
   int done = 0;
   double t = 0, makespan = 0;
+  // Invariant: a node becomes ready when its last dependency is retired, and a node is retired
+  // once t reaches its end, so every ready node can start at t (its deps ended by t).
   while (done < n) {
-    // Retire finished nodes: their users become ready when t reaches the end.
+    // Retire finished nodes: their users become ready.
     for (size_t k = 0; k < running_.size();) {
       if (running_[k].first > t) {
         ++k;
@@ -61,8 +59,7 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       const int i = running_[k].second;
       for (int j = user_begin_[i]; j < user_begin_[i + 1]; ++j) {
         const int u = users_[j];
-        ready_at_[u] = std::max(ready_at_[u], nodes[i].end_ns);
-        if (--waiting_[u] == 0) ready_.push_back(u);
+        if (--waiting_[u] == 0) ready_[static_cast<int>(nodes[u].lane)].push_back(u);
       }
       ++done;
       running_[k] = running_.back();
@@ -70,22 +67,23 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
     }
     bool started = false;
     for (int lane : kOrder) {
-      if (lane_free[lane] > t) continue;
+      std::vector<int>& ready = ready_[lane];
+      if (ready.empty() || lane_free[lane] > t) continue;
       if (blocked && lane == kSystolic && lane_free[kPim] > t) continue;
       if (blocked && lane == kPim && lane_free[kSystolic] > t) continue;
-      int best = -1;  // position in ready_
-      for (size_t r = 0; r < ready_.size(); ++r) {
-        const int i = ready_[r];
-        if (static_cast<int>(nodes[i].lane) != lane || ready_at_[i] > t) continue;
-        if (best < 0 || nodes[i].priority < nodes[ready_[best]].priority)
-          best = static_cast<int>(r);
+      size_t best = 0;  // the highest priority (lowest value) ready node of the lane
+      for (size_t r = 1; r < ready.size(); ++r) {
+        if (nodes[ready[r]].priority < nodes[ready[best]].priority) best = r;
       }
-      if (best < 0) continue;
-      const int i = ready_[best];
+      const int i = ready[best];
+      ready[best] = ready.back();  // priorities are unique: the order of ready is free
+      ready.pop_back();
       ScheduleNode& node = nodes[i];
       double dur = node.dur_ns;
       if (lane == kSystolic && lane_free[kPim] > t && !blocked &&
           node.dur_shared_ns > node.dur_ns) {
+        // A GEMM that starts while the PIM computes progresses at the reduced bandwidth share
+        // until the PIM frees the channels, then at full speed.
         const double rate = node.dur_ns / node.dur_shared_ns;  // fraction of full speed
         const double overlap = lane_free[kPim] - t;
         dur = overlap * rate >= node.dur_ns ? node.dur_shared_ns
@@ -96,20 +94,12 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       lane_free[lane] = node.end_ns;
       makespan = std::max(makespan, node.end_ns);
       running_.emplace_back(node.end_ns, i);
-      ready_[best] = ready_.back();  // priorities are unique: the order of ready_ is free
-      ready_.pop_back();
       started = true;
     }
     if (started) continue;
-    // Advance to the next event: a completion, a lane freeing up, or a node becoming ready.
+    // Advance to the next completion (a lane frees up exactly when its node completes).
     double next = std::numeric_limits<double>::infinity();
     for (const auto& [end, i] : running_) next = std::min(next, end);
-    for (double f : lane_free) {
-      if (f > t) next = std::min(next, f);
-    }
-    for (int i : ready_) {
-      if (ready_at_[i] > t) next = std::min(next, ready_at_[i]);
-    }
     if (!std::isfinite(next)) break;  // nothing can progress (cannot happen for a DAG)
     t = next;
   }

@@ -15,6 +15,7 @@
 #ifndef NEUPIMS_ENGINE_LIST_SCHEDULER_H_
 #define NEUPIMS_ENGINE_LIST_SCHEDULER_H_
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -45,8 +46,8 @@ class ListScheduler {
 
  private:
   // Scratch, reused between calls.
-  std::vector<int> user_begin_, users_, waiting_, ready_;
-  std::vector<double> ready_at_;
+  std::vector<int> user_begin_, users_, waiting_;
+  std::array<std::vector<int>, kNumLanes> ready_;  // per lane
   std::vector<std::pair<double, int>> running_;
 };
 

@@ -106,7 +106,8 @@ HwCost StageGraph::Account(int extra_layer, int64_t extra_copies) const {
       // Channel by channel, in the order the busy times were measured.
       for (double c : *n.channel_ns) total.pim_channel_busy_ns += static_cast<double>(copies) * c;
     }
-    if (n.cost != nullptr) total.AddScaled(*n.cost, copies);
+    // Operation costs carry no PIM commands (the iteration model counts those per request).
+    if (n.cost != nullptr) total.AddScaledFields(*n.cost, static_cast<double>(copies));
   }
   return total;
 }

@@ -135,22 +135,27 @@ bool BlockManager::CanAppendSlot(RequestId id) const {
 }
 
 absl::Status BlockManager::AppendSlot(RequestId id) {
+  if (TryAppendSlot(id)) return absl::OkStatus();
   auto it = tables_.find(id);
   if (it == tables_.end()) {
     return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
   }
+  return absl::ResourceExhaustedError(absl::StrCat("request ", id, ": no free block in channel ",
+                                                   it->second.channel, " to append a token"));
+}
+
+bool BlockManager::TryAppendSlot(RequestId id) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) return false;
   Table& table = it->second;
   if (table.tokens % block_tokens_ == 0) {  // the last block is full: the token starts a new one
     Pool& pool = pools_[table.channel];
-    if (pool.free.empty()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "request ", id, ": no free block in channel ", table.channel, " to append a token"));
-    }
+    if (pool.free.empty()) return false;
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
   }
   ++table.tokens;
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status BlockManager::Free(RequestId id) {

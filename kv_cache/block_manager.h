@@ -5,7 +5,8 @@
 // and values), so every channel is its own pool of `blocks_per_channel[c]` blocks of
 // `block_tokens` tokens. Verbs follow vLLM's block manager:
 //   CanAllocate(channel, tokens) -> kOk / kLater (not now) / kNever (exceeds the channel)
-//   Allocate(request, channel, tokens), CanAppendSlot / AppendSlot (one more token), Free.
+//   Allocate(request, channel, tokens), CanAppendSlot / AppendSlot / TryAppendSlot (one more
+//   token), Free.
 // A watermark keeps `watermark` x capacity free in every channel at admission time (not for
 // appends), so running requests can grow before anyone must be preempted.
 //
@@ -70,6 +71,10 @@ class BlockManager {
   // Adds one token, taking one block when the token starts a new block. Errors: NotFound,
   // ResourceExhausted (no free block in the channel; nothing changes).
   absl::Status AppendSlot(RequestId id);
+  // CanAppendSlot and AppendSlot in one lookup (the scheduler's per-token hot path): adds one
+  // token and returns true, or returns false and changes nothing (unknown request, or no free
+  // block in its channel).
+  bool TryAppendSlot(RequestId id);
   // Releases every block of the request (finish, abort, preemption). Error: NotFound.
   absl::Status Free(RequestId id);
 

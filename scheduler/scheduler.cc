@@ -64,12 +64,14 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
   std::vector<Request*> decoding;
+  decoding.reserve(running_.size());
+  out.decode.reserve(running_.size());
   for (Request* r : running_) {
     if (r->state == RequestState::kRunning && !r->needs_prefill) decoding.push_back(r);
   }
   for (Request* r : decoding) {
     if (r->state != RequestState::kRunning) continue;  // preempted as a victim meanwhile
-    while (!kv_->CanAppendSlot(r->id)) {
+    while (!kv_->TryAppendSlot(r->id)) {
       Request* victim = nullptr;
       for (Request* c : running_) {
         if (c->channel == r->channel && c->state == RequestState::kRunning &&
@@ -82,8 +84,7 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
       out.decode.erase(std::remove(out.decode.begin(), out.decode.end(), victim), out.decode.end());
       if (victim == r) break;
     }
-    if (r->state != RequestState::kRunning) continue;
-    (void)kv_->AppendSlot(r->id);
+    if (r->state != RequestState::kRunning) continue;  // it was its own channel's victim
     out.decode.push_back(r);
   }
 

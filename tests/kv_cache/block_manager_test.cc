@@ -272,6 +272,21 @@ TEST(AppendSlot, TakesExactlyOneBlockWhenCrossingABlockBoundary) {
   EXPECT_TRUE(m.CheckInvariants().ok());
 }
 
+TEST(AppendSlot, TryAppendSlotAppendsLikeAppendSlotOrChangesNothing) {
+  BlockManager m = Make(4, {4}, 0.0);
+  ASSERT_TRUE(m.Allocate(1, 0, 8).ok());  // 2 full blocks
+  ASSERT_TRUE(m.Allocate(2, 0, 3).ok());  // room for one more token
+  EXPECT_FALSE(m.TryAppendSlot(42));      // unknown request
+  EXPECT_TRUE(m.TryAppendSlot(1));        // takes the last free block
+  EXPECT_EQ(m.TokensOf(1), 9);
+  EXPECT_EQ(m.FreeBlocks(0), 0);
+  EXPECT_TRUE(m.TryAppendSlot(2));   // fills its last block
+  EXPECT_FALSE(m.TryAppendSlot(2));  // a new block is needed and none is free
+  EXPECT_EQ(m.TokensOf(2), 4);
+  EXPECT_EQ(m.BlockTable(2).size(), 1u);
+  EXPECT_TRUE(m.CheckInvariants().ok());
+}
+
 TEST(AppendSlot, OneTokenBlocksTakeABlockOnEveryAppend) {
   BlockManager m = Make(1, {5}, 0.0);
   ASSERT_TRUE(m.Allocate(1, 0, 1).ok());
