@@ -65,7 +65,9 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       running_[k] = running_.back();
       running_.pop_back();
     }
-    bool started = false;
+    // Each free lane starts its best ready node. Only a zero-duration node (a join) can make
+    // more work startable at the same time, so only then is there another pass at t.
+    bool again = false;
     for (int lane : kOrder) {
       std::vector<int>& ready = ready_[lane];
       if (ready.empty() || lane_free[lane] > t) continue;
@@ -94,9 +96,9 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       lane_free[lane] = node.end_ns;
       makespan = std::max(makespan, node.end_ns);
       running_.emplace_back(node.end_ns, i);
-      started = true;
+      again |= node.end_ns <= t;
     }
-    if (started) continue;
+    if (again) continue;
     // Advance to the next completion (a lane frees up exactly when its node completes).
     double next = std::numeric_limits<double>::infinity();
     for (const auto& [end, i] : running_) next = std::min(next, end);

@@ -1,0 +1,71 @@
+// Speed of the serving engine itself (not of the simulated hardware): one whole-model decode
+// iteration of the iteration model (engine/iteration_model.h) at a given batch, with the
+// context lengths of a ShareGPT-like mix, on the default device (GPT3-7B, TP 4).
+// Run: build/release/bench/engine_bench --benchmark_repetitions=5
+// --benchmark_report_aggregates_only
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "engine/engine.h"
+#include "engine/iteration_model.h"
+
+namespace neupims::engine {
+namespace {
+
+// modes: 0 neupims (two sub-batches from batch 256 on), 1 npu+pim, 2 npu-only.
+std::unique_ptr<IterationModel> Model(int mode) {
+  EngineOptions o;
+  o.mode = mode == 0 ? "neupims" : mode == 1 ? "npu+pim" : "npu-only";
+  auto e = Engine::Create(o);
+  if (!e.ok()) return nullptr;
+  auto m = IterationModel::Create((*e)->iteration_model().options());
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+IterationInput Batch(int batch, bool two_sub_batches, int channels) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> len(6.3, 0.8);  // median ~545 tokens
+  IterationInput in;
+  for (int i = 0; i < batch; ++i) {
+    const int64_t seq = std::clamp<int64_t>(static_cast<int64_t>(len(rng)), 1, 2000);
+    in.sub_batches[two_sub_batches ? i % 2 : 0].push_back({seq, i % channels});
+  }
+  return in;
+}
+
+void BM_DecodeIteration(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  const int batch = static_cast<int>(state.range(1));
+  std::unique_ptr<IterationModel> m = Model(mode);
+  if (m == nullptr) {
+    state.SkipWithError("cannot create the model");
+    return;
+  }
+  const IterationInput in =
+      Batch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels);
+  if (!m->Run(in).ok()) {  // warm the caches
+    state.SkipWithError("iteration failed");
+    return;
+  }
+  for (auto _ : state) {
+    auto c = m->Run(in);
+    benchmark::DoNotOptimize(c);
+  }
+  state.counters["requests_per_second"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DecodeIteration)
+    ->ArgNames({"mode", "batch"})
+    ->Args({0, 256})
+    ->Args({0, 64})
+    ->Args({1, 256})
+    ->Args({2, 256});
+
+}  // namespace
+}  // namespace neupims::engine
+
+BENCHMARK_MAIN();
