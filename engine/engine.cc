@@ -332,13 +332,16 @@ absl::Status Engine::MaybeStartIteration() {
     for (Request* r : out.prefill) prefill_queue_.push_back(r->id);
     RETURN_IF_ERROR(DispatchPrefill());
   }
-  IterationInput in;
-  in.sub_batches[0].reserve(out.sub_batch[0].size());
+  IterationInput& in = iteration_input_;  // reused: no allocation in steady state
   for (int s = 0; s < 2; ++s) {
+    in.sub_batches[s].clear();
+    // The scheduler reserved this iteration's slot: the KV cache holds the whole context
+    // (kv_->TokensOf(id) == context_tokens(), without a lookup per request).
     for (Request* r : out.sub_batch[s]) {
-      in.sub_batches[s].push_back({kv_->TokensOf(r->id), r->channel});
+      in.sub_batches[s].push_back({r->context_tokens(), r->channel});
     }
   }
+  in.prefill_prompts.clear();
   if (local) {
     for (Request* r : out.prefill) in.prefill_prompts.push_back(r->context_tokens());
   }

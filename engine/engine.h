@@ -214,6 +214,7 @@ class Engine {
   bool in_flight_ = false;
   scheduler::ScheduleOutput current_;
   IterationCost current_cost_;
+  IterationInput iteration_input_;  // scratch of MaybeStartIteration
   SimTime iteration_start_ = 0;
   int64_t timeline_iterations_ = 0;
 
