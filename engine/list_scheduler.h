@@ -17,11 +17,12 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
+#include "common/check.h"
 
 namespace neupims::engine {
 
@@ -29,12 +30,41 @@ enum class Lane : uint8_t { kSystolic, kVector, kPim, kInterconnect };
 inline constexpr int kNumLanes = 4;
 const char* ToString(Lane lane);
 
+// The dependencies of a node: at most four (a join of the attention branches has three), kept
+// inline so that building and copying nodes never allocates.
+class DepList {
+ public:
+  static constexpr int kMax = 4;
+  DepList() = default;
+  DepList(std::initializer_list<int> ids) {
+    for (int id : ids) push_back(id);
+  }
+  void push_back(int id) {
+    NEUPIMS_CHECK_MSG(size_ < kMax, "a schedule node has at most four dependencies");
+    ids_[size_++] = id;
+  }
+  template <typename It>
+  void assign(It first, It last) {
+    clear();
+    for (; first != last; ++first) push_back(*first);
+  }
+  void clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return static_cast<size_t>(size_); }
+  const int* begin() const { return ids_.data(); }
+  const int* end() const { return ids_.data() + size_; }
+
+ private:
+  std::array<int, kMax> ids_{};
+  int size_ = 0;
+};
+
 struct ScheduleNode {
   Lane lane = Lane::kSystolic;
   int priority = 0;
   double dur_ns = 0;         // at full bandwidth
   double dur_shared_ns = 0;  // systolic: if it ran entirely while the PIM computes (>= dur_ns)
-  absl::InlinedVector<int, 4> deps;
+  DepList deps;
   // Output.
   double start_ns = -1, end_ns = -1;
 };

@@ -14,7 +14,7 @@ void StageGraph::Clear() {
 }
 
 int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns,
-                    absl::InlinedVector<int, 4> deps) {
+                    DepList deps) {
   ScheduleNode& n = sched_.emplace_back();
   n.lane = lane;
   n.priority = static_cast<int>(sched_.size()) - 1;  // insertion order: unique
@@ -25,14 +25,12 @@ int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_share
   return n.priority;
 }
 
-int StageGraph::AddOp(const CostedOp& op, int s, int layer, absl::InlinedVector<int, 4> deps) {
+int StageGraph::AddOp(const CostedOp& op, int s, int layer, DepList deps) {
   return Add({op.name, op.kind, s, layer, &op.cost, nullptr}, op.lane, op.dur_ns, op.dur_shared_ns,
              std::move(deps));
 }
 
-absl::InlinedVector<int, 4> StageGraph::Chain(int s) const {
-  return last_[s] >= 0 ? absl::InlinedVector<int, 4>{last_[s]} : absl::InlinedVector<int, 4>{};
-}
+DepList StageGraph::Chain(int s) const { return last_[s] >= 0 ? DepList{last_[s]} : DepList{}; }
 
 void StageGraph::AddChain(absl::Span<const CostedOp> ops, int s, int layer) {
   for (const CostedOp& op : ops) last_[s] = AddOp(op, s, layer, Chain(s));
@@ -76,8 +74,7 @@ void StageGraph::AddPrefillAttention(absl::Span<const CostedOp> ops, int s, int 
   // Its own chain from qkv, in parallel with the decode attention.
   int prev = attention_start_[s];
   for (const CostedOp& op : ops) {
-    prev = AddOp(op, s, layer,
-                 prev >= 0 ? absl::InlinedVector<int, 4>{prev} : absl::InlinedVector<int, 4>{});
+    prev = AddOp(op, s, layer, prev >= 0 ? DepList{prev} : DepList{});
   }
   branches_[s].push_back(prev);
 }

@@ -114,16 +114,15 @@ class StageGraph {
     const HwCost* cost = nullptr;                     // null: no cost (joins)
     const std::vector<double>* channel_ns = nullptr;  // PIM nodes: per-channel busy time
   };
-  int Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns,
-          absl::InlinedVector<int, 4> deps);
-  int AddOp(const CostedOp& op, int s, int layer, absl::InlinedVector<int, 4> deps);
-  absl::InlinedVector<int, 4> Chain(int s) const;
+  int Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns, DepList deps);
+  int AddOp(const CostedOp& op, int s, int layer, DepList deps);
+  DepList Chain(int s) const;
 
   std::vector<ScheduleNode> sched_;
   std::vector<Info> info_;
   std::array<int, 2> last_{-1, -1};             // last node of each sub-batch's chain
   std::array<int, 2> attention_start_{-1, -1};  // the node attention branches depend on
-  std::array<absl::InlinedVector<int, 4>, 2> branches_;
+  std::array<DepList, 2> branches_;
   ListScheduler scheduler_;
 };
 
