@@ -19,7 +19,9 @@ namespace {
 // modes: 0 neupims (two sub-batches from batch 256 on), 1 npu+pim, 2 npu-only.
 std::unique_ptr<IterationModel> Model(int mode) {
   EngineOptions o;
-  o.mode = mode == 0 ? "neupims" : mode == 1 ? "npu+pim" : "npu-only";
+  o.mode = mode == 0   ? SystemModeKind::kNeuPims
+           : mode == 1 ? SystemModeKind::kNpuPim
+                       : SystemModeKind::kNpuOnly;
   auto e = Engine::Create(o);
   if (!e.ok()) return nullptr;
   auto m = IterationModel::Create((*e)->iteration_model().options());

@@ -270,7 +270,7 @@ int Main(int argc, char** argv) {
   std::printf(
       "server:  in-process, %s, mode %s, max_batch %d, prefill %s; client: one channel, "
       "callback-API Generate streams, prompt_length %lld, max_new_tokens %lld, ignore_eos\n",
-      e.model.c_str(), e.mode.c_str(), e.max_batch, e.prefill.c_str(),
+      e.model.c_str(), engine::ToString(e.mode), e.max_batch, engine::ToString(e.prefill),
       static_cast<long long>(f.prompt), static_cast<long long>(f.tokens));
   std::fflush(stdout);
 

@@ -11,11 +11,17 @@
 namespace neupims::engine {
 namespace {
 
-absl::StatusOr<scheduler::ChannelPolicy> ParsePolicy(absl::string_view name) {
-  if (name == "round_robin" || name == "rr") return scheduler::ChannelPolicy::kRoundRobin;
-  if (name == "min_load" || name == "minload") return scheduler::ChannelPolicy::kMinLoad;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown channel policy '", name, "' (choices: round_robin, min_load)"));
+// The mode with the ablation overrides of `o` applied (Figure 13).
+SystemMode ResolveMode(const EngineOptions& o) {
+  SystemMode mode = SystemModeFor(o.mode);
+  if (o.dual_row_buffers.has_value()) mode.dual_row_buffers = *o.dual_row_buffers;
+  if (o.sub_batch_interleaving.has_value()) {
+    mode.sub_batch_interleaving = *o.sub_batch_interleaving != SubBatchInterleaving::kOff;
+    mode.adaptive_sub_batches = *o.sub_batch_interleaving == SubBatchInterleaving::kAuto;
+  }
+  if (o.channel_policy.has_value()) mode.channel_policy = *o.channel_policy;
+  if (!mode.pim_attention) mode.sub_batch_interleaving = false;
+  return mode;
 }
 
 SimTime CeilNs(double ns) { return static_cast<SimTime>(std::ceil(ns - 1e-9)); }
@@ -29,10 +35,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
   if (o.max_prefill_tokens < 1)
     return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
-  if (o.prefill != "standalone" && o.prefill != "local") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown prefill mode '", o.prefill, "' (choices: standalone, local)"));
-  }
   if (o.prefill_groups < 1) return absl::InvalidArgumentError("prefill_groups must be >= 1");
   if (o.prefill_batch_tokens < 1) {
     return absl::InvalidArgumentError("prefill_batch_tokens must be >= 1");
@@ -41,23 +43,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
     return absl::InvalidArgumentError("link bandwidths must be > 0");
   }
   std::unique_ptr<Engine> e(new Engine(o));
-  ASSIGN_OR_RETURN(SystemMode mode, ParseSystemMode(o.mode));
-  if (o.dual_row_buffers >= 0) mode.dual_row_buffers = o.dual_row_buffers != 0;
-  if (o.sub_batch_interleaving == 0 || o.sub_batch_interleaving == 1) {
-    mode.sub_batch_interleaving = o.sub_batch_interleaving == 1;
-    mode.adaptive_sub_batches = false;
-  } else if (o.sub_batch_interleaving == 2) {
-    mode.sub_batch_interleaving = true;
-    mode.adaptive_sub_batches = true;
-  }
-  if (!o.channel_policy.empty()) {
-    ASSIGN_OR_RETURN(mode.channel_policy, ParsePolicy(o.channel_policy));
-  }
-  if (!mode.pim_attention) mode.sub_batch_interleaving = false;
+  const SystemMode mode = ResolveMode(o);
   IterationModelOptions io;
   ASSIGN_OR_RETURN(io.model, models::LoadModelConfig(o.model));
-  ASSIGN_OR_RETURN(io.device,
-                   hw::LoadDeviceConfig(o.device.empty() ? mode.default_device() : o.device));
+  ASSIGN_OR_RETURN(io.device, hw::LoadDeviceConfig(o.device.value_or(mode.default_device())));
   // The row-buffer ablation changes the device's banks.
   if (mode.pim_attention && io.device.hbm.pim.enabled) {
     io.device.hbm.pim.row_buffers =
@@ -69,9 +58,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   io.interconnect = o.interconnect;
   ASSIGN_OR_RETURN(e->iteration_, IterationModel::Create(io));
 
-  if (o.prefill == "standalone") {
+  if (o.prefill == PrefillPlacement::kStandalone) {
     IterationModelOptions po = io;
-    ASSIGN_OR_RETURN(po.mode, ParseSystemMode("npu-only"));
+    po.mode = SystemModeFor(SystemModeKind::kNpuOnly);
     ASSIGN_OR_RETURN(po.device, hw::LoadDeviceConfig("npu-only"));
     po.device.npu = io.device.npu;  // the same NPU, without PIM
     ASSIGN_OR_RETURN(e->prefill_model_, IterationModel::Create(po));
@@ -108,19 +97,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   // MHA estimate for channel load balancing.
   const models::AttentionDims d = models::DeviceAttentionDims(m, p);
   const hw::AttentionShape dims{1, d.heads, d.kv_heads, d.head_dim};
-  if (o.mha_estimator == "algorithm1" && mode.pim_attention) {
+  if (o.mha_estimator == MhaEstimatorKind::kAlgorithm1 && mode.pim_attention) {
     e->estimator_ = std::make_unique<scheduler::Algorithm1Estimator>(
         scheduler::Algorithm1Params::FromHardware(io.device.hbm, dims));
-  } else if (o.mha_estimator == "analytic" || !mode.pim_attention) {
+  } else {
     hw::DeviceConfig est_dev = io.device;
     if (!est_dev.hbm.pim.enabled) {
       ASSIGN_OR_RETURN(est_dev, hw::LoadDeviceConfig("neupims"));  // any PIM geometry works
     }
     ASSIGN_OR_RETURN(e->estimator_pim_, hw::CreatePimModel("analytic", est_dev));
     e->estimator_ = std::make_unique<scheduler::PimModelEstimator>(e->estimator_pim_.get(), dims);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown MHA estimator '", o.mha_estimator,
-                                                   "' (choices: analytic, algorithm1)"));
   }
   scheduler::SchedulerOptions so;
   so.max_batch = o.max_batch;
@@ -129,7 +115,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   so.sub_batches = mode.sub_batch_interleaving;
   so.sub_batch_min_decode =
       mode.adaptive_sub_batches ? static_cast<int64_t>(o.sbi_min_batch) * io.parallelism.pp : 0;
-  so.standalone_prefill = o.prefill == "standalone";
+  so.standalone_prefill = o.prefill == PrefillPlacement::kStandalone;
   e->scheduler_ = std::make_unique<scheduler::Scheduler>(so, e->kv_.get(), e->estimator_.get());
   return e;
 }
@@ -151,11 +137,12 @@ const Request* Engine::Find(RequestId id) const {
   return it == requests_.end() ? nullptr : it->second.get();
 }
 
-absl::Status Engine::Submit(const SubmitSpec& spec) {
+absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
   const models::ModelConfig& m = model();
   if (spec.prompt_tokens < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens));
+        absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens,
+                     spec.prompt_tokens == 0 ? " (the prompt is empty)" : ""));
   }
   if (spec.max_new_tokens < 1) {
     return absl::InvalidArgumentError(
@@ -171,6 +158,11 @@ absl::Status Engine::Submit(const SubmitSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request needs ", blocks, " KV blocks but a PIM channel holds ", kv_->TotalBlocks(0)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Submit(const SubmitSpec& spec) {
+  RETURN_IF_ERROR(CheckRequest(spec));
   if (requests_.contains(spec.id)) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in flight"));
   }
@@ -327,7 +319,7 @@ absl::Status Engine::MaybeStartIteration() {
   scheduler::ScheduleOutput out = scheduler_->Schedule(now_);
   for (Request* r : out.rejected) Notify(r);
   stats_.preemptions += static_cast<int64_t>(out.preempted.size());
-  const bool local = options_.prefill == "local";
+  const bool local = options_.prefill == PrefillPlacement::kLocal;
   if (!local) {
     for (Request* r : out.prefill) prefill_queue_.push_back(r->id);
     RETURN_IF_ERROR(DispatchPrefill());
@@ -366,7 +358,7 @@ absl::Status Engine::EndIteration() {
   for (Request* r : out.decode) {
     if (r->state == scheduler::RequestState::kRunning) emitted.emplace_back(r, r->generated);
   }
-  const bool local = options_.prefill == "local";
+  const bool local = options_.prefill == PrefillPlacement::kLocal;
   int64_t prefill_tokens = 0;
   if (local) {
     for (Request* r : out.prefill) {

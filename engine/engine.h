@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/iteration_model.h"
+#include "engine/options.h"
 #include "engine/system_mode.h"
 #include "kv_cache/block_manager.h"
 #include "scheduler/mha_estimator.h"
@@ -46,28 +48,28 @@ using scheduler::SimTime;
 
 struct EngineOptions {
   std::string model = "gpt3-7b";
-  std::string mode = "neupims";  // npu-only, npu+pim, neupims
-  std::string device;            // default: the mode's device (neupims, newton, npu-only)
-  // Ablation overrides of the mode (Figure 13); -1 / "" = the mode's choice.
-  int dual_row_buffers = -1;
-  int sub_batch_interleaving = -1;  // 1 on, 0 off, 2 auto (by batch size), -1 the mode's
+  SystemModeKind mode = SystemModeKind::kNeuPims;
+  std::optional<std::string> device;  // default: the mode's device (neupims, newton, npu-only)
+  // Ablation overrides of the mode (Figure 13); unset = the mode's choice.
+  std::optional<bool> dual_row_buffers;
+  std::optional<SubBatchInterleaving> sub_batch_interleaving;
   // Auto interleaving: only when each pipeline micro-batch decodes at least this many requests
   // (the NeuPIMs reference enables sub-batch interleaving from batch 256 on).
   int sbi_min_batch = 256;
-  std::string channel_policy;  // "round_robin" or "min_load"
-  int tp = 0, pp = 0;          // 0 = the model's default (Table 3)
+  std::optional<scheduler::ChannelPolicy> channel_policy;
+  int tp = 0, pp = 0;  // 0 = the model's default (Table 3)
   int max_batch = 256;
   int64_t max_prefill_tokens = 8192;  // prompt tokens admitted per iteration
   int block_tokens = 32;              // KV block = one key tile of 32 banks
   double kv_watermark = 0.01;
-  std::string mha_estimator = "analytic";  // "analytic" or "algorithm1" (NeuPIMs Algorithm 1)
-  std::string prefill = "standalone";      // "standalone" NPUs (sec. 4) or "local"
-  int prefill_groups = 1;                  // standalone prefill instances (tp x pp NPUs each)
-  int64_t prefill_batch_tokens = 4096;     // prompt tokens per standalone prefill batch
-  LinkSpec prefill_link{64, 2000};         // KV transfer, prefill NPUs -> NeuPIMs devices
-  LinkSpec interconnect{64, 1000};         // tensor/pipeline-parallel links between devices
-  std::string level = "analytic";          // hardware detail: "analytic" or "command"
-  int64_t max_waiting = 0;                 // admission control: 0 = unbounded
+  MhaEstimatorKind mha_estimator = MhaEstimatorKind::kAnalytic;
+  PrefillPlacement prefill = PrefillPlacement::kStandalone;
+  int prefill_groups = 1;               // standalone prefill instances (tp x pp NPUs each)
+  int64_t prefill_batch_tokens = 4096;  // prompt tokens per standalone prefill batch
+  LinkSpec prefill_link{64, 2000};      // KV transfer, prefill NPUs -> NeuPIMs devices
+  LinkSpec interconnect{64, 1000};      // tensor/pipeline-parallel links between devices
+  hw::DetailLevel level = hw::DetailLevel::kAnalytic;  // hardware detail
+  int64_t max_waiting = 0;                             // admission control: 0 = unbounded
 };
 
 struct SubmitSpec {
@@ -129,9 +131,14 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
   ~Engine();
 
-  // Queues a request. InvalidArgument for bad lengths (naming the field) or a request that
-  // cannot fit the model's context or a PIM channel; AlreadyExists for a live id;
-  // ResourceExhausted when the waiting queue is at max_waiting.
+  // The one validation of a request's contents, run by Submit and by callers that must check a
+  // request before submitting it (the server checks what the client asked for before cutting it
+  // to a synthetic end of sequence). InvalidArgument naming the field for lengths < 1, or for a
+  // request that cannot fit the model's context or a PIM channel. Reads no engine state that
+  // changes, so the answer does not depend on the load.
+  absl::Status CheckRequest(const SubmitSpec& spec) const;
+  // Queues a request: CheckRequest, then AlreadyExists for a live id and ResourceExhausted when
+  // the waiting queue is at max_waiting.
   absl::Status Submit(const SubmitSpec& spec);
   // Ends a request wherever it is and frees its KV blocks; NotFound if unknown or ended.
   absl::Status Abort(RequestId id);

@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<IterationModel>> IterationModel::Create(
     const IterationModelOptions& options) {
   RETURN_IF_ERROR(models::ValidateParallelism(options.model, options.parallelism));
   std::unique_ptr<IterationModel> m(new IterationModel(options));
-  ASSIGN_OR_RETURN(hw::DetailLevel level, hw::ResolveDetailLevel(options.level));
+  const hw::DetailModels level = hw::DetailModelsFor(options.level);
   ASSIGN_OR_RETURN(m->npu_, hw::CreateNpuModel(level.npu, options.device));
   const bool pim = options.mode.pim_attention;
   if (pim && !options.device.hbm.pim.enabled) {

@@ -45,6 +45,7 @@
 #include "hw/device.h"
 #include "hw/npu/npu_model.h"
 #include "hw/pim/pim_model.h"
+#include "hw/registry.h"
 #include "models/lowering.h"
 #include "models/model_config.h"
 
@@ -63,7 +64,7 @@ struct IterationModelOptions {
   models::ModelConfig model;
   models::Parallelism parallelism;
   SystemMode mode;
-  std::string level = "analytic";  // hardware detail: "analytic" or "command"
+  hw::DetailLevel level = hw::DetailLevel::kAnalytic;  // hardware detail
   LinkSpec interconnect;
 };
 

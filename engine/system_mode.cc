@@ -1,35 +1,46 @@
 #include "engine/system_mode.h"
 
-#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace neupims::engine {
+namespace {
+
+constexpr EnumName<SystemModeKind> kSystemModes[] = {
+    {"npu-only", SystemModeKind::kNpuOnly},
+    {"npu+pim", SystemModeKind::kNpuPim},
+    {"neupims", SystemModeKind::kNeuPims},
+};
+
+}  // namespace
+
+const EnumNames<SystemModeKind>& SystemModeNames() {
+  static constexpr EnumNames<SystemModeKind> kNames("system mode", kSystemModes);
+  return kNames;
+}
+
+const char* ToString(SystemModeKind kind) { return SystemModeNames().ToString(kind); }
 
 std::string SystemMode::default_device() const {
   if (!pim_attention) return "npu-only";
   return dual_row_buffers ? "neupims" : "newton";
 }
 
-absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name) {
+SystemMode SystemModeFor(SystemModeKind kind) {
   SystemMode m;
-  m.name = std::string(name);
-  if (name == "neupims") return m;
-  if (name == "npu+pim") {
-    m.adaptive_sub_batches = false;
-    m.dual_row_buffers = false;
-    m.channel_policy = scheduler::ChannelPolicy::kRoundRobin;
-    m.sub_batch_interleaving = false;
-    return m;
-  }
-  if (name == "npu-only") {
-    m.adaptive_sub_batches = false;
-    m.pim_attention = false;
-    m.dual_row_buffers = false;
-    m.channel_policy = scheduler::ChannelPolicy::kRoundRobin;
-    m.sub_batch_interleaving = false;
-    return m;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown system mode '", name, "' (choices: npu-only, npu+pim, neupims)"));
+  m.kind = kind;
+  m.name = ToString(kind);
+  if (kind == SystemModeKind::kNeuPims) return m;
+  m.adaptive_sub_batches = false;
+  m.dual_row_buffers = false;
+  m.channel_policy = scheduler::ChannelPolicy::kRoundRobin;
+  m.sub_batch_interleaving = false;
+  m.pim_attention = kind != SystemModeKind::kNpuOnly;
+  return m;
+}
+
+absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name) {
+  ASSIGN_OR_RETURN(SystemModeKind kind, SystemModeNames().Parse(name));
+  return SystemModeFor(kind);
 }
 
 }  // namespace neupims::engine

@@ -14,12 +14,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/enum_names.h"
 #include "scheduler/scheduler.h"
 
 namespace neupims::engine {
 
+enum class SystemModeKind { kNpuOnly, kNpuPim, kNeuPims };
+// "npu-only", "npu+pim", "neupims".
+const EnumNames<SystemModeKind>& SystemModeNames();
+const char* ToString(SystemModeKind kind);
+
 struct SystemMode {
-  std::string name = "neupims";
+  SystemModeKind kind = SystemModeKind::kNeuPims;
+  std::string name = "neupims";  // SystemModeNames()' name of `kind`, for messages
   bool pim_attention = true;     // attention GEMVs on PIM (false: on the NPU)
   bool dual_row_buffers = true;  // MEM traffic proceeds while the PIM computes
   scheduler::ChannelPolicy channel_policy = scheduler::ChannelPolicy::kMinLoad;
@@ -34,7 +41,9 @@ struct SystemMode {
   std::string default_device() const;
 };
 
-// "npu-only", "npu+pim", "neupims".
+// The mode's techniques before any ablation override.
+SystemMode SystemModeFor(SystemModeKind kind);
+// SystemModeFor the mode named `name`; InvalidArgument listing the choices if unknown.
 absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name);
 
 }  // namespace neupims::engine

@@ -24,6 +24,11 @@ constexpr NpuEntry kNpuModels[] = {
     {"analytic", &CreateAnalyticNpuModel},
 };
 
+constexpr EnumName<DetailLevel> kDetailLevels[] = {
+    {"command", DetailLevel::kCommand},
+    {"analytic", DetailLevel::kAnalytic},
+};
+
 }  // namespace
 
 std::vector<std::string> PimModelNames() {
@@ -38,7 +43,12 @@ std::vector<std::string> NpuModelNames() {
   return out;
 }
 
-std::vector<std::string> DetailLevelNames() { return {"command", "analytic"}; }
+const EnumNames<DetailLevel>& DetailLevelNames() {
+  static constexpr EnumNames<DetailLevel> kNames("level of detail", kDetailLevels);
+  return kNames;
+}
+
+const char* ToString(DetailLevel level) { return DetailLevelNames().ToString(level); }
 
 absl::StatusOr<std::unique_ptr<PimModel>> CreatePimModel(absl::string_view name,
                                                          const DeviceConfig& device,
@@ -59,11 +69,14 @@ absl::StatusOr<std::unique_ptr<NpuModel>> CreateNpuModel(absl::string_view name,
       "unknown NPU model '", name, "' (choices: ", absl::StrJoin(NpuModelNames(), ", "), ")"));
 }
 
-absl::StatusOr<DetailLevel> ResolveDetailLevel(absl::string_view level) {
-  if (level == "command") return DetailLevel{"command", "tiled"};
-  if (level == "analytic") return DetailLevel{"analytic", "analytic"};
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown level of detail '", level, "' (choices: command, analytic)"));
+DetailModels DetailModelsFor(DetailLevel level) {
+  switch (level) {
+    case DetailLevel::kCommand:
+      return {"command", "tiled"};
+    case DetailLevel::kAnalytic:
+      return {"analytic", "analytic"};
+  }
+  return {"analytic", "analytic"};
 }
 
 }  // namespace neupims::hw

@@ -2,8 +2,8 @@
 //
 //   PIM: "command" (command-level controller), "analytic" (closed form)
 //   NPU: "tiled"   (tile-by-tile pipeline),    "analytic" (closed form)
-// Levels of detail used by the tools map onto these: "command" -> {PIM command, NPU tiled},
-// "analytic" -> {PIM analytic, NPU analytic}.
+// Levels of detail (DetailLevel) used by the engine and the tools map onto these:
+// command -> {PIM command, NPU tiled}, analytic -> {PIM analytic, NPU analytic}.
 #ifndef NEUPIMS_HW_REGISTRY_H_
 #define NEUPIMS_HW_REGISTRY_H_
 
@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/enum_names.h"
 #include "hw/device.h"
 #include "hw/npu/npu_model.h"
 #include "hw/pim/pim_model.h"
@@ -21,7 +22,11 @@ namespace neupims::hw {
 
 std::vector<std::string> PimModelNames();
 std::vector<std::string> NpuModelNames();
-std::vector<std::string> DetailLevelNames();  // "command", "analytic"
+
+enum class DetailLevel { kCommand, kAnalytic };
+// "command", "analytic".
+const EnumNames<DetailLevel>& DetailLevelNames();
+const char* ToString(DetailLevel level);
 
 absl::StatusOr<std::unique_ptr<PimModel>> CreatePimModel(absl::string_view name,
                                                          const DeviceConfig& device,
@@ -29,12 +34,12 @@ absl::StatusOr<std::unique_ptr<PimModel>> CreatePimModel(absl::string_view name,
 absl::StatusOr<std::unique_ptr<NpuModel>> CreateNpuModel(absl::string_view name,
                                                          const DeviceConfig& device);
 
-// Implementation names for a detail level.
-struct DetailLevel {
+// Implementation names (in the tables above) for a detail level.
+struct DetailModels {
   std::string pim;
   std::string npu;
 };
-absl::StatusOr<DetailLevel> ResolveDetailLevel(absl::string_view level);
+DetailModels DetailModelsFor(DetailLevel level);
 
 }  // namespace neupims::hw
 

@@ -7,9 +7,21 @@
 
 namespace neupims::scheduler {
 
-const char* ToString(ChannelPolicy p) {
-  return p == ChannelPolicy::kMinLoad ? "min_load" : "round_robin";
+namespace {
+constexpr EnumName<ChannelPolicy> kChannelPolicies[] = {
+    {"round_robin", ChannelPolicy::kRoundRobin},
+    {"min_load", ChannelPolicy::kMinLoad},
+    {"rr", ChannelPolicy::kRoundRobin},
+    {"minload", ChannelPolicy::kMinLoad},
+};
+}  // namespace
+
+const EnumNames<ChannelPolicy>& ChannelPolicyNames() {
+  static constexpr EnumNames<ChannelPolicy> kNames("channel policy", kChannelPolicies);
+  return kNames;
 }
+
+const char* ToString(ChannelPolicy p) { return ChannelPolicyNames().ToString(p); }
 
 Scheduler::Scheduler(const SchedulerOptions& options, kv_cache::BlockManager* kv,
                      MhaEstimator* estimator)

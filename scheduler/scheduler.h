@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/enum_names.h"
 #include "kv_cache/block_manager.h"
 #include "scheduler/mha_estimator.h"
 #include "scheduler/request.h"
@@ -32,6 +33,8 @@
 namespace neupims::scheduler {
 
 enum class ChannelPolicy { kRoundRobin, kMinLoad };
+// "round_robin" (alias "rr"), "min_load" (alias "minload").
+const EnumNames<ChannelPolicy>& ChannelPolicyNames();
 const char* ToString(ChannelPolicy p);
 
 struct SchedulerOptions {

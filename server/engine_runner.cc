@@ -11,7 +11,31 @@
 
 namespace neupims::server {
 
-const char* ToString(Pacing p) { return p == Pacing::kFast ? "fast" : "realtime"; }
+namespace {
+
+constexpr EnumName<Pacing> kPacings[] = {
+    {"realtime", Pacing::kRealtime},
+    {"fast", Pacing::kFast},
+};
+
+std::shared_ptr<const ServedEngine> DescribeServed(const engine::Engine& e) {
+  auto served = std::make_shared<ServedEngine>();
+  served->model = e.model();
+  served->device = e.device();
+  served->mode = e.mode().name;
+  served->parallelism = e.parallelism();
+  served->max_waiting = e.options().max_waiting;
+  return served;
+}
+
+}  // namespace
+
+const EnumNames<Pacing>& PacingNames() {
+  static constexpr EnumNames<Pacing> kNames("pacing", kPacings);
+  return kNames;
+}
+
+const char* ToString(Pacing p) { return PacingNames().ToString(p); }
 
 // Engine observer: turns engine events into sink calls and metrics (engine thread).
 class EngineRunner::Observer : public engine::EngineObserver {
@@ -94,6 +118,11 @@ absl::StatusOr<std::unique_ptr<EngineRunner>> EngineRunner::Create(const RunnerO
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<EngineRunner> r(new EngineRunner(options, metrics));
   ASSIGN_OR_RETURN(r->engine_, engine::Engine::Create(options.engine));
+  r->served_ = DescribeServed(*r->engine_);
+  {
+    absl::MutexLock l(&r->mu_);
+    r->snapshot_.served = r->served_;
+  }
   r->observer_ = std::make_unique<Observer>(r.get());
   r->engine_->set_observer(r->observer_.get());
   r->wall_start_ = std::chrono::steady_clock::now();
@@ -138,20 +167,13 @@ absl::StatusOr<std::string> EngineRunner::Submit(const SubmitArgs& args,
   }
   absl::StatusOr<std::string> result = absl::UnavailableError("the engine has stopped");
   Call([&] {
-    const models::ModelConfig& m = engine_->model();
-    if (args.prompt_tokens < 1) {
-      result = absl::InvalidArgumentError("the prompt is empty");
-      return;
-    }
-    if (args.max_new_tokens < 1) {
-      result = absl::InvalidArgumentError(
-          absl::StrCat("max_new_tokens must be >= 1, got ", args.max_new_tokens));
-      return;
-    }
-    if (args.prompt_tokens + args.max_new_tokens > m.max_seq_len) {
-      result = absl::InvalidArgumentError(absl::StrCat(
-          "prompt (", args.prompt_tokens, " tokens) + max_new_tokens (", args.max_new_tokens,
-          ") exceeds the context of ", m.name, " (", m.max_seq_len, " tokens)"));
+    engine::SubmitSpec spec;
+    spec.prompt_tokens = args.prompt_tokens;
+    spec.max_new_tokens = args.max_new_tokens;
+    spec.priority = args.priority;
+    // The request as the client asked for it, before the synthetic end of sequence shortens it.
+    if (absl::Status s = engine_->CheckRequest(spec); !s.ok()) {
+      result = s;
       return;
     }
     std::string name = args.request_id;
@@ -170,11 +192,8 @@ absl::StatusOr<std::string> EngineRunner::Submit(const SubmitArgs& args,
       }
     }
     const int64_t id = next_engine_id_++;
-    engine::SubmitSpec spec;
     spec.id = id;
-    spec.prompt_tokens = args.prompt_tokens;
     spec.max_new_tokens = max_new;
-    spec.priority = args.priority;
     spec.arrival =
         options_.pacing == Pacing::kRealtime ? std::max(SimNow(), engine_->now()) : engine_->now();
     absl::Status s = engine_->Submit(spec);
@@ -257,6 +276,7 @@ void EngineRunner::UpdateLoadMetrics() {
   s.kv_blocks_total = load.kv_blocks_total;
   s.sim_time_s = engine_->now() / 1e9;
   s.iterations = engine_->stats().iterations;
+  s.served = served_;
   if (metrics_ != nullptr) {
     const double wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();

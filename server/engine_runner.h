@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/enum_names.h"
 #include "engine/engine.h"
 #include "server/tokenizer.h"
 
@@ -38,6 +39,8 @@ namespace neupims::server {
 class ServerMetrics;
 
 enum class Pacing { kRealtime, kFast };
+// "realtime", "fast".
+const EnumNames<Pacing>& PacingNames();
 const char* ToString(Pacing p);
 
 struct GeneratedToken {
@@ -76,7 +79,19 @@ struct SubmitArgs {
   int priority = 0;
 };
 
+// Facts about the served engine, fixed when the runner creates it.
+struct ServedEngine {
+  models::ModelConfig model;
+  hw::DeviceConfig device;
+  std::string mode;  // system mode name
+  models::Parallelism parallelism;
+  int64_t max_waiting = 0;  // 0: unbounded
+};
+
+// What gRPC handlers may read of the engine: they never touch the engine itself, which belongs
+// to the engine thread.
 struct ServerSnapshot {
+  std::shared_ptr<const ServedEngine> served;  // set at creation, never null
   int64_t running = 0, waiting = 0, prefilling = 0;
   double kv_usage = 0;
   std::vector<double> channel_kv_usage;
@@ -102,8 +117,9 @@ class EngineRunner {
                                                               ServerMetrics* metrics);
   ~EngineRunner();
 
-  // Thread-safe. Returns the request id, or INVALID_ARGUMENT / ALREADY_EXISTS /
-  // RESOURCE_EXHAUSTED / UNAVAILABLE (draining).
+  // Thread-safe. Returns the request id, or UNAVAILABLE (draining), the engine's verdict on the
+  // request as asked (Engine::CheckRequest: INVALID_ARGUMENT naming the field), ALREADY_EXISTS
+  // for a live request id, or the engine's admission error (RESOURCE_EXHAUSTED).
   absl::StatusOr<std::string> Submit(const SubmitArgs& args, std::shared_ptr<RequestSink> sink);
   // Thread-safe; NOT_FOUND if no live request has this id.
   absl::Status Abort(const std::string& request_id);
@@ -126,7 +142,6 @@ class EngineRunner {
   // Aborts whatever is left and stops the engine thread.
   void Stop();
 
-  const engine::Engine& engine() const { return *engine_; }  // immutable facts only
   const RunnerOptions& options() const { return options_; }
   const ByteTokenizer& tokenizer() const { return tokenizer_; }
 
@@ -154,6 +169,7 @@ class EngineRunner {
   ServerMetrics* metrics_;
   ByteTokenizer tokenizer_;
   std::unique_ptr<engine::Engine> engine_;
+  std::shared_ptr<const ServedEngine> served_;  // immutable after Create
   std::unique_ptr<Observer> observer_;
   std::chrono::steady_clock::time_point wall_start_;
 

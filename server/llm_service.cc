@@ -297,7 +297,8 @@ LlmServiceImpl::LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std
     : runner_(runner), metrics_(metrics), version_(std::move(version)) {}
 
 absl::StatusOr<SubmitArgs> LlmServiceImpl::ToSubmitArgs(const GenerateRequest& req) const {
-  const models::ModelConfig& m = runner_->engine().model();
+  const std::shared_ptr<const ServedEngine> served = runner_->Snapshot().served;
+  const models::ModelConfig& m = served->model;
   if (!req.model().empty() && req.model() != m.name) {
     return absl::NotFoundError(
         absl::StrCat("model '", req.model(), "' is not served here (serving '", m.name, "')"));
@@ -322,23 +323,11 @@ absl::StatusOr<SubmitArgs> LlmServiceImpl::ToSubmitArgs(const GenerateRequest& r
       a.prompt_tokens = req.token_ids().ids_size();
       break;
     case GenerateRequest::kPromptLength:
-      if (req.prompt_length() < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("prompt_length must be >= 1, got ", req.prompt_length()));
-      }
       a.prompt_tokens = req.prompt_length();
       break;
     case GenerateRequest::PROMPT_NOT_SET:
       a.prompt_tokens = 0;
       break;
-  }
-  if (a.prompt_tokens < 1) {
-    return absl::InvalidArgumentError(
-        "the prompt is empty (give text, token_ids or prompt_length)");
-  }
-  if (a.max_new_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_new_tokens must be >= 1, got ", a.max_new_tokens));
   }
   return a;
 }
@@ -389,8 +378,8 @@ grpc::ServerUnaryReactor* LlmServiceImpl::Abort(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* LlmServiceImpl::GetModelInfo(grpc::CallbackServerContext* ctx,
                                                        const neupims::v1::GetModelInfoRequest*,
                                                        neupims::v1::ModelInfo* out) {
-  const engine::Engine& e = runner_->engine();
-  const models::ModelConfig& m = e.model();
+  const std::shared_ptr<const ServedEngine> served = runner_->Snapshot().served;
+  const models::ModelConfig& m = served->model;
   out->set_name(m.name);
   out->set_layers(m.layers);
   out->set_heads(m.heads);
@@ -399,8 +388,8 @@ grpc::ServerUnaryReactor* LlmServiceImpl::GetModelInfo(grpc::CallbackServerConte
   out->set_ffn_hidden(m.ffn_hidden);
   out->set_vocab(m.vocab);
   out->set_max_seq_len(m.max_seq_len);
-  out->set_tensor_parallel(e.parallelism().tp);
-  out->set_pipeline_parallel(e.parallelism().pp);
+  out->set_tensor_parallel(served->parallelism.tp);
+  out->set_pipeline_parallel(served->parallelism.pp);
   out->set_tokenizer(runner_->tokenizer().name());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
@@ -410,11 +399,10 @@ grpc::ServerUnaryReactor* LlmServiceImpl::GetModelInfo(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* LlmServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                         const neupims::v1::GetServerInfoRequest*,
                                                         neupims::v1::ServerInfo* out) {
-  const engine::Engine& e = runner_->engine();
   const ServerSnapshot s = runner_->Snapshot();
   out->set_version(version_);
-  out->set_device(e.device().name);
-  out->set_mode(e.mode().name);
+  out->set_device(s.served->device.name);
+  out->set_mode(s.served->mode);
   out->set_pacing(ToString(runner_->options().pacing));
   out->set_speed(runner_->options().speed);
   out->set_running(s.running);
@@ -426,7 +414,7 @@ grpc::ServerUnaryReactor* LlmServiceImpl::GetServerInfo(grpc::CallbackServerCont
   out->set_kv_blocks_used(s.kv_blocks_used);
   out->set_sim_time_s(s.sim_time_s);
   out->set_iterations(s.iterations);
-  out->set_max_waiting(e.options().max_waiting);
+  out->set_max_waiting(s.served->max_waiting);
   out->set_draining(s.draining);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

@@ -36,7 +36,9 @@ class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
                                           const neupims::v1::GetServerInfoRequest* request,
                                           neupims::v1::ServerInfo* response) override;
 
-  // Validates a request and turns it into engine arguments (INVALID_ARGUMENT / NOT_FOUND).
+  // Turns a request into engine arguments: NOT_FOUND for a model not served here,
+  // INVALID_ARGUMENT for a token id outside the vocabulary. Lengths are the engine's to judge
+  // (Engine::CheckRequest, through EngineRunner::Submit).
   absl::StatusOr<SubmitArgs> ToSubmitArgs(const neupims::v1::GenerateRequest& request) const;
 
  private:

@@ -3,9 +3,11 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/config_reader.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -16,27 +18,62 @@
 #include "server/metrics.h"
 
 namespace neupims::server {
+namespace {
+
+// An optional field holding one of an option enum's names, checked against the enum's names
+// table: a bad name is an error naming the field and listing the choices.
+template <typename E>
+void ReadEnum(ConfigObject& obj, absl::string_view key, const EnumNames<E>& names, E* value) {
+  const std::string name = obj.OptionalEnum(key, names.ToString(*value), names.Names());
+  absl::StatusOr<E> parsed = names.Parse(name);
+  if (!parsed.ok()) {
+    obj.Error(key, parsed.status().message());
+    return;
+  }
+  *value = *parsed;
+}
+
+// As ReadEnum for an option whose absence means "the system mode's choice".
+template <typename E>
+void ReadOptionalEnum(ConfigObject& obj, absl::string_view key, const EnumNames<E>& names,
+                      std::optional<E>* value) {
+  if (!obj.Has(key)) return;
+  E v = value->value_or(E{});
+  ReadEnum(obj, key, names, &v);
+  *value = v;
+}
+
+void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
+  e->model = root.OptionalString("model", e->model);
+  if (root.Has("device")) e->device = root.OptionalString("device", "");
+  ReadEnum(root, "mode", engine::SystemModeNames(), &e->mode);
+  e->tp = static_cast<int>(root.OptionalInt("tp", e->tp, {.min = 0, .max = 64}));
+  e->pp = static_cast<int>(root.OptionalInt("pp", e->pp, {.min = 0, .max = 64}));
+  e->max_batch =
+      static_cast<int>(root.OptionalInt("max_batch", e->max_batch, {.min = 1, .max = 1 << 16}));
+  ReadEnum(root, "prefill", engine::PrefillPlacementNames(), &e->prefill);
+  ReadEnum(root, "level", hw::DetailLevelNames(), &e->level);
+  ReadEnum(root, "mha_estimator", engine::MhaEstimatorNames(), &e->mha_estimator);
+  ReadOptionalEnum(root, "channel_policy", scheduler::ChannelPolicyNames(), &e->channel_policy);
+  ReadOptionalEnum(root, "sub_batch", engine::SubBatchInterleavingNames(),
+                   &e->sub_batch_interleaving);
+  if (root.Has("dual_row_buffers")) {
+    e->dual_row_buffers = root.OptionalBool("dual_row_buffers", false);
+  }
+  e->max_waiting = root.OptionalInt("max_waiting", e->max_waiting, {.min = 0});
+}
+
+}  // namespace
 
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
   ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromFile(path));
   ConfigObject root = doc->Root();
-  engine::EngineOptions& e = o->runner.engine;
-  e.model = root.OptionalString("model", e.model);
-  e.device = root.OptionalString("device", e.device);
-  e.mode = root.OptionalEnum("mode", e.mode, {"npu-only", "npu+pim", "neupims"});
-  e.tp = static_cast<int>(root.OptionalInt("tp", e.tp, {.min = 0, .max = 64}));
-  e.pp = static_cast<int>(root.OptionalInt("pp", e.pp, {.min = 0, .max = 64}));
-  e.max_batch =
-      static_cast<int>(root.OptionalInt("max_batch", e.max_batch, {.min = 1, .max = 1 << 16}));
-  e.prefill = root.OptionalEnum("prefill", e.prefill, {"standalone", "local"});
-  e.max_waiting = root.OptionalInt("max_waiting", e.max_waiting, {.min = 0});
+  ReadEngineOptions(root, &o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
   o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
   o->metrics_port = static_cast<int>(
       root.OptionalInt("metrics_port", o->metrics_port, {.min = -1, .max = 65535}));
-  const std::string pacing =
-      root.OptionalEnum("pacing", ToString(o->runner.pacing), {"realtime", "fast"});
-  o->runner.pacing = pacing == "fast" ? Pacing::kFast : Pacing::kRealtime;
+  ReadEnum(root, "pacing", PacingNames(), &o->runner.pacing);
   o->runner.speed = root.OptionalDouble("speed", o->runner.speed, {.min = 1e-6, .max = 1e9});
   o->runner.mean_output_tokens =
       root.OptionalDouble("mean_output_tokens", o->runner.mean_output_tokens, {.min = 1});
@@ -68,9 +105,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   im.registry = std::make_shared<prometheus::Registry>();
   // The engine first: a bad model / device / mode fails before anything listens.
   ASSIGN_OR_RETURN(s->runner_, EngineRunner::Create(options.runner, nullptr));
-  const engine::Engine& e = s->runner_->engine();
-  im.metrics = std::make_unique<ServerMetrics>(im.registry, e.model().name, e.device(),
-                                               e.parallelism().devices());
+  const std::shared_ptr<const ServedEngine> served = s->runner_->Snapshot().served;
+  im.metrics = std::make_unique<ServerMetrics>(im.registry, served->model.name, served->device,
+                                               served->parallelism.devices());
   s->runner_->SetMetrics(im.metrics.get());
   if (options.metrics_port >= 0) {
     try {
@@ -143,12 +180,12 @@ int RunServerMain(const ServerOptions& options) {
                : 1;
   }
   Server& s = **server;
-  const engine::Engine& e = s.runner().engine();
+  const std::shared_ptr<const ServedEngine> served = s.runner().Snapshot().served;
   std::fprintf(stderr,
                "neupims serve: %s on %s (%s, TP %d x PP %d), %s pacing x%g\n"
                "  gRPC   %s  (neupims.v1.LlmService, grpc.health.v1.Health, reflection)\n",
-               e.model().name.c_str(), e.device().name.c_str(), e.mode().name.c_str(),
-               e.parallelism().tp, e.parallelism().pp, ToString(options.runner.pacing),
+               served->model.name.c_str(), served->device.name.c_str(), served->mode.c_str(),
+               served->parallelism.tp, served->parallelism.pp, ToString(options.runner.pacing),
                options.runner.speed, s.address().c_str());
   if (s.metrics_port() >= 0) {
     std::fprintf(stderr, "  metrics http://%s:%d/metrics\n", options.bind_address.c_str(),

@@ -66,6 +66,19 @@ class Recorder : public EngineObserver {
   int64_t total_tokens = 0;
 };
 
+// Options named as on the command line, through their names tables.
+SystemModeKind ModeNamed(absl::string_view name) {
+  absl::StatusOr<SystemModeKind> m = SystemModeNames().Parse(name);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.value_or(SystemModeKind::kNeuPims);
+}
+
+PrefillPlacement PrefillNamed(absl::string_view name) {
+  absl::StatusOr<PrefillPlacement> p = PrefillPlacementNames().Parse(name);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.value_or(PrefillPlacement::kStandalone);
+}
+
 std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
   absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(o);
   EXPECT_TRUE(e.ok()) << e.status();
@@ -175,7 +188,7 @@ TEST(EngineCreate, DefaultsBuildGpt3_7bOnNeuPims) {
 
 TEST(EngineCreate, NpuOnlyHasOneDeviceWideKvPool) {
   EngineOptions o;
-  o.mode = "npu-only";
+  o.mode = SystemModeKind::kNpuOnly;
   std::unique_ptr<Engine> e = MakeEngine(o);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->kv_channels(), 1);
@@ -191,9 +204,8 @@ TEST(EngineCreate, UnknownModelModeOrDeviceIsAnError) {
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("gpt3-1b"));
 
-  o = {};
-  o.mode = "newton";
-  s = CreateStatus(o);
+  // The mode is typed: a bad name stops at the names table every front end parses through.
+  s = SystemModeNames().Parse("newton").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("choices: npu-only, npu+pim, neupims"));
 
@@ -206,7 +218,7 @@ TEST(EngineCreate, UnknownModelModeOrDeviceIsAnError) {
 
 TEST(EngineCreate, PimModeNeedsAPimDevice) {
   EngineOptions o;
-  o.mode = "neupims";
+  o.mode = SystemModeKind::kNeuPims;
   o.device = "npu-only";
   const absl::Status s = CreateStatus(o);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -245,12 +257,12 @@ TEST(EngineCreate, BadOptionsAreInvalid) {
   const absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
   EXPECT_EQ(code([](EngineOptions& o) { o.max_batch = 0; }), kInvalid);
   EXPECT_EQ(code([](EngineOptions& o) { o.max_prefill_tokens = 0; }), kInvalid);
-  EXPECT_EQ(code([](EngineOptions& o) { o.prefill = "remote"; }), kInvalid);
+  EXPECT_EQ(PrefillPlacementNames().Parse("remote").status().code(), kInvalid);
   EXPECT_EQ(code([](EngineOptions& o) { o.prefill_groups = 0; }), kInvalid);
   EXPECT_EQ(code([](EngineOptions& o) { o.prefill_batch_tokens = 0; }), kInvalid);
   EXPECT_EQ(code([](EngineOptions& o) { o.prefill_link.gb_per_s = 0; }), kInvalid);
-  EXPECT_EQ(code([](EngineOptions& o) { o.channel_policy = "random"; }), kInvalid);
-  EXPECT_EQ(code([](EngineOptions& o) { o.mha_estimator = "exact"; }), kInvalid);
+  EXPECT_EQ(scheduler::ChannelPolicyNames().Parse("random").status().code(), kInvalid);
+  EXPECT_EQ(MhaEstimatorNames().Parse("exact").status().code(), kInvalid);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -271,6 +283,34 @@ TEST(EngineSubmit, RejectsBadLengthsNamingTheField) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("2048"));
   EXPECT_TRUE(e->Submit({1, 2000, 48, 0, 0}).ok());  // exactly the context
   EXPECT_EQ(e->stats().submitted, 1);
+}
+
+// CheckRequest is Submit's check, exposed: the cases the server used to reject on its own (an
+// empty or negative prompt, no new tokens, over the context) are refused here, naming the
+// field, with the same verdict Submit gives; checking queues nothing.
+TEST(EngineCheckRequest, IsSubmitsCheckNamingTheFieldAndQueuesNothing) {
+  std::unique_ptr<Engine> e = MakeEngine({});
+  ASSERT_NE(e, nullptr);
+  struct Case {
+    SubmitSpec spec;
+    const char* field;
+  };
+  const std::vector<Case> cases = {{{1, 0, 10, 0, 0}, "prompt_tokens"},
+                                   {{1, -5, 10, 0, 0}, "prompt_tokens"},
+                                   {{1, 10, 0, 0, 0}, "max_new_tokens"},
+                                   {{1, 10, -1, 0, 0}, "max_new_tokens"},
+                                   {{1, 2000, 49, 0, 0}, "max_new_tokens"}};
+  for (const Case& c : cases) {
+    const absl::Status checked = e->CheckRequest(c.spec);
+    EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(std::string(checked.message()), HasSubstr(c.field));
+    EXPECT_EQ(e->Submit(c.spec), checked);
+  }
+  EXPECT_THAT(std::string(e->CheckRequest({1, 0, 10, 0, 0}).message()),
+              HasSubstr("the prompt is empty"));
+  EXPECT_TRUE(e->CheckRequest({1, 16, 4, 0, 0}).ok());
+  EXPECT_EQ(e->stats().submitted, 0);
+  EXPECT_TRUE(e->Idle());
 }
 
 TEST(EngineSubmit, DuplicateLiveIdIsAlreadyExistsAndFinishedIdsMayBeReused) {
@@ -357,7 +397,7 @@ TEST(EngineRun, CompletesPoissonArrivalsSubmittedUpFront) {
 
 TEST(EngineRun, CompletesArrivalsSubmittedAsSimulatedTimeReachesThem) {
   EngineOptions o;
-  o.prefill = "local";
+  o.prefill = PrefillPlacement::kLocal;
   std::unique_ptr<Engine> e = MakeEngine(o);
   ASSERT_NE(e, nullptr);
   Recorder rec;
@@ -434,7 +474,7 @@ TEST(EngineModes, DecodeHeavyWorkloadOrdersNpuOnlyNpuPimNeuPims) {
   std::map<std::string, double> duration_s;
   for (const char* mode : {"npu-only", "npu+pim", "neupims"}) {
     EngineOptions o;
-    o.mode = mode;
+    o.mode = ModeNamed(mode);
     o.max_batch = 256;
     o.prefill_groups = 16;
     std::unique_ptr<Engine> e = MakeEngine(o);
@@ -456,7 +496,7 @@ TEST(EnginePrefill, LocalAndStandaloneBothComplete) {
   for (const char* prefill : {"local", "standalone"}) {
     SCOPED_TRACE(prefill);
     EngineOptions o;
-    o.prefill = prefill;
+    o.prefill = PrefillNamed(prefill);
     std::unique_ptr<Engine> e = MakeEngine(o);
     ASSERT_NE(e, nullptr);
     Recorder rec;
@@ -505,7 +545,7 @@ TEST(EngineAbort, RunningRequestIsFreedReportedOnceAndProducesNothingMore) {
   for (const char* prefill : {"standalone", "local"}) {
     SCOPED_TRACE(prefill);
     EngineOptions o;
-    o.prefill = prefill;
+    o.prefill = PrefillNamed(prefill);
     std::unique_ptr<Engine> e = MakeEngine(o);
     ASSERT_NE(e, nullptr);
     Recorder rec;
@@ -605,7 +645,7 @@ EngineOptions PressureOptions(const char* prefill) {
   o.model = "llama2-7b";
   o.tp = 1;
   o.pp = 1;
-  o.prefill = prefill;
+  o.prefill = PrefillNamed(prefill);
   return o;
 }
 
@@ -698,7 +738,7 @@ TEST(EngineSimulateStep, ShareGptLikeBatchOrdersTheModes) {
   std::map<std::string, double> ns;
   for (const char* mode : {"npu-only", "npu+pim", "neupims"}) {
     EngineOptions o;
-    o.mode = mode;
+    o.mode = ModeNamed(mode);
     std::unique_ptr<Engine> e = MakeEngine(o);
     ASSERT_NE(e, nullptr);
     // All 32 layers, each one scheduled (timeline), without the LM head (layers = 0 would add
@@ -737,7 +777,7 @@ TEST(EngineSimulateStep, SubBatchSizesFollowAlgorithm3) {
 
   // The blocked baseline does not split.
   EngineOptions o;
-  o.mode = "npu+pim";
+  o.mode = SystemModeKind::kNpuPim;
   std::unique_ptr<Engine> blocked = MakeEngine(o);
   ASSERT_NE(blocked, nullptr);
   c = blocked->SimulateStep(batch, 1, false);

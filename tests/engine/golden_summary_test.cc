@@ -21,7 +21,7 @@ struct Golden {
   int64_t pim_commands;
 };
 
-EngineOptions Mode(const char* mode) {
+EngineOptions Mode(SystemModeKind mode) {
   EngineOptions o;
   o.mode = mode;
   return o;
@@ -69,28 +69,28 @@ TEST_P(GoldenSummary, EngineSummaryIsUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, GoldenSummary,
-    ::testing::Values(Golden{"neupims", [] { return Mode("neupims"); }, 1974, 114221, 0,
-                             12782033713, 2495.7971821844003, 1448397237.53125, 19026444288,
+    ::testing::Values(Golden{"neupims", [] { return Mode(SystemModeKind::kNeuPims); }, 1974, 114221,
+                             0, 12782033713, 2495.7971821844003, 1448397237.53125, 19026444288,
                              4113956480},
-                      Golden{"npu_pim", [] { return Mode("npu+pim"); }, 1767, 114221, 0,
-                             13117809064, 2465.4127435805194, 1448397237.53125, 19026444288,
+                      Golden{"npu_pim", [] { return Mode(SystemModeKind::kNpuPim); }, 1767, 114221,
+                             0, 13117809064, 2465.4127435805194, 1448397237.53125, 19026444288,
                              13569764160},
-                      Golden{"npu_only", [] { return Mode("npu-only"); }, 1365, 114221, 0,
-                             16314536754, 2896.8827601313205, 1484915224.28125, 0, 0},
+                      Golden{"npu_only", [] { return Mode(SystemModeKind::kNpuOnly); }, 1365,
+                             114221, 0, 16314536754, 2896.8827601313205, 1484915224.28125, 0, 0},
                       Golden{"local_prefill",
                              [] {
-                               EngineOptions o = Mode("neupims");
-                               o.prefill = "local";
+                               EngineOptions o = Mode(SystemModeKind::kNeuPims);
+                               o.prefill = PrefillPlacement::kLocal;
                                return o;
                              },
                              1243, 114221, 0, 14107048945, 2148.3569090490582, 3753805857.0625,
                              19026444288, 4113956480},
                       Golden{"interleaved_pp2",
                              [] {
-                               EngineOptions o = Mode("neupims");
+                               EngineOptions o = Mode(SystemModeKind::kNeuPims);
                                o.model = "gpt3-30b";
                                o.pp = 2;
-                               o.sub_batch_interleaving = 1;
+                               o.sub_batch_interleaving = SubBatchInterleaving::kOn;
                                return o;
                              },
                              1002, 114125, 96, 29831973391, 13906.840365145214, 3299484815.4296875,

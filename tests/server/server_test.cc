@@ -794,6 +794,45 @@ TEST_F(ServerTest, InvalidRequestsAreInvalidArgument) {
   ExpectEngineBecomesIdle();
 }
 
+// The engine's CheckRequest is the one request check: the server returns its verdict, word for
+// word, on the request as the client asked for it. Without ignore_eos the synthetic end of
+// sequence would shorten the over-the-context request to fit; it is still refused.
+TEST_F(ServerTest, RequestErrorsAreTheEnginesCheckOnTheRequestAsAsked) {
+  const ServerOptions options = FastOptions();
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options.runner.engine);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{2000, 49}, {0, 8}, {-5, 8}, {8, 0}};
+  for (const auto& [prompt, max_new] : cases) {
+    SCOPED_TRACE(absl::StrCat("prompt ", prompt, ", max_new_tokens ", max_new));
+    const absl::Status expected = (*engine)->CheckRequest({0, prompt, max_new, 0, 0});
+    ASSERT_FALSE(expected.ok());
+    const StreamResult g = Generate(LengthRequest(prompt, max_new, /*seed=*/1,
+                                                  /*ignore_eos=*/false));
+    EXPECT_EQ(g.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(g.status.error_message(), std::string(expected.message()));
+    CompleteResponse resp;
+    EXPECT_EQ(Complete(LengthRequest(prompt, max_new), &resp).error_message(),
+              std::string(expected.message()));
+  }
+}
+
+TEST_F(ServerTest, SnapshotCarriesTheServedEngineFacts) {
+  ServerOptions options = FastOptions();
+  options.runner.engine.max_waiting = 7;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  const ServerSnapshot s = server_->runner().Snapshot();
+  ASSERT_NE(s.served, nullptr);
+  EXPECT_EQ(s.served->model.name, kModel);
+  EXPECT_EQ(s.served->model.max_seq_len, 2048);
+  EXPECT_EQ(s.served->device.name, "neupims");
+  EXPECT_EQ(s.served->mode, "neupims");
+  EXPECT_EQ(s.served->max_waiting, 7);
+  EXPECT_EQ(Info().max_waiting(), 7);
+  EXPECT_EQ(Info().mode(), "neupims");
+}
+
 TEST_F(ServerTest, DuplicateLiveRequestIdIsAlreadyExists) {
   ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(1)));
   GenerateRequest req = LengthRequest(kLongPrompt, kLongTokens);

@@ -1,16 +1,18 @@
 #include "tools/neupims/engine_flags.h"
 
+#include <string>
+
+#include "tools/neupims/enum_flag.h"
+
 namespace neupims::cli {
 
-engine::EngineOptions EngineFlags::Resolve() const {
-  engine::EngineOptions o = options;
-  o.dual_row_buffers = dual_row_buffers == "auto" ? -1 : (dual_row_buffers == "on" ? 1 : 0);
-  o.sub_batch_interleaving = sub_batch == "mode"   ? -1
-                             : sub_batch == "auto" ? 2
-                             : sub_batch == "on"   ? 1
-                                                   : 0;
-  return o;
-}
+namespace {
+
+// --dual-row-buffers: on / off, or auto (the mode's choice).
+constexpr EnumName<bool> kOnOff[] = {{"on", true}, {"off", false}};
+constexpr EnumNames<bool> kOnOffNames("switch", kOnOff);
+
+}  // namespace
 
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   engine::EngineOptions& o = f->options;
@@ -18,32 +20,27 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "Model: built-in (gpt3-7b, gpt3-13b, gpt3-30b, gpt3-175b, llama2-7b, "
                   "llama2-70b) or a JSON file")
       ->capture_default_str();
-  cmd->add_option("--mode", o.mode, "System: npu-only, npu+pim or neupims")
-      ->check(CLI::IsMember({"npu-only", "npu+pim", "neupims"}))
-      ->capture_default_str();
-  cmd->add_option("--device", o.device,
-                  "Device config (default: the mode's: npu-only, newton or neupims)");
-  cmd->add_option("--dual-row-buffers", f->dual_row_buffers,
-                  "Ablation: PIM banks with dual row buffers (on/off/auto = the mode's)")
-      ->check(CLI::IsMember({"on", "off", "auto"}))
-      ->capture_default_str();
-  cmd->add_option("--sub-batch", f->sub_batch,
-                  "Sub-batch interleaving: on, off, auto (only iterations with >= "
-                  "--sbi-min-batch requests per micro-batch) or mode (the mode's choice: auto "
-                  "for neupims, off otherwise)")
-      ->check(CLI::IsMember({"on", "off", "auto", "mode"}))
-      ->capture_default_str();
+  AddEnumFlag(cmd, "--mode", engine::SystemModeNames(), &o.mode,
+              "System: npu-only, npu+pim or neupims");
+  cmd->add_option_function<std::string>(
+      "--device", [&o](const std::string& d) { o.device = d; },
+      "Device config (default: the mode's: npu-only, newton or neupims)");
+  AddOptionalEnumFlag(cmd, "--dual-row-buffers", kOnOffNames, &o.dual_row_buffers, "auto",
+                      "Ablation: PIM banks with dual row buffers (on/off/auto = the mode's)");
+  AddOptionalEnumFlag(cmd, "--sub-batch", engine::SubBatchInterleavingNames(),
+                      &o.sub_batch_interleaving, "mode",
+                      "Sub-batch interleaving: on, off, auto (only iterations with >= "
+                      "--sbi-min-batch requests per micro-batch) or mode (the mode's choice: auto "
+                      "for neupims, off otherwise)");
   cmd->add_option("--sbi-min-batch", o.sbi_min_batch,
                   "Smallest batch (per micro-batch) that auto interleaving splits")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--channel-policy", o.channel_policy,
-                  "Ablation: channel assignment round_robin or min_load (default: the mode's)")
-      ->check(CLI::IsMember({"round_robin", "min_load"}));
-  cmd->add_option("--mha-estimator", o.mha_estimator,
-                  "MHA latency estimate for min-load packing: analytic or algorithm1")
-      ->check(CLI::IsMember({"analytic", "algorithm1"}))
-      ->capture_default_str();
+  AddOptionalEnumFlag(cmd, "--channel-policy", scheduler::ChannelPolicyNames(), &o.channel_policy,
+                      "",
+                      "Ablation: channel assignment round_robin or min_load (default: the mode's)");
+  AddEnumFlag(cmd, "--mha-estimator", engine::MhaEstimatorNames(), &o.mha_estimator,
+              "MHA latency estimate for min-load packing: analytic or algorithm1");
   cmd->add_option("--tp", o.tp, "Tensor-parallel devices (default: the model's, Table 3)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o.pp, "Pipeline-parallel stages (default: the model's, Table 3)")
@@ -58,10 +55,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--block-tokens", o.block_tokens, "KV-cache block size in tokens")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--prefill", o.prefill,
-                  "Prefill on standalone NPUs (KV sent over a link) or local (same device)")
-      ->check(CLI::IsMember({"standalone", "local"}))
-      ->capture_default_str();
+  AddEnumFlag(cmd, "--prefill", engine::PrefillPlacementNames(), &o.prefill,
+              "Prefill on standalone NPUs (KV sent over a link) or local (same device)");
   cmd->add_option("--prefill-groups", o.prefill_groups,
                   "Standalone prefill instances (each tp x pp NPUs)")
       ->check(CLI::Range(1, 1024))
@@ -78,9 +73,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "Device-to-device message latency, ns")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--level", o.level, "Hardware detail: analytic or command (slow)")
-      ->check(CLI::IsMember({"analytic", "command"}))
-      ->capture_default_str();
+  AddEnumFlag(cmd, "--level", hw::DetailLevelNames(), &o.level,
+              "Hardware detail: analytic or command (slow)");
 }
 
 }  // namespace neupims::cli

@@ -96,20 +96,14 @@ StepResult Evaluate(engine::Engine& e,
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const std::string& model,
-                                                           const std::string& mode, int dual,
-                                                           const std::string& policy, int sbi,
-                                                           int tp = 0, int pp = 0) {
+// The options of one experiment point: `model` in `mode` with no ablation override (the
+// callers set those they study); the batch is never capped.
+engine::EngineOptions PointOptions(const std::string& model, engine::SystemModeKind mode) {
   engine::EngineOptions o;
   o.model = model;
   o.mode = mode;
-  o.dual_row_buffers = dual;
-  o.channel_policy = policy;
-  o.sub_batch_interleaving = sbi;
-  o.tp = tp;
-  o.pp = pp;
   o.max_batch = 1 << 14;
-  return engine::Engine::Create(o);
+  return o;
 }
 
 std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
@@ -120,7 +114,9 @@ int RunExperiments(const ExperimentFlags& f) {
   const std::vector<std::string> datasets = {"alpaca", "sharegpt"};
   const std::vector<int> batch_sizes =
       f.quick ? std::vector<int>{64, 256} : std::vector<int>{64, 128, 256, 384, 512};
-  const std::vector<std::string> modes = {"npu-only", "npu+pim", "neupims"};
+  using engine::SystemModeKind;
+  const std::vector<SystemModeKind> modes = {SystemModeKind::kNpuOnly, SystemModeKind::kNpuPim,
+                                             SystemModeKind::kNeuPims};
   const int samples = f.quick ? 2 : f.samples;
   json raw;
 
@@ -143,8 +139,9 @@ int RunExperiments(const ExperimentFlags& f) {
   // ---- Figure 12 + Table 4 -----------------------------------------------------------------
   std::map<std::tuple<std::string, std::string, int, std::string>, StepResult> fig12;
   for (const std::string& model : models) {
-    for (const std::string& mode : modes) {
-      auto e = MakeEngine(model, mode, -1, "", -1);
+    for (const SystemModeKind mode_kind : modes) {
+      const std::string mode = engine::ToString(mode_kind);
+      auto e = engine::Engine::Create(PointOptions(model, mode_kind));
       if (!e.ok()) return ReportError(e.status());
       for (const std::string& ds : datasets) {
         for (int bs : batch_sizes) {
@@ -156,19 +153,26 @@ int RunExperiments(const ExperimentFlags& f) {
     }
   }
   // ---- Figure 13: ablation on GPT3-7B, ShareGPT -------------------------------------------
+  using scheduler::ChannelPolicy;
+  using SBI = engine::SubBatchInterleaving;
   struct Variant {
     std::string name;
-    int dual;
-    std::string policy;
-    int sbi;
+    bool dual;
+    ChannelPolicy policy;
+    SBI sbi;
   };
-  const std::vector<Variant> variants = {{"NPU+PIM", 0, "round_robin", 0},
-                                         {"+DRB", 1, "round_robin", 0},
-                                         {"+DRB+GMLBP", 1, "min_load", 0},
-                                         {"+DRB+GMLBP+SBI", 1, "min_load", 1}};
+  const std::vector<Variant> variants = {
+      {"NPU+PIM", false, ChannelPolicy::kRoundRobin, SBI::kOff},
+      {"+DRB", true, ChannelPolicy::kRoundRobin, SBI::kOff},
+      {"+DRB+GMLBP", true, ChannelPolicy::kMinLoad, SBI::kOff},
+      {"+DRB+GMLBP+SBI", true, ChannelPolicy::kMinLoad, SBI::kOn}};
   std::map<std::pair<std::string, int>, StepResult> fig13;
   for (const Variant& v : variants) {
-    auto e = MakeEngine("gpt3-7b", "neupims", v.dual, v.policy, v.sbi);
+    engine::EngineOptions o = PointOptions("gpt3-7b", SystemModeKind::kNeuPims);
+    o.dual_row_buffers = v.dual;
+    o.channel_policy = v.policy;
+    o.sub_batch_interleaving = v.sbi;
+    auto e = engine::Engine::Create(o);
     if (!e.ok()) return ReportError(e.status());
     for (int bs : batch_sizes) {
       fig13[{v.name, bs}] = Evaluate(**e, batches[{"sharegpt", bs}]);
@@ -184,7 +188,10 @@ int RunExperiments(const ExperimentFlags& f) {
   std::map<std::tuple<std::string, std::string, int, int>, StepResult> fig14;
   for (const std::string& model : models) {
     for (auto [tp, pp] : combos_for(model)) {
-      auto e = MakeEngine(model, "neupims", -1, "", -1, tp, pp);
+      engine::EngineOptions o = PointOptions(model, SystemModeKind::kNeuPims);
+      o.tp = tp;
+      o.pp = pp;
+      auto e = engine::Engine::Create(o);
       for (const std::string& ds : datasets) {
         StepResult r;
         if (!e.ok()) {
@@ -200,7 +207,9 @@ int RunExperiments(const ExperimentFlags& f) {
   // Table 4 also with interleaving forced on (the paper's NeuPIMs always interleaves).
   StepResult table4_sbi;
   {
-    auto e = MakeEngine("gpt3-30b", "neupims", -1, "", 1);
+    engine::EngineOptions o = PointOptions("gpt3-30b", SystemModeKind::kNeuPims);
+    o.sub_batch_interleaving = engine::SubBatchInterleaving::kOn;
+    auto e = engine::Engine::Create(o);
     if (!e.ok()) return ReportError(e.status());
     table4_sbi = Evaluate(**e, batches[{"sharegpt", 256}]);
   }

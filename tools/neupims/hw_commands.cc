@@ -13,6 +13,7 @@
 #include "hw/registry.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
+#include "tools/neupims/enum_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -21,7 +22,7 @@ using nlohmann::json;
 
 struct CommonOptions {
   std::string device = "neupims";
-  std::string level = "command";
+  hw::DetailLevel level = hw::DetailLevel::kCommand;
   bool json = false;
 };
 
@@ -29,10 +30,8 @@ void AddCommon(CLI::App* cmd, CommonOptions* o) {
   cmd->add_option("--device", o->device,
                   "Device: built-in name (neupims, newton, npu-only) or a JSON file path")
       ->capture_default_str();
-  cmd->add_option("--level", o->level,
-                  "Level of detail: command (every DRAM/PIM command) or analytic (closed form)")
-      ->check(CLI::IsMember({"command", "analytic"}))
-      ->capture_default_str();
+  AddEnumFlag(cmd, "--level", hw::DetailLevelNames(), &o->level,
+              "Level of detail: command (every DRAM/PIM command) or analytic (closed form)");
   cmd->add_flag("--json", o->json, "Print the result as JSON instead of a table");
 }
 
@@ -45,7 +44,7 @@ struct Models {
 absl::StatusOr<Models> MakeModels(const CommonOptions& o, const hw::PimModelOptions& pim_opts) {
   Models m;
   ASSIGN_OR_RETURN(m.device, hw::LoadDeviceConfig(o.device));
-  ASSIGN_OR_RETURN(hw::DetailLevel level, hw::ResolveDetailLevel(o.level));
+  const hw::DetailModels level = hw::DetailModelsFor(o.level);
   ASSIGN_OR_RETURN(m.npu, hw::CreateNpuModel(level.npu, m.device));
   if (m.device.hbm.pim.enabled) {
     ASSIGN_OR_RETURN(m.pim, hw::CreatePimModel(level.pim, m.device, pim_opts));
@@ -122,7 +121,7 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   const double seconds = spec.clock().CyclesToSeconds(static_cast<double>(r.cycles));
   int violations = -1;
   if (run.check || !run.trace_path.empty()) {
-    if (common.level != "command") {
+    if (common.level != hw::DetailLevel::kCommand) {
       return ReportError(absl::InvalidArgumentError("--trace and --check need --level command"));
     }
     if (!run.trace_path.empty()) {
@@ -136,7 +135,7 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   j["operation"] = what;
   j["unit"] = "pim";
   j["device"] = m.device.name;
-  j["level"] = common.level;
+  j["level"] = hw::ToString(common.level);
   j["model"] = m.pim->name();
   j["row_buffers"] = hw::ToString(spec.pim.row_buffers);
   j["command_set"] = hw::ToString(spec.pim.command_set);
@@ -184,7 +183,8 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   t.Add("time", FormatSi(seconds, "s"));
   t.Add("MAC utilisation", FormatPercent(r.MacUtilization(spec)));
   t.Add("refreshes",
-        FormatFixed(r.refreshes, run.phases > 1 || common.level == "analytic" ? 2 : 0));
+        FormatFixed(r.refreshes,
+                    run.phases > 1 || common.level == hw::DetailLevel::kAnalytic ? 2 : 0));
   t.Section("work");
   t.Add("tiles", FormatCount(static_cast<double>(r.tiles)));
   t.Add("vector loads", FormatCount(static_cast<double>(r.vector_loads)));
@@ -233,7 +233,7 @@ int ReportNpu(const char* what, const json& shape, const CommonOptions& common, 
   j["operation"] = what;
   j["unit"] = "npu";
   j["device"] = m.device.name;
-  j["level"] = common.level;
+  j["level"] = hw::ToString(common.level);
   j["model"] = m.npu->name();
   j["shape"] = shape;
   j["cycles"] = r.cycles;

@@ -6,6 +6,7 @@
 #include "server/server.h"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
+#include "tools/neupims/enum_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -16,7 +17,7 @@ struct ServeFlags {
   std::string bind = "127.0.0.1";
   int port = 50051;
   int metrics_port = 9400;
-  std::string pacing = "realtime";
+  server::Pacing pacing = server::Pacing::kRealtime;
   double speed = 1.0;
   int64_t max_waiting = 4096;
   double drain_timeout_s = 30;
@@ -42,11 +43,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "Prometheus /metrics port (0: any free port, -1: none)")
       ->check(CLI::Range(-1, 65535))
       ->capture_default_str();
-  c->add_option("--pacing", f->pacing,
-                "realtime: simulated time follows the wall clock (x --speed); fast: as fast as "
-                "possible, timestamps simulated")
-      ->check(CLI::IsMember({"realtime", "fast"}))
-      ->capture_default_str();
+  AddEnumFlag(c, "--pacing", server::PacingNames(), &f->pacing,
+              "realtime: simulated time follows the wall clock (x --speed); fast: as fast as "
+              "possible, timestamps simulated");
   c->add_option("--speed", f->speed, "Simulated seconds per wall second in realtime pacing")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -75,7 +74,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     }
     // Command-line flags that were given override the config file.
     auto given = [&](const char* name) { return c->get_option(name)->count() > 0; };
-    const engine::EngineOptions flags = f->engine.Resolve();
+    const engine::EngineOptions& flags = f->engine.options;
     engine::EngineOptions& e = o.runner.engine;
     if (f->config.empty()) {
       const int64_t max_waiting = e.max_waiting;
@@ -97,9 +96,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (f->config.empty() || given("--bind")) o.bind_address = f->bind;
     if (f->config.empty() || given("--port")) o.port = f->port;
     if (f->config.empty() || given("--metrics-port")) o.metrics_port = f->metrics_port;
-    if (f->config.empty() || given("--pacing")) {
-      o.runner.pacing = f->pacing == "fast" ? server::Pacing::kFast : server::Pacing::kRealtime;
-    }
+    if (f->config.empty() || given("--pacing")) o.runner.pacing = f->pacing;
     if (f->config.empty() || given("--speed")) o.runner.speed = f->speed;
     if (given("--max-waiting")) e.max_waiting = f->max_waiting;
     if (f->config.empty() || given("--drain-timeout")) {

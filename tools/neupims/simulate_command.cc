@@ -290,7 +290,7 @@ absl::Status WriteCsv(const std::string& path, const Collector& c) {
 
 int RunSimulate(const SimulateFlags& f) {
   const auto wall_start = std::chrono::steady_clock::now();
-  auto engine_or = engine::Engine::Create(f.engine.Resolve());
+  auto engine_or = engine::Engine::Create(f.engine.options);
   if (!engine_or.ok()) return ReportError(engine_or.status());
   engine::Engine& e = **engine_or;
   auto w = workload::BuildWorkload(f.workload, e.model().max_seq_len);
@@ -357,11 +357,11 @@ int RunSimulate(const SimulateFlags& f) {
                    {"tp", e.parallelism().tp},
                    {"pp", e.parallelism().pp},
                    {"max_batch", e.options().max_batch},
-                   {"prefill", e.options().prefill},
+                   {"prefill", engine::ToString(e.options().prefill)},
                    {"dual_row_buffers", e.mode().dual_row_buffers},
                    {"sub_batch_interleaving", e.mode().sub_batch_interleaving},
                    {"channel_policy", scheduler::ToString(e.mode().channel_policy)},
-                   {"level", e.options().level},
+                   {"level", hw::ToString(e.options().level)},
                    {"workload", workload::WorkloadJson(f.workload, *w)}};
   json summary = SummaryJson(collector, e, wall_s);
   summary["settings"] = settings;

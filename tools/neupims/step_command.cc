@@ -72,7 +72,7 @@ absl::StatusOr<std::vector<engine::Engine::StepRequest>> ReadBatchFile(const std
 }
 
 int RunStep(const StepFlags& f) {
-  auto engine_or = engine::Engine::Create(f.engine.Resolve());
+  auto engine_or = engine::Engine::Create(f.engine.options);
   if (!engine_or.ok()) return ReportError(engine_or.status());
   engine::Engine& e = **engine_or;
   std::vector<engine::Engine::StepRequest> batch;

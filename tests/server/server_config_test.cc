@@ -1,0 +1,76 @@
+// LoadServerConfig: the server's JSON config reads the engine's typed options through their
+// names tables.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+
+namespace neupims::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::Status LoadText(const std::string& name, const std::string& json, ServerOptions* o) {
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
+  std::ofstream(path) << json;
+  return LoadServerConfig(path, o);
+}
+
+TEST(LoadServerConfig, ReadsEveryTypedEngineOption) {
+  ServerOptions o;
+  const absl::Status s = LoadText("server_config_all.json", R"({
+    "mode": "npu+pim", "device": "neupims", "prefill": "local", "level": "command",
+    "mha_estimator": "algorithm1", "channel_policy": "min_load", "sub_batch": "auto",
+    "dual_row_buffers": true, "pacing": "fast"})",
+                                  &o);
+  ASSERT_TRUE(s.ok()) << s;
+  const engine::EngineOptions& e = o.runner.engine;
+  EXPECT_EQ(e.mode, engine::SystemModeKind::kNpuPim);
+  EXPECT_EQ(e.device, "neupims");
+  EXPECT_EQ(e.prefill, engine::PrefillPlacement::kLocal);
+  EXPECT_EQ(e.level, hw::DetailLevel::kCommand);
+  EXPECT_EQ(e.mha_estimator, engine::MhaEstimatorKind::kAlgorithm1);
+  EXPECT_EQ(e.channel_policy, scheduler::ChannelPolicy::kMinLoad);
+  EXPECT_EQ(e.sub_batch_interleaving, engine::SubBatchInterleaving::kAuto);
+  EXPECT_EQ(e.dual_row_buffers, true);
+  EXPECT_EQ(o.runner.pacing, Pacing::kFast);
+}
+
+TEST(LoadServerConfig, AbsentOverridesStayTheModesChoice) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_empty.json", "{}", &o).ok());
+  const engine::EngineOptions& e = o.runner.engine;
+  EXPECT_EQ(e.mode, engine::SystemModeKind::kNeuPims);
+  EXPECT_FALSE(e.device.has_value());
+  EXPECT_FALSE(e.channel_policy.has_value());
+  EXPECT_FALSE(e.sub_batch_interleaving.has_value());
+  EXPECT_FALSE(e.dual_row_buffers.has_value());
+}
+
+TEST(LoadServerConfig, UnknownEnumValueIsAnErrorNamingTheFieldAndTheChoices) {
+  struct Case {
+    const char* field;
+    const char* choices;
+  };
+  for (const Case& c :
+       {Case{"mode", "npu-only, npu+pim, neupims"}, Case{"prefill", "standalone, local"},
+        Case{"level", "command, analytic"}, Case{"mha_estimator", "analytic, algorithm1"},
+        Case{"channel_policy", "round_robin, min_load"}, Case{"sub_batch", "on, off, auto"},
+        Case{"pacing", "realtime, fast"}}) {
+    SCOPED_TRACE(c.field);
+    ServerOptions o;
+    const absl::Status s = LoadText(std::string("server_config_bad_") + c.field + ".json",
+                                    std::string(R"({")") + c.field + R"(": "bogus"})", &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()), HasSubstr(std::string("'") + c.field + "'"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.choices));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("bogus"));
+  }
+}
+
+}  // namespace
+}  // namespace neupims::server
