@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
     io.device.hbm.pim.row_buffers =
         mode.dual_row_buffers ? hw::RowBufferMode::kDual : hw::RowBufferMode::kSingle;
   }
-  io.parallelism = {o.tp > 0 ? o.tp : io.model.default_tp, o.pp > 0 ? o.pp : io.model.default_pp};
+  io.parallelism = {o.tp.value_or(io.model.default_tp), o.pp.value_or(io.model.default_pp)};
   io.mode = mode;
   io.level = o.level;
   io.interconnect = o.interconnect;

@@ -57,7 +57,7 @@ struct EngineOptions {
   // (the NeuPIMs reference enables sub-batch interleaving from batch 256 on).
   int sbi_min_batch = 256;
   std::optional<scheduler::ChannelPolicy> channel_policy;
-  int tp = 0, pp = 0;  // 0 = the model's default (Table 3)
+  std::optional<int> tp, pp;  // unset: the model's default (Table 3)
   int max_batch = 256;
   int64_t max_prefill_tokens = 8192;  // prompt tokens admitted per iteration
   int block_tokens = 32;              // KV block = one key tile of 32 banks

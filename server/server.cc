@@ -47,8 +47,10 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   e->model = root.OptionalString("model", e->model);
   if (root.Has("device")) e->device = root.OptionalString("device", "");
   ReadEnum(root, "mode", engine::SystemModeNames(), &e->mode);
-  e->tp = static_cast<int>(root.OptionalInt("tp", e->tp, {.min = 0, .max = 64}));
-  e->pp = static_cast<int>(root.OptionalInt("pp", e->pp, {.min = 0, .max = 64}));
+  // Absent: the model's default parallelism (Table 3).
+  for (auto [key, field] : {std::pair{"tp", &e->tp}, std::pair{"pp", &e->pp}}) {
+    if (root.Has(key)) *field = static_cast<int>(root.Int(key, {.min = 1, .max = 64}));
+  }
   e->max_batch =
       static_cast<int>(root.OptionalInt("max_batch", e->max_batch, {.min = 1, .max = 1 << 16}));
   ReadEnum(root, "prefill", engine::PrefillPlacementNames(), &e->prefill);

@@ -243,8 +243,8 @@ TEST(EngineCreate, ModelThatDoesNotFitTheDeviceIsInvalid) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("gpt3-175b"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("raise --tp or --pp"));
   // Its default parallelism (TP 8, PP 4) fits.
-  o.tp = 0;
-  o.pp = 0;
+  o.tp.reset();
+  o.pp.reset();
   EXPECT_TRUE(CreateStatus(o).ok());
 }
 

@@ -51,6 +51,19 @@ TEST(LoadServerConfig, AbsentOverridesStayTheModesChoice) {
   EXPECT_FALSE(e.dual_row_buffers.has_value());
 }
 
+TEST(LoadServerConfig, ParallelismIsOptionalAndAtLeastOne) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_nopar.json", "{}", &o).ok());
+  EXPECT_FALSE(o.runner.engine.tp.has_value());  // the model's default (Table 3)
+  EXPECT_FALSE(o.runner.engine.pp.has_value());
+  ASSERT_TRUE(LoadText("server_config_par.json", R"({"tp": 2, "pp": 1})", &o).ok());
+  EXPECT_EQ(o.runner.engine.tp, 2);
+  EXPECT_EQ(o.runner.engine.pp, 1);
+  const absl::Status s = LoadText("server_config_tp0.json", R"({"tp": 0})", &o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("tp"));
+}
+
 TEST(LoadServerConfig, UnknownEnumValueIsAnErrorNamingTheFieldAndTheChoices) {
   struct Case {
     const char* field;
