@@ -171,9 +171,9 @@ absl::Status Engine::Submit(const SubmitSpec& spec) {
   const int64_t free_slots = std::max<int64_t>(0, options_.max_batch - scheduler_->running());
   const int64_t queued =
       scheduler_->waiting() + std::max<int64_t>(0, pending_arrivals_ - free_slots);
-  if (options_.max_waiting > 0 && queued >= options_.max_waiting) {
+  if (options_.max_waiting.has_value() && queued >= *options_.max_waiting) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("waiting queue is full (", options_.max_waiting, " requests); retry later"));
+        absl::StrCat("waiting queue is full (", *options_.max_waiting, " requests); retry later"));
   }
   auto r = std::make_unique<Request>();
   r->id = spec.id;

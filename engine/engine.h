@@ -69,7 +69,7 @@ struct EngineOptions {
   LinkSpec prefill_link{64, 2000};      // KV transfer, prefill NPUs -> NeuPIMs devices
   LinkSpec interconnect{64, 1000};      // tensor/pipeline-parallel links between devices
   hw::DetailLevel level = hw::DetailLevel::kAnalytic;  // hardware detail
-  int64_t max_waiting = 0;                             // admission control: 0 = unbounded
+  std::optional<int64_t> max_waiting;                  // admission control: unset = unbounded
 };
 
 struct SubmitSpec {

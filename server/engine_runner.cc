@@ -24,7 +24,7 @@ std::shared_ptr<const ServedEngine> DescribeServed(const engine::Engine& e) {
   served->device = e.device();
   served->mode = e.mode().name;
   served->parallelism = e.parallelism();
-  served->max_waiting = e.options().max_waiting;
+  served->max_waiting = e.options().max_waiting.value_or(0);
   return served;
 }
 

@@ -62,7 +62,10 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   if (root.Has("dual_row_buffers")) {
     e->dual_row_buffers = root.OptionalBool("dual_row_buffers", false);
   }
-  e->max_waiting = root.OptionalInt("max_waiting", e->max_waiting, {.min = 0});
+  // 0: unbounded.
+  const int64_t max_waiting =
+      root.OptionalInt("max_waiting", e->max_waiting.value_or(0), {.min = 0});
+  e->max_waiting = max_waiting > 0 ? std::optional<int64_t>(max_waiting) : std::nullopt;
 }
 
 }  // namespace

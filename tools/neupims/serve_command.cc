@@ -1,6 +1,7 @@
 #include "tools/neupims/serve_command.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/server.h"
@@ -64,7 +65,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
-    o.runner.engine.max_waiting = f->max_waiting;
+    // --max-waiting 0: unbounded.
+    const std::optional<int64_t> max_waiting_flag =
+        f->max_waiting > 0 ? std::optional<int64_t>(f->max_waiting) : std::nullopt;
+    o.runner.engine.max_waiting = max_waiting_flag;
     if (!f->config.empty()) {
       absl::Status s = server::LoadServerConfig(f->config, &o);
       if (!s.ok()) {
@@ -77,7 +81,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     const engine::EngineOptions& flags = f->engine.options;
     engine::EngineOptions& e = o.runner.engine;
     if (f->config.empty()) {
-      const int64_t max_waiting = e.max_waiting;
+      const std::optional<int64_t> max_waiting = e.max_waiting;
       e = flags;
       e.max_waiting = max_waiting;
     } else {
@@ -98,7 +102,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (f->config.empty() || given("--metrics-port")) o.metrics_port = f->metrics_port;
     if (f->config.empty() || given("--pacing")) o.runner.pacing = f->pacing;
     if (f->config.empty() || given("--speed")) o.runner.speed = f->speed;
-    if (given("--max-waiting")) e.max_waiting = f->max_waiting;
+    if (given("--max-waiting")) e.max_waiting = max_waiting_flag;
     if (f->config.empty() || given("--drain-timeout")) {
       o.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->drain_timeout_s * 1000));
     }
