@@ -354,7 +354,8 @@ absl::Status Engine::EndIteration() {
   const scheduler::ScheduleOutput& out = current_;
   const IterationCost& c = current_cost_;
   // Tokens of this iteration (requests aborted meanwhile produce nothing).
-  std::vector<std::pair<Request*, int64_t>> emitted;
+  std::vector<std::pair<Request*, int64_t>>& emitted = emitted_;  // reused scratch
+  emitted.clear();
   for (Request* r : out.decode) {
     if (r->state == scheduler::RequestState::kRunning) emitted.emplace_back(r, r->generated);
   }

@@ -221,7 +221,8 @@ class Engine {
   bool in_flight_ = false;
   scheduler::ScheduleOutput current_;
   IterationCost current_cost_;
-  IterationInput iteration_input_;  // scratch of MaybeStartIteration
+  IterationInput iteration_input_;                     // scratch of MaybeStartIteration
+  std::vector<std::pair<Request*, int64_t>> emitted_;  // scratch of EndIteration
   SimTime iteration_start_ = 0;
   int64_t timeline_iterations_ = 0;
 

@@ -75,8 +75,8 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
   ScheduleOutput out;
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
-  std::vector<Request*> decoding;
-  decoding.reserve(running_.size());
+  std::vector<Request*>& decoding = decoding_;
+  decoding.clear();
   out.decode.reserve(running_.size());
   for (Request* r : running_) {
     if (r->state == RequestState::kRunning && !r->needs_prefill) decoding.push_back(r);
@@ -193,7 +193,9 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
   // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
   if (options_.sub_batches &&
       static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
-    std::vector<std::vector<Request*>> per_channel(kv_->channels());
+    std::vector<std::vector<Request*>>& per_channel = per_channel_;
+    per_channel.resize(kv_->channels());
+    for (std::vector<Request*>& c : per_channel) c.clear();
     for (Request* r : out.decode) per_channel[r->channel].push_back(r);
     auto [a, b] = PartitionSubBatches(per_channel);
     for (Request* r : a) r->sub_batch = 0;

@@ -101,6 +101,9 @@ class Scheduler {
   std::vector<Request*> running_;  // kRunning and kPrefilling, in admission order
   int64_t prefilling_ = 0;
   int rr_cursor_ = 0;
+  // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
+  std::vector<Request*> decoding_;
+  std::vector<std::vector<Request*>> per_channel_;
 };
 
 }  // namespace neupims::scheduler
