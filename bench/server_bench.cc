@@ -24,12 +24,14 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/stats.h"
 #include "grpcpp/grpcpp.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/server.h"
@@ -162,17 +164,7 @@ ServerOptions BenchOptions(Pacing pacing, double speed) {
   return o;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-double Percentile(std::vector<double>* sorted, double p) {
-  if (sorted->empty()) return 0;
-  const size_t i = std::min(sorted->size() - 1, static_cast<size_t>(p * sorted->size()));
-  return (*sorted)[i];
-}
+double Median(std::vector<double> v) { return Summarize(std::move(v)).median; }
 
 bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool record,
          RunResult* out) {
@@ -305,24 +297,20 @@ int Main(int argc, char** argv) {
       return 1;
     }
     failed += static_cast<int>(r.failed);
-    std::vector<double>& lags = r.lags_ms;
-    std::sort(lags.begin(), lags.end());
+    const Summary lags = Summarize(r.lags_ms);
     std::printf("%9s %11s %9s %9s %11s %11s %11s %11s\n", "wall_s", "sim_e2e_s", "tokens",
                 "messages", "lag_p50_ms", "lag_p99_ms", "lag_min_ms", "lag_max_ms");
     std::printf("%9.3f %11.3f %9lld %9lld %11.2f %11.2f %11.2f %11.2f\n", r.wall_s, r.max_e2e_s,
-                static_cast<long long>(r.tokens), static_cast<long long>(r.messages),
-                Percentile(&lags, 0.50), Percentile(&lags, 0.99), lags.empty() ? 0 : lags.front(),
-                lags.empty() ? 0 : lags.back());
+                static_cast<long long>(r.tokens), static_cast<long long>(r.messages), lags.median,
+                lags.p99, lags.min, lags.max);
     std::printf(
         "lag = client receipt - (engine clock origin + sim_time_s / speed), one sample per token.\n"
         "It includes the engine thread's wake-up, the server's write path, loopback transport and\n"
         "the client's own callback scheduling. Origin calibrated to +-%.3f ms.\n",
         r.origin_error_ms);
-    std::vector<double>& send = r.send_lags_ms;
-    std::sort(send.begin(), send.end());
+    const Summary send = Summarize(r.send_lags_ms);
     std::printf("\nsend lag (server side): %zu messages, p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
-                send.size(), Percentile(&send, 0.50), Percentile(&send, 0.99),
-                send.empty() ? 0 : send.back());
+                send.count, send.median, send.p99, send.max);
     std::printf(
         "send lag = the moment the server hands a token message to gRPC (StartWrite) - the\n"
         "token's scheduled wall time (server clock; neupims:token_send_lag_seconds).\n");

@@ -1,11 +1,11 @@
 #include "common/config_reader.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace neupims {
@@ -214,11 +214,8 @@ ConfigDocument::ConfigDocument(std::unique_ptr<Json> json, std::string source)
 ConfigDocument::~ConfigDocument() = default;
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return FromString(ss.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return FromString(text, path);
 }
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromString(absl::string_view text,

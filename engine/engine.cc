@@ -73,8 +73,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   const models::Parallelism& p = io.parallelism;
   const hw::HbmOrganization& org = io.device.hbm.org;
   const int64_t weights = models::DeviceWeightBytes(m, p);
-  const int64_t kv_per_token = static_cast<int64_t>(m.layers / p.pp) * 2 * (m.kv_heads / p.tp) *
-                               m.head_dim() * m.element_bytes;
+  const int64_t kv_per_token = models::KvBytesPerToken(m, p);
   const int64_t block_bytes = kv_per_token * o.block_tokens;
   const int channels = mode.pim_attention ? org.channels : 1;
   const int64_t capacity = org.channel_capacity_bytes() * org.channels;
@@ -292,8 +291,8 @@ absl::Status Engine::Process(const Event& e) {
           if (r->terminal()) Notify(r);
           continue;
         }
-        const double bytes = static_cast<double>(r->context_tokens()) * (m.layers / p.pp) * 2.0 *
-                             (m.kv_heads / p.tp) * m.head_dim() * m.element_bytes;
+        const double bytes =
+            static_cast<double>(r->context_tokens() * models::KvBytesPerToken(m, p));
         Push(now_ + CeilNs(options_.prefill_link.TransferNs(bytes)), EventKind::kKvReady, id);
       }
       RETURN_IF_ERROR(DispatchPrefill());

@@ -28,8 +28,10 @@ int64_t ModelConfig::Parameters() const {
   return int64_t{layers} * LayerParameters() + vocab_matrices * int64_t{vocab} * hidden;
 }
 
-int64_t ModelConfig::KvBytesPerToken() const {
-  return int64_t{layers} * 2 * kv_heads * head_dim() * element_bytes;
+int64_t ModelConfig::KvBytesPerToken() const { return models::KvBytesPerToken(*this, {}); }
+
+int64_t KvBytesPerToken(const ModelConfig& m, const Parallelism& p) {
+  return int64_t{m.layers / p.pp} * 2 * (m.kv_heads / p.tp) * m.head_dim() * m.element_bytes;
 }
 
 namespace {

@@ -43,7 +43,7 @@ struct ModelConfig {
   // position embeddings (GPT3-7B: < 0.2% together).
   int64_t LayerParameters() const;
   int64_t Parameters() const;
-  // KV-cache bytes per token for all layers (keys + values).
+  // KV-cache bytes per token for all layers (keys + values): KvBytesPerToken(*this, {}).
   int64_t KvBytesPerToken() const;
 };
 
@@ -54,6 +54,10 @@ struct Parallelism {
 
   int devices() const { return tp * pp; }
 };
+
+// KV-cache bytes per token on one device: keys and values of its layers (layers / pp) for its
+// KV heads (kv_heads / tp). The one definition: KV block sizes and KV transfers both use it.
+int64_t KvBytesPerToken(const ModelConfig& m, const Parallelism& p);
 
 absl::StatusOr<ModelConfig> LoadModelConfig(absl::string_view name_or_path);
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json, absl::string_view source);

@@ -34,6 +34,29 @@ const char* ToString(FinishReason r) {
   return "?";
 }
 
+namespace {
+
+// to - from, when both happened and in that order.
+std::optional<SimTime> Span(SimTime from, SimTime to) {
+  if (from == kNoTime || to == kNoTime || to < from) return std::nullopt;
+  return to - from;
+}
+
+}  // namespace
+
+RequestLatencies Latencies(const Request& r) {
+  RequestLatencies l;
+  l.queue_ns = Span(r.arrival, r.first_admitted);
+  l.ttft_ns = Span(r.arrival, r.first_token);
+  l.prefill_ns = Span(r.first_admitted, r.first_token);
+  l.decode_ns = Span(r.first_token, r.finished);
+  l.e2e_ns = Span(r.arrival, r.finished);
+  if (l.decode_ns && r.generated > 1) {
+    l.tpot_ns = static_cast<double>(*l.decode_ns) / static_cast<double>(r.generated - 1);
+  }
+  return l;
+}
+
 absl::Status Transition(Request& r, RequestState to) {
   using S = RequestState;
   const S from = r.state;

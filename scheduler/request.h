@@ -13,6 +13,7 @@
 #define NEUPIMS_SCHEDULER_REQUEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -62,6 +63,21 @@ struct Request {
 
 // Validated state changes.
 absl::Status Transition(Request& r, RequestState to);
+
+// The spans of a request's timeline, in simulated nanoseconds. A span is absent when one of its
+// ends has not happened (e.g. no first token for a request rejected while waiting) or would be
+// negative (an abort before the arrival time); TPOT needs two or more generated tokens.
+struct RequestLatencies {
+  std::optional<SimTime> queue_ns;    // arrival -> first admission
+  std::optional<SimTime> ttft_ns;     // arrival -> first token
+  std::optional<SimTime> prefill_ns;  // first admission -> first token
+  std::optional<SimTime> decode_ns;   // first token -> finished
+  std::optional<SimTime> e2e_ns;      // arrival -> finished
+  std::optional<double> tpot_ns;      // decode_ns / (generated - 1): per token after the first
+};
+
+// The one definition of a request's latencies, for the server, its metrics and the CLIs.
+RequestLatencies Latencies(const Request& r);
 
 }  // namespace neupims::scheduler
 

@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "scheduler/request.h"
 #include "server/metrics.h"
 
 namespace neupims::server {
@@ -74,13 +75,11 @@ class EngineRunner::Observer : public engine::EngineObserver {
     }
     c.prompt_tokens = r.prompt_tokens;
     c.completion_tokens = r.generated;
-    const double arrival = static_cast<double>(r.arrival);
-    if (r.first_admitted >= 0) c.queue_time_s = (r.first_admitted - arrival) / 1e9;
-    if (r.first_token >= 0) c.ttft_s = (r.first_token - arrival) / 1e9;
-    if (r.finished >= 0) c.e2e_latency_s = (r.finished - arrival) / 1e9;
-    if (r.generated > 1 && r.first_token >= 0 && r.finished >= 0) {
-      c.tpot_s = (r.finished - r.first_token) / 1e9 / static_cast<double>(r.generated - 1);
-    }
+    const scheduler::RequestLatencies l = scheduler::Latencies(r);
+    c.queue_time_s = static_cast<double>(l.queue_ns.value_or(0)) / 1e9;
+    c.ttft_s = static_cast<double>(l.ttft_ns.value_or(0)) / 1e9;
+    c.e2e_latency_s = static_cast<double>(l.e2e_ns.value_or(0)) / 1e9;
+    c.tpot_s = l.tpot_ns.value_or(0) / 1e9;
     c.pim_channel = runner_->engine_->mode().pim_attention ? r.channel : -1;
     c.preemptions = r.preemptions;
     c.error = r.error;

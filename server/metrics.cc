@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "scheduler/request.h"
 #include "server/engine_runner.h"
 
 namespace neupims::server {
@@ -96,9 +98,8 @@ double Growth(double current, double previous) {
 }
 
 // Observes `to - from` in seconds when both simulated times are known and ordered.
-void ObserveSpan(Histogram& h, engine::SimTime from, engine::SimTime to) {
-  if (from < 0 || to < 0 || to < from) return;
-  h.Observe(static_cast<double>(to - from) / kNsPerSecond);
+void ObserveSpan(Histogram& h, std::optional<engine::SimTime> span_ns) {
+  if (span_ns) h.Observe(static_cast<double>(*span_ns) / kNsPerSecond);
 }
 
 }  // namespace
@@ -473,16 +474,14 @@ void ServerMetrics::OnFinished(const engine::Request& r, const Completion& c) {
   m.success[static_cast<size_t>(c.reason)]->Increment();
   if (c.reason == Finish::kRejected) return;  // never admitted: no latencies
   // A first token, an admission and its prefill happened whatever ended the request.
-  ObserveSpan(*m.ttft, r.arrival, r.first_token);
-  ObserveSpan(*m.queue, r.arrival, r.first_admitted);
-  ObserveSpan(*m.prefill, r.first_admitted, r.first_token);
+  const scheduler::RequestLatencies l = scheduler::Latencies(r);
+  ObserveSpan(*m.ttft, l.ttft_ns);
+  ObserveSpan(*m.queue, l.queue_ns);
+  ObserveSpan(*m.prefill, l.prefill_ns);
   if (c.reason == Finish::kAborted) return;  // its end is the client's choice, not a latency
-  ObserveSpan(*m.e2e, r.arrival, r.finished);
-  ObserveSpan(*m.decode, r.first_token, r.finished);
-  if (r.generated > 1 && r.first_token >= 0 && r.finished >= r.first_token) {
-    m.request_tpot->Observe(static_cast<double>(r.finished - r.first_token) / kNsPerSecond /
-                            static_cast<double>(r.generated - 1));
-  }
+  ObserveSpan(*m.e2e, l.e2e_ns);
+  ObserveSpan(*m.decode, l.decode_ns);
+  if (l.tpot_ns) m.request_tpot->Observe(*l.tpot_ns / kNsPerSecond);
 }
 
 void ServerMetrics::OnIteration(const engine::IterationRecord& it,

@@ -2,18 +2,9 @@
 
 #include <cmath>
 
+#include "common/splitmix64.h"
+
 namespace neupims::server {
-namespace {
-
-// SplitMix64: a stateless, well-mixed hash of (seed, index).
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 std::vector<int64_t> ByteTokenizer::Encode(absl::string_view text) const {
   std::vector<int64_t> ids;
@@ -28,13 +19,14 @@ std::string ByteTokenizer::Decode(int64_t id) const {
 }
 
 int64_t SyntheticTokens::TokenId(uint64_t seed, int64_t index) {
-  return 32 +
-         static_cast<int64_t>(Mix(seed * 0x100000001B3ull + static_cast<uint64_t>(index)) % 95);
+  return 32 + static_cast<int64_t>(
+                  SplitMix64(seed * 0x100000001B3ull + static_cast<uint64_t>(index)) % 95);
 }
 
 int64_t SyntheticTokens::StopLength(uint64_t seed, double mean_output_tokens) {
   const double p = 1.0 / std::max(1.0, mean_output_tokens);
-  const double u = (static_cast<double>(Mix(~seed) >> 11) + 0.5) / 9007199254740992.0;  // (0,1)
+  const double u =
+      (static_cast<double>(SplitMix64(~seed) >> 11) + 0.5) / 9007199254740992.0;  // (0,1)
   return 1 + static_cast<int64_t>(std::floor(std::log(u) / std::log1p(-p)));
 }
 

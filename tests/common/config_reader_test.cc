@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -352,10 +352,7 @@ TEST(ConfigReader, StatusIsOkWhenEveryFieldIsReadCorrectly) {
 TEST(ConfigReader, FromFileReadsTheFileAndNamesItAsTheSource) {
   const std::filesystem::path path =
       std::filesystem::path(::testing::TempDir()) / "config_reader_test_from_file.json";
-  {
-    std::ofstream out(path);
-    out << R"({"n": "not a number"})";
-  }
+  ASSERT_TRUE(WriteFile(path.string(), R"({"n": "not a number"})").ok());
   absl::StatusOr<std::unique_ptr<ConfigDocument>> doc = ConfigDocument::FromFile(path.string());
   ASSERT_TRUE(doc.ok()) << doc.status();
   EXPECT_EQ((*doc)->source(), path.string());

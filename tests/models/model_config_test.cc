@@ -130,6 +130,13 @@ TEST(ModelConfig, KvBytesPerTokenCountsKeysAndValuesOfEveryLayer) {
   EXPECT_EQ(MustLoad("gpt3-7b").KvBytesPerToken(), 32 * 2 * 4096 * 2);
 }
 
+TEST(ModelConfig, KvBytesPerTokenOfADeviceSplitsLayersByPpAndKvHeadsByTp) {
+  const ModelConfig m = MustLoad("llama2-70b");
+  // 80 / 4 layers x (K + V) x 8 / 2 KV heads x 128 x 2 B.
+  EXPECT_EQ(KvBytesPerToken(m, {.tp = 2, .pp = 4}), 20 * 2 * 4 * 128 * 2);
+  EXPECT_EQ(KvBytesPerToken(m, {}), m.KvBytesPerToken());
+}
+
 TEST(ModelConfig, ValidateParallelismAcceptsTable3Splits) {
   const ModelConfig m = MustLoad("gpt3-7b");
   EXPECT_TRUE(ValidateParallelism(m, {.tp = 1, .pp = 1}).ok());

@@ -132,5 +132,44 @@ TEST(Request, NamesOfStatesAndReasons) {
   EXPECT_STREQ(ToString(FinishReason::kRejected), "rejected");
 }
 
+// A request with the given timeline (kNoTime: never happened) and output tokens.
+Request WithTimeline(SimTime arrival, SimTime admitted, SimTime first_token, SimTime finished,
+                     int64_t generated) {
+  return Request{.arrival = arrival,
+                 .generated = generated,
+                 .first_admitted = admitted,
+                 .first_token = first_token,
+                 .finished = finished};
+}
+
+TEST(Latencies, SpansOfAFinishedRequestInNanoseconds) {
+  const RequestLatencies l = Latencies(WithTimeline(1000, 1500, 4000, 10000, 4));
+  EXPECT_EQ(l.queue_ns, 500);
+  EXPECT_EQ(l.ttft_ns, 3000);
+  EXPECT_EQ(l.prefill_ns, 2500);
+  EXPECT_EQ(l.decode_ns, 6000);
+  EXPECT_EQ(l.e2e_ns, 9000);
+  EXPECT_EQ(l.tpot_ns, 2000.0);  // 6000 ns over the 3 tokens after the first
+}
+
+TEST(Latencies, SpansThatNeverHappenedAreAbsent) {
+  // Rejected: finished while waiting, never admitted, no token.
+  const RequestLatencies l = Latencies(WithTimeline(100, kNoTime, kNoTime, 100, 0));
+  EXPECT_FALSE(l.queue_ns.has_value());
+  EXPECT_FALSE(l.ttft_ns.has_value());
+  EXPECT_FALSE(l.prefill_ns.has_value());
+  EXPECT_FALSE(l.decode_ns.has_value());
+  EXPECT_FALSE(l.tpot_ns.has_value());
+  EXPECT_EQ(l.e2e_ns, 0);
+
+  // Aborted before its arrival time: no negative span.
+  EXPECT_FALSE(Latencies(WithTimeline(500, kNoTime, kNoTime, 200, 0)).e2e_ns.has_value());
+}
+
+TEST(Latencies, TpotNeedsTwoOrMoreTokens) {
+  EXPECT_FALSE(Latencies(WithTimeline(0, 0, 10, 10, 1)).tpot_ns.has_value());
+  EXPECT_EQ(Latencies(WithTimeline(0, 0, 10, 30, 2)).tpot_ns, 20.0);
+}
+
 }  // namespace
 }  // namespace neupims::scheduler

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -402,20 +402,14 @@ TEST_F(LoadgenServerTest, BadInputsNameTheFileOrFlag) {
   const std::string trace = (std::filesystem::path(::testing::TempDir()) /
                              ("loadgen_bad_" + std::to_string(getpid()) + ".csv"))
                                 .string();
-  {
-    std::ofstream out(trace);
-    out << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.1,ten,5\n";
-  }
+  ASSERT_TRUE(WriteFile(trace, "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.1,ten,5\n").ok());
   o.workload.trace = trace;
   runs = RunLoad(o);
   ASSERT_FALSE(runs.ok());
   EXPECT_THAT(runs.status().message(), HasSubstr(trace + ":3"));
 
   // Every row filtered out (longer than the 2048-token context): zero requests.
-  {
-    std::ofstream out(trace);
-    out << "arrival_s,prompt_tokens,output_tokens\n0,3000,5\n";
-  }
+  ASSERT_TRUE(WriteFile(trace, "arrival_s,prompt_tokens,output_tokens\n0,3000,5\n").ok());
   runs = RunLoad(o);
   ASSERT_FALSE(runs.ok());
   EXPECT_THAT(runs.status().message(), HasSubstr(trace));

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/loadgen/results.h"
@@ -338,7 +339,7 @@ TEST(ReportTest, WriteHtmlReportCreatesTheDirectory) {
 TEST(ReportTest, WriteHtmlReportNamesThePathOnError) {
   const std::filesystem::path file =
       std::filesystem::path(::testing::TempDir()) / "report_test_not_a_dir";
-  std::ofstream(file) << "x";
+  ASSERT_TRUE(WriteFile(file.string(), "x").ok());
   const absl::Status status = WriteHtmlReport((file / "sub").string(), Sweep(), Info());
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(std::string(status.message()), HasSubstr((file / "sub").string()));

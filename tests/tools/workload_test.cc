@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -26,9 +26,8 @@ using ::testing::HasSubstr;
 std::string WriteTemp(absl::string_view name, absl::string_view contents) {
   const std::string path =
       (std::filesystem::path(::testing::TempDir()) / std::string(name)).string();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  EXPECT_TRUE(out.good()) << path;
+  const absl::Status written = WriteFile(path, contents);
+  EXPECT_TRUE(written.ok()) << written;
   return path;
 }
 

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/report.h"
 #include "tools/loadgen/results.h"
@@ -26,15 +26,14 @@ using neupims::loadgen::LoadInfo;
 using neupims::loadgen::LoadOptions;
 using neupims::loadgen::RunResult;
 
-// Writes `text` to `path`, creating its parent directories.
-absl::Status WriteFile(const std::string& path, const std::string& text, const char* flag) {
+// Writes `text` to `path`, creating its parent directories; errors name the flag and the path.
+absl::Status WriteOutput(const std::string& path, const std::string& text, const char* flag) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out << text;
-  if (!out) return absl::UnavailableError(absl::StrCat(flag, " ", path, ": cannot write file"));
-  return absl::OkStatus();
+  const absl::Status written = neupims::WriteFile(path, text);
+  if (written.ok()) return written;
+  return absl::Status(written.code(), absl::StrCat(flag, " ", written.message()));
 }
 
 std::string Now() {
@@ -125,14 +124,14 @@ int main(int argc, char** argv) {
     }
   };
   if (!result_json.empty()) {
-    check(WriteFile(result_json, neupims::loadgen::ResultJson(*runs, o, info).dump(2) + "\n",
-                    "--result-json"));
+    check(WriteOutput(result_json, neupims::loadgen::ResultJson(*runs, o, info).dump(2) + "\n",
+                      "--result-json"));
   }
   if (!result_csv.empty()) {
     for (const RunResult& run : *runs) {
       const std::string path =
           runs->size() > 1 ? neupims::loadgen::SuffixedPath(result_csv, run) : result_csv;
-      check(WriteFile(path, neupims::loadgen::RequestsCsv(run), "--result-csv"));
+      check(WriteOutput(path, neupims::loadgen::RequestsCsv(run), "--result-csv"));
     }
   }
   if (!report_dir.empty()) {

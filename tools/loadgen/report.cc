@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -19,6 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
+#include "common/stats.h"
+#include "tools/loadgen/svg_chart.h"
+
+// Page assembly: which tables and charts the report has and what goes in them. Drawing a chart
+// is svg_chart.h's; the numbers are results.h's one summary of a run.
 
 namespace neupims::loadgen {
 namespace {
@@ -26,61 +31,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Text and numbers.
 
-constexpr int kMaxChartRuns = 8;
-constexpr const char* kPalette[kMaxChartRuns] = {"#1f77b4", "#e8710a", "#2ca02c", "#d62728",
-                                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-constexpr const char* kNeutral = "#57606a";
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// Larger magnitudes are treated like non-finite values: they would only wreck the axes.
-constexpr double kMaxMagnitude = 1e12;
-
-bool Usable(double v) { return std::isfinite(v) && std::abs(v) <= kMaxMagnitude; }
-
-std::string Esc(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// At most `max_chars` UTF-8 code points, with an ellipsis when cut.
-std::string Truncate(absl::string_view s, size_t max_chars) {
-  size_t chars = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;  // continuation byte
-    if (chars == max_chars) return absl::StrCat(s.substr(0, i), "\u2026");
-    ++chars;
-  }
-  return std::string(s);
-}
-
-// An SVG coordinate: always a plain finite number.
-std::string Coord(double v) {
-  if (!std::isfinite(v)) v = 0;
-  v = std::clamp(v, -1e6, 1e6);
-  if (std::abs(v) < 0.05) v = 0;  // no "-0.0"
-  return absl::StrFormat("%.1f", v);
-}
+constexpr int kMaxChartRuns = kPaletteSize;  // one colour per charted run
 
 // Table cell for a value with a fixed number of decimals; an em dash when unknown.
 std::string Cell(double v, int decimals) {
@@ -117,30 +68,12 @@ std::string UtcTime(double unix_s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Statistics (computed from the requests, for the charts and when the caller did not summarize).
-
-// Linear interpolation between closest ranks (numpy's default), on sorted values.
-double Quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return kNaN;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
+// Samples and runs.
 
 std::vector<double> SortedUsable(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !Usable(x); }), v.end());
   std::sort(v.begin(), v.end());
   return v;
-}
-
-Percentiles PercentilesOf(std::vector<double> values) {
-  const std::vector<double> v = SortedUsable(std::move(values));
-  if (v.empty()) return {kNaN, kNaN, kNaN, kNaN};
-  double sum = 0;
-  for (double x : v) sum += x;
-  return {sum / static_cast<double>(v.size()), Quantile(v, 0.5), Quantile(v, 0.9),
-          Quantile(v, 0.99)};
 }
 
 // Which latency a chart or statistic is about.
@@ -171,55 +104,8 @@ std::vector<double> LatenciesMs(const RunResult& run, Metric metric, bool sim) {
   return out;
 }
 
-// First send to last completion, when the run does not say (as Summarize does).
-double RunDuration(const RunResult& run) {
-  if (Usable(run.duration_s) && run.duration_s > 0) return run.duration_s;
-  double first = std::numeric_limits<double>::max(), last = 0;
-  for (const RequestResult& r : run.requests) {
-    if (Usable(r.sent_s)) first = std::min(first, r.sent_s);
-    if (Usable(r.sent_s) && Usable(r.e2el_s)) last = std::max(last, r.sent_s + r.e2el_s);
-  }
-  return last > first ? last - first : 0;
-}
-
-RunSummary ComputeSummary(const RunResult& run) {
-  RunSummary s;
-  std::map<std::string, int64_t> failures;
-  std::vector<double> itl;
-  std::vector<double> queue;
-  for (const RequestResult& r : run.requests) {
-    if (!r.ok) {
-      ++s.failed;
-      ++failures[r.error_code.empty() ? "UNKNOWN" : r.error_code];
-      continue;
-    }
-    ++s.completed;
-    s.total_input_tokens += r.prompt_tokens;
-    s.total_output_tokens += r.output_tokens;
-    for (double x : r.itl_s) itl.push_back(x * 1e3);
-    if (r.sim_e2el_s > 0) queue.push_back(r.sim_queue_s * 1e3);
-  }
-  s.failures_by_code.assign(failures.begin(), failures.end());
-  s.duration_s = RunDuration(run);
-  if (s.duration_s > 0) {
-    s.request_throughput = static_cast<double>(s.completed) / s.duration_s;
-    s.output_throughput = static_cast<double>(s.total_output_tokens) / s.duration_s;
-    s.total_token_throughput =
-        static_cast<double>(s.total_input_tokens + s.total_output_tokens) / s.duration_s;
-  }
-  s.ttft_ms = PercentilesOf(LatenciesMs(run, Metric::kTtft, false));
-  s.tpot_ms = PercentilesOf(LatenciesMs(run, Metric::kTpot, false));
-  s.itl_ms = PercentilesOf(std::move(itl));
-  s.e2el_ms = PercentilesOf(LatenciesMs(run, Metric::kE2el, false));
-  s.sim_ttft_ms = PercentilesOf(LatenciesMs(run, Metric::kTtft, true));
-  s.sim_tpot_ms = PercentilesOf(LatenciesMs(run, Metric::kTpot, true));
-  s.sim_e2el_ms = PercentilesOf(LatenciesMs(run, Metric::kE2el, true));
-  s.sim_queue_ms = PercentilesOf(std::move(queue));
-  return s;
-}
-
 // A run with the summary the page shows: the caller's (Summarize) when it matches the requests,
-// otherwise one computed here (then without goodput, which needs the SLO targets).
+// otherwise the same summary of its requests (then without goodput, which needs the SLO targets).
 struct RunView {
   const RunResult* run = nullptr;
   RunSummary s;
@@ -232,7 +118,7 @@ RunView MakeView(const RunResult& run) {
   v.run = &run;
   const bool summarized = !run.requests.empty() && run.summary.completed + run.summary.failed ==
                                                        static_cast<int64_t>(run.requests.size());
-  v.s = summarized ? run.summary : ComputeSummary(run);
+  v.s = summarized ? run.summary : SummarizeRequests(run, SloTargets{});
   v.has_goodput = summarized;
   for (const RequestResult& r : run.requests) {
     if (r.ok && r.sim_e2el_s > 0) v.has_sim = true;
@@ -255,388 +141,6 @@ std::vector<size_t> ChartRuns(size_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Charts: a small SVG line-chart helper.
-
-using Points = std::vector<std::pair<double, double>>;
-
-struct Series {
-  std::string name;  // legend text; empty: not in the legend
-  std::string color;
-  bool dashed = false;
-  bool markers = false;
-  bool fill = false;  // shade the area down to y = 0
-  Points points;
-  std::vector<std::string> point_labels;  // optional, parallel to points
-};
-
-struct LegendEntry {
-  std::string text;
-  std::string color;
-  bool dashed = false;
-  bool marker = false;
-};
-
-struct RefLine {  // horizontal reference line
-  double y = 0;
-  std::string label;
-};
-
-struct ChartSpec {
-  std::string title, x_label, y_label;
-  bool log_x_allowed = false;  // log x when the (positive) data spans at least kLogSpan
-  bool log_y_allowed = false;  // likewise for y
-  bool x_from_zero = false, y_from_zero = false;
-  bool pad_x = false;      // keep data off the left and right frame
-  bool y_integer = false;  // tick step at least 1
-  std::optional<std::pair<double, double>> y_fixed;
-  std::vector<RefLine> refs;
-  std::vector<Series> series;
-  std::vector<LegendEntry> legend;  // empty: one entry per named series
-  std::string empty_text = "no data";
-};
-
-constexpr double kLogSpan = 20;
-
-double NiceStep(double raw) {
-  if (!(raw > 0) || !std::isfinite(raw)) return 1;
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  const double f = raw / mag;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
-}
-
-struct Axis {
-  double lo = 0, hi = 1;
-  bool log = false;
-  std::vector<double> ticks;
-  std::vector<double> label_steps;  // per tick: the precision its label needs
-  std::vector<double> minor;        // unlabelled gridlines (log axes with decade ticks only)
-
-  // Position in [0, 1] along the axis.
-  double Frac(double v) const {
-    if (log) {
-      const double lv = std::log10(std::max(v, lo));
-      return (lv - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
-    }
-    return (v - lo) / (hi - lo);
-  }
-};
-
-// Linear axis with 1-2-5 ticks covering [lo, hi]. `pad`: the data never sits on the frame (the
-// range extends by a step beyond a value that lands exactly on an end), except at zero.
-Axis LinearAxis(double lo, double hi, bool from_zero, bool integer,
-                const std::optional<std::pair<double, double>>& fixed, bool pad) {
-  Axis a;
-  double step = 1;
-  if (fixed) {
-    a.lo = fixed->first;
-    a.hi = fixed->second;
-    step = NiceStep((a.hi - a.lo) / 5);
-  } else {
-    if (from_zero) {
-      lo = std::min(lo, 0.0);
-      hi = std::max(hi, 0.0);
-    }
-    if (!(hi > lo)) {  // one distinct value: pad around it
-      const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
-      if (!(from_zero && lo == 0)) lo -= pad;
-      hi += pad;
-    }
-    step = NiceStep((hi - lo) / 5);
-    if (integer) step = std::max(step, 1.0);
-    a.lo = std::floor(lo / step + 1e-9) * step;
-    a.hi = std::ceil(hi / step - 1e-9) * step;
-    if (pad && lo != 0 && a.lo >= lo - step * 1e-6) a.lo -= step;
-    if (pad && a.hi <= hi + step * 1e-6) a.hi += step;
-    if (lo >= 0) a.lo = std::max(a.lo, 0.0);
-    if (!(a.hi > a.lo)) a.hi = a.lo + step;
-  }
-  const double first = std::ceil(a.lo / step - 1e-9) * step;
-  for (int i = 0; i <= 60; ++i) {
-    double t = first + i * step;
-    if (t > a.hi + step * 1e-6) break;
-    if (std::abs(t) < step * 1e-9) t = 0;
-    a.ticks.push_back(t);
-    a.label_steps.push_back(step);
-  }
-  return a;
-}
-
-// Log axis over [lo, hi] (lo > 0), ends snapped to the 1-2-5 grid (strictly outside with `pad`).
-Axis LogAxis(double lo, double hi, bool pad) {
-  Axis a;
-  a.log = true;
-  auto down = [pad](double v) {
-    const double m = std::pow(10, std::floor(std::log10(v)));
-    for (double f : {5.0, 2.0, 1.0}) {
-      if (pad ? f * m < v * (1 - 1e-9) : f * m <= v * (1 + 1e-9)) return f * m;
-    }
-    return m / 2;
-  };
-  auto up = [pad](double v) {
-    const double m = std::pow(10, std::floor(std::log10(v)));
-    for (double f : {1.0, 2.0, 5.0, 10.0}) {
-      if (pad ? f * m > v * (1 + 1e-9) : f * m >= v * (1 - 1e-9)) return f * m;
-    }
-    return 20 * m;
-  };
-  a.lo = down(lo);
-  a.hi = up(hi);
-  if (!(a.hi > a.lo)) a.hi = a.lo * 10;
-  const bool fine = std::log10(a.hi / a.lo) <= 3.2;
-  for (int e = static_cast<int>(std::floor(std::log10(a.lo))) - 1;
-       e <= static_cast<int>(std::ceil(std::log10(a.hi))); ++e) {
-    const double m = std::pow(10, e);
-    for (double f : {1.0, 2.0, 5.0}) {
-      const double t = f * m;
-      if (t < a.lo * (1 - 1e-9) || t > a.hi * (1 + 1e-9)) continue;
-      if (!fine && f != 1.0) {
-        a.minor.push_back(t);
-        continue;
-      }
-      a.ticks.push_back(t);
-      a.label_steps.push_back(t);
-    }
-  }
-  return a;
-}
-
-std::string TickLabel(double v, double step) {
-  if (v == 0) return "0";
-  std::string suffix;
-  if (std::abs(v) >= 1e6 && step >= 1e5) {
-    v /= 1e6;
-    step /= 1e6;
-    suffix = "M";
-  } else if (std::abs(v) >= 1e4 && step >= 1e3) {
-    v /= 1e3;
-    step /= 1e3;
-    suffix = "k";
-  }
-  const int decimals =
-      step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-  return absl::StrFormat("%.*f%s", decimals, v, suffix);
-}
-
-// Geometry (SVG user units; the page scales the SVG to its column).
-constexpr double kWidth = 560;
-constexpr double kPlotLeft = 64, kPlotRight = 20, kPlotTop = 40, kPlotHeight = 230;
-constexpr double kPlotWidth = kWidth - kPlotLeft - kPlotRight;
-constexpr double kLegendRow = 18;
-
-std::string LegendSwatch(double x, double y, const std::string& color, bool dashed, bool marker) {
-  std::string out =
-      absl::StrCat("<line x1=\"", Coord(x), "\" y1=\"", Coord(y), "\" x2=\"", Coord(x + 22),
-                   "\" y2=\"", Coord(y), "\" stroke=\"", color, "\" stroke-width=\"2.5\"",
-                   dashed ? " stroke-dasharray=\"6 3\"" : "", "/>");
-  if (marker) {
-    absl::StrAppend(&out, "<circle cx=\"", Coord(x + 11), "\" cy=\"", Coord(y),
-                    "\" r=\"3.5\" fill=\"", color, "\"/>");
-  }
-  return out;
-}
-
-std::string RenderChart(const ChartSpec& spec, int id) {
-  // Data ranges (non-finite points are skipped).
-  double min_x = std::numeric_limits<double>::max(), max_x = -min_x, min_pos_x = min_x;
-  double min_y = min_x, max_y = -min_x, min_pos_y = min_x;
-  bool any = false;
-  for (const Series& s : spec.series) {
-    for (const auto& [x, y] : s.points) {
-      if (!Usable(x) || !Usable(y)) continue;
-      any = true;
-      min_x = std::min(min_x, x);
-      max_x = std::max(max_x, x);
-      if (x > 0) min_pos_x = std::min(min_pos_x, x);
-      min_y = std::min(min_y, y);
-      max_y = std::max(max_y, y);
-      if (y > 0) min_pos_y = std::min(min_pos_y, y);
-    }
-  }
-  for (const RefLine& r : spec.refs) {
-    if (!Usable(r.y)) continue;
-    min_y = std::min(min_y, r.y);
-    max_y = std::max(max_y, r.y);
-  }
-  if (!any) min_x = max_x = min_y = max_y = 0;
-
-  const bool log_x = any && spec.log_x_allowed && min_x > 0 && max_x / min_pos_x >= kLogSpan;
-  const bool log_y =
-      any && spec.log_y_allowed && !spec.y_fixed && min_y > 0 && max_y / min_pos_y >= kLogSpan;
-  const Axis xa = log_x ? LogAxis(min_pos_x, max_x, spec.pad_x)
-                        : LinearAxis(min_x, max_x, spec.x_from_zero || !any, false, std::nullopt,
-                                     spec.pad_x && any);
-  const Axis ya = log_y ? LogAxis(min_pos_y, max_y, false)
-                        : LinearAxis(min_y, max_y, spec.y_from_zero || !any, spec.y_integer,
-                                     spec.y_fixed, false);
-  auto px = [&](double x) { return kPlotLeft + std::clamp(xa.Frac(x), -0.02, 1.02) * kPlotWidth; };
-  auto py = [&](double y) {
-    return kPlotTop + (1 - std::clamp(ya.Frac(y), -0.02, 1.02)) * kPlotHeight;
-  };
-  const double bottom = kPlotTop + kPlotHeight;
-
-  // Legend layout: entries flow left to right, wrapping at the plot width.
-  std::vector<LegendEntry> legend = spec.legend;
-  if (legend.empty()) {
-    for (const Series& s : spec.series) {
-      if (!s.name.empty()) legend.push_back({s.name, s.color, s.dashed, s.markers});
-    }
-  }
-  if (!any) legend.clear();
-  struct Placed {
-    LegendEntry entry;
-    std::string text;
-    double x, y;
-  };
-  std::vector<Placed> placed;
-  const double legend_top = bottom + 54;
-  double lx = kPlotLeft, ly = legend_top;
-  for (const LegendEntry& e : legend) {
-    std::string text = Truncate(e.text, 34);
-    size_t chars = 0;
-    for (char c : text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    const double w = 30 + 6.4 * static_cast<double>(chars) + 16;
-    if (lx > kPlotLeft && lx + w > kPlotLeft + kPlotWidth) {
-      lx = kPlotLeft;
-      ly += kLegendRow;
-    }
-    placed.push_back({e, std::move(text), lx, ly});
-    lx += w;
-  }
-  const double height = placed.empty() ? bottom + 46 : ly + 12;
-
-  std::string o;
-  absl::StrAppend(&o, "<svg class=\"chart\" viewBox=\"0 0 ", Coord(kWidth), " ", Coord(height),
-                  "\" role=\"img\" aria-label=\"", Esc(spec.title), "\">");
-  absl::StrAppend(&o, "<defs><clipPath id=\"clip", id, "\"><rect x=\"", Coord(kPlotLeft), "\" y=\"",
-                  Coord(kPlotTop - 2), "\" width=\"", Coord(kPlotWidth), "\" height=\"",
-                  Coord(kPlotHeight + 4), "\"/></clipPath></defs>");
-  absl::StrAppend(&o, "<text class=\"ct\" x=\"", Coord(kPlotLeft - 52), "\" y=\"22\">",
-                  Esc(spec.title), "</text>");
-
-  // Gridlines and tick labels.
-  absl::StrAppend(&o, "<g class=\"minor\">");
-  for (double t : xa.minor) {
-    absl::StrAppend(&o, "<line x1=\"", Coord(px(t)), "\" y1=\"", Coord(kPlotTop), "\" x2=\"",
-                    Coord(px(t)), "\" y2=\"", Coord(bottom), "\"/>");
-  }
-  for (double t : ya.minor) {
-    absl::StrAppend(&o, "<line x1=\"", Coord(kPlotLeft), "\" y1=\"", Coord(py(t)), "\" x2=\"",
-                    Coord(kPlotLeft + kPlotWidth), "\" y2=\"", Coord(py(t)), "\"/>");
-  }
-  absl::StrAppend(&o, "</g><g class=\"grid\">");
-  for (double t : xa.ticks) {
-    absl::StrAppend(&o, "<line x1=\"", Coord(px(t)), "\" y1=\"", Coord(kPlotTop), "\" x2=\"",
-                    Coord(px(t)), "\" y2=\"", Coord(bottom), "\"/>");
-  }
-  for (double t : ya.ticks) {
-    absl::StrAppend(&o, "<line x1=\"", Coord(kPlotLeft), "\" y1=\"", Coord(py(t)), "\" x2=\"",
-                    Coord(kPlotLeft + kPlotWidth), "\" y2=\"", Coord(py(t)), "\"/>");
-  }
-  absl::StrAppend(&o, "</g>");
-  absl::StrAppend(&o, "<rect class=\"frame\" x=\"", Coord(kPlotLeft), "\" y=\"", Coord(kPlotTop),
-                  "\" width=\"", Coord(kPlotWidth), "\" height=\"", Coord(kPlotHeight), "\"/>");
-  for (size_t i = 0; i < xa.ticks.size(); ++i) {
-    absl::StrAppend(&o, "<text class=\"tk\" x=\"", Coord(px(xa.ticks[i])), "\" y=\"",
-                    Coord(bottom + 16), "\" text-anchor=\"middle\">",
-                    TickLabel(xa.ticks[i], xa.label_steps[i]), "</text>");
-  }
-  for (size_t i = 0; i < ya.ticks.size(); ++i) {
-    absl::StrAppend(&o, "<text class=\"tk\" x=\"", Coord(kPlotLeft - 6), "\" y=\"",
-                    Coord(py(ya.ticks[i]) + 4), "\" text-anchor=\"end\">",
-                    TickLabel(ya.ticks[i], ya.label_steps[i]), "</text>");
-  }
-  const std::string x_label =
-      log_x ? absl::StrCat(spec.x_label, " \u2014 log scale") : spec.x_label;
-  absl::StrAppend(&o, "<text class=\"al\" x=\"", Coord(kPlotLeft + kPlotWidth / 2), "\" y=\"",
-                  Coord(bottom + 36), "\" text-anchor=\"middle\">", Esc(x_label), "</text>");
-  const double y_mid = kPlotTop + kPlotHeight / 2;
-  const std::string y_label = log_y ? absl::StrCat(spec.y_label, " \u2014 log") : spec.y_label;
-  absl::StrAppend(&o, "<text class=\"al\" x=\"14\" y=\"", Coord(y_mid),
-                  "\" text-anchor=\"middle\" transform=\"rotate(-90 14 ", Coord(y_mid), ")\">",
-                  Esc(y_label), "</text>");
-
-  if (!any) {
-    absl::StrAppend(&o, "<text class=\"empty\" x=\"", Coord(kPlotLeft + kPlotWidth / 2), "\" y=\"",
-                    Coord(y_mid + 5), "\" text-anchor=\"middle\">", Esc(spec.empty_text),
-                    "</text></svg>");
-    return o;
-  }
-
-  // Reference lines.
-  for (const RefLine& r : spec.refs) {
-    if (!Usable(r.y)) continue;
-    absl::StrAppend(&o, "<line class=\"ref\" x1=\"", Coord(kPlotLeft), "\" y1=\"", Coord(py(r.y)),
-                    "\" x2=\"", Coord(kPlotLeft + kPlotWidth), "\" y2=\"", Coord(py(r.y)), "\"/>");
-    absl::StrAppend(&o, "<text class=\"rl\" x=\"", Coord(kPlotLeft + 4), "\" y=\"",
-                    Coord(py(r.y) - 4), "\">", Esc(r.label), "</text>");
-  }
-
-  // Series: fills first, then lines, then markers and labels on top.
-  std::vector<std::string> paths(spec.series.size());
-  for (size_t i = 0; i < spec.series.size(); ++i) {
-    std::string& d = paths[i];
-    for (const auto& [x, y] : spec.series[i].points) {
-      if (!Usable(x) || !Usable(y)) continue;
-      absl::StrAppend(&d, d.empty() ? "M" : "L", Coord(px(x)), ",", Coord(py(y)));
-    }
-  }
-  absl::StrAppend(&o, "<g clip-path=\"url(#clip", id, ")\">");
-  for (size_t i = 0; i < spec.series.size(); ++i) {
-    const Series& s = spec.series[i];
-    if (!s.fill || paths[i].empty()) continue;
-    double first_x = 0, last_x = 0;
-    bool first = true;
-    for (const auto& [x, y] : s.points) {
-      if (!Usable(x) || !Usable(y)) continue;
-      if (first) first_x = x;
-      first = false;
-      last_x = x;
-    }
-    const double base = py(std::clamp(0.0, ya.lo, ya.hi));
-    absl::StrAppend(&o, "<path d=\"M", Coord(px(first_x)), ",", Coord(base), "L",
-                    paths[i].substr(1), "L", Coord(px(last_x)), ",", Coord(base), "Z\" fill=\"",
-                    s.color, "\" fill-opacity=\"0.12\" stroke=\"none\"/>");
-  }
-  for (size_t i = 0; i < spec.series.size(); ++i) {
-    const Series& s = spec.series[i];
-    if (paths[i].empty()) continue;
-    absl::StrAppend(&o, "<path d=\"", paths[i], "\" fill=\"none\" stroke=\"", s.color,
-                    "\" stroke-width=\"2\" stroke-linejoin=\"round\"",
-                    s.dashed ? " stroke-dasharray=\"6 4\"" : "", "/>");
-  }
-  absl::StrAppend(&o, "</g>");
-  for (const Series& s : spec.series) {
-    const auto usable = std::count_if(s.points.begin(), s.points.end(), [](const auto& p) {
-      return Usable(p.first) && Usable(p.second);
-    });
-    for (size_t j = 0; j < s.points.size(); ++j) {
-      const auto& [x, y] = s.points[j];
-      if (!Usable(x) || !Usable(y)) continue;
-      if (s.markers || usable == 1) {  // a lone point draws no line
-        absl::StrAppend(&o, "<circle cx=\"", Coord(px(x)), "\" cy=\"", Coord(py(y)),
-                        "\" r=\"3.5\" fill=\"", s.dashed ? "#fff" : s.color, "\" stroke=\"",
-                        s.color, "\" stroke-width=\"1.5\"/>");
-      }
-      if (j < s.point_labels.size() && !s.point_labels[j].empty()) {
-        const bool near_right = px(x) > kPlotLeft + kPlotWidth - 40;  // keep the label inside
-        absl::StrAppend(&o, "<text class=\"pl\" x=\"", Coord(px(x) + (near_right ? -6 : 6)),
-                        "\" y=\"", Coord(py(y) + 14), "\"",
-                        near_right ? " text-anchor=\"end\"" : "", ">", Esc(s.point_labels[j]),
-                        "</text>");
-      }
-    }
-  }
-
-  for (const Placed& p : placed) {
-    absl::StrAppend(&o, LegendSwatch(p.x, p.y - 4, p.entry.color, p.entry.dashed, p.entry.marker));
-    absl::StrAppend(&o, "<text class=\"lg\" x=\"", Coord(p.x + 28), "\" y=\"", Coord(p.y), "\">",
-                    Esc(p.text), "</text>");
-  }
-  absl::StrAppend(&o, "</svg>");
-  return o;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Chart data.
 
 // Empirical CDF in percent: exact steps for small samples, 400 quantiles for large ones.
@@ -655,7 +159,7 @@ Points CdfPoints(std::vector<double> values) {
   constexpr int kSteps = 400;
   for (int k = 0; k <= kSteps; ++k) {
     const double q = static_cast<double>(k) / kSteps;
-    p.emplace_back(Quantile(v, q), 100.0 * q);
+    p.emplace_back(QuantileSorted(v, q), 100.0 * q);
   }
   return p;
 }
@@ -928,9 +432,14 @@ std::string RunCell(const RunView& v, size_t index, int color) {
   return absl::StrCat("<td>", swatch, Esc(RunName(*v.run, index)), "</td>");
 }
 
+// A percentile in ms, or an em dash when it is not shown or no sample is behind it.
+std::string PercentileCell(const Percentiles& p, double value, bool shown) {
+  return shown && p.count > 0 ? MsCell(value) : "\u2014";
+}
+
 void AppendPercentileCells(std::string& o, const Percentiles& p, bool known) {
   for (double x : {p.mean, p.median, p.p90, p.p99}) {
-    absl::StrAppend(&o, "<td>", known ? MsCell(x) : "\u2014", "</td>");
+    absl::StrAppend(&o, "<td>", PercentileCell(p, x, known), "</td>");
   }
 }
 
@@ -1023,12 +532,14 @@ std::string RenderHtmlReport(const std::vector<RunResult>& runs, const ReportInf
          s.failed > 0 ? absl::StrCat(s.failed, " failed") : "none failed");
     card("output throughput", absl::StrCat(Cell(s.output_throughput, 1), " tok/s"),
          absl::StrCat(Cell(s.request_throughput, 2), " req/s"));
-    card("median TTFT", absl::StrCat(done ? MsCell(s.ttft_ms.median) : "\u2014", " ms"),
-         absl::StrCat("hardware ", done && sim ? MsCell(s.sim_ttft_ms.median) : "\u2014", " ms"));
-    card("median TPOT", absl::StrCat(done ? MsCell(s.tpot_ms.median) : "\u2014", " ms"),
-         absl::StrCat("hardware ", done && sim ? MsCell(s.sim_tpot_ms.median) : "\u2014", " ms"));
-    card("median E2E", absl::StrCat(done ? MsCell(s.e2el_ms.median) : "\u2014", " ms"),
-         absl::StrCat("hardware ", done && sim ? MsCell(s.sim_e2el_ms.median) : "\u2014", " ms"));
+    auto median_card = [&](absl::string_view key, const Percentiles& client,
+                           const Percentiles& hw) {
+      card(key, absl::StrCat(PercentileCell(client, client.median, done), " ms"),
+           absl::StrCat("hardware ", PercentileCell(hw, hw.median, done && sim), " ms"));
+    };
+    median_card("median TTFT", s.ttft_ms, s.sim_ttft_ms);
+    median_card("median TPOT", s.tpot_ms, s.sim_tpot_ms);
+    median_card("median E2E", s.e2el_ms, s.sim_e2el_ms);
     absl::StrAppend(&o, "</div>\n");
   }
 
@@ -1159,18 +670,7 @@ absl::Status WriteHtmlReport(const std::string& dir, const std::vector<RunResult
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create report directory '", directory.string(), "': ", ec.message()));
   }
-  const std::filesystem::path path = directory / "report.html";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write '", path.string(), "'"));
-  }
-  const std::string html = RenderHtmlReport(runs, info);
-  out.write(html.data(), static_cast<std::streamsize>(html.size()));
-  out.close();
-  if (!out) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write '", path.string(), "'"));
-  }
-  return absl::OkStatus();
+  return WriteFile((directory / "report.html").string(), RenderHtmlReport(runs, info));
 }
 
 }  // namespace neupims::loadgen

@@ -20,6 +20,7 @@ namespace {
 Percentiles MsPercentiles(const std::vector<double>& seconds) {
   const neupims::Summary s = ::neupims::Summarize(seconds);
   Percentiles p;
+  p.count = static_cast<int64_t>(s.count);
   p.mean = s.mean * 1e3;
   p.median = s.median * 1e3;
   p.p90 = s.p90 * 1e3;
@@ -47,23 +48,34 @@ std::string CsvField(absl::string_view s) {
   return out;
 }
 
+// A latency sample worth summarizing: a NaN or infinity would poison the percentiles.
+bool Measured(double seconds) { return std::isfinite(seconds) && seconds >= 0; }
+
+void AddSample(std::vector<double>& samples, double seconds) {
+  if (Measured(seconds)) samples.push_back(seconds);
+}
+
+// First send to last completion over the requests with finite times; 0 without any.
+double SpanOfRequests(const std::vector<RequestResult>& requests) {
+  double first_send = 0, last_done = 0;
+  bool any = false;
+  for (const RequestResult& r : requests) {
+    const double done = r.sent_s + r.e2el_s;
+    if (!std::isfinite(r.sent_s) || !std::isfinite(done)) continue;
+    first_send = any ? std::min(first_send, r.sent_s) : r.sent_s;
+    last_done = any ? std::max(last_done, done) : done;
+    any = true;
+  }
+  return std::max(0.0, last_done - first_send);
+}
+
 }  // namespace
 
-void Summarize(RunResult& run, const SloTargets& slo) {
+RunSummary SummarizeRequests(const RunResult& run, const SloTargets& slo) {
   RunSummary s;
   std::map<std::string, int64_t> by_code;
   std::vector<double> ttft, tpot, itl, e2el, sim_ttft, sim_tpot, sim_e2el, sim_queue;
-  double first_send = 0, last_done = 0;
-  bool any = false;
   for (const RequestResult& r : run.requests) {
-    const double done = r.sent_s + r.e2el_s;
-    if (!any) {
-      first_send = r.sent_s;
-      last_done = done;
-      any = true;
-    }
-    first_send = std::min(first_send, r.sent_s);
-    last_done = std::max(last_done, done);
     if (!r.ok) {
       ++s.failed;
       ++by_code[r.error_code.empty() ? std::string("UNKNOWN") : r.error_code];
@@ -72,14 +84,16 @@ void Summarize(RunResult& run, const SloTargets& slo) {
     ++s.completed;
     s.total_input_tokens += r.prompt_tokens;
     s.total_output_tokens += r.output_tokens;
-    ttft.push_back(r.ttft_s);
-    e2el.push_back(r.e2el_s);
-    if (r.output_tokens > 1) tpot.push_back(r.tpot_s);
-    itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
-    sim_ttft.push_back(r.sim_ttft_s);
-    sim_e2el.push_back(r.sim_e2el_s);
-    sim_queue.push_back(r.sim_queue_s);
-    if (r.output_tokens > 1) sim_tpot.push_back(r.sim_tpot_s);
+    AddSample(ttft, r.ttft_s);
+    AddSample(e2el, r.e2el_s);
+    if (r.output_tokens > 1) AddSample(tpot, r.tpot_s);
+    for (double gap : r.itl_s) AddSample(itl, gap);
+    if (r.sim_e2el_s > 0) {  // the server reported simulated times
+      AddSample(sim_ttft, r.sim_ttft_s);
+      AddSample(sim_e2el, r.sim_e2el_s);
+      AddSample(sim_queue, r.sim_queue_s);
+      if (r.output_tokens > 1) AddSample(sim_tpot, r.sim_tpot_s);
+    }
     // An SLO is met when the measured value is at most the target (vLLM's goodput).
     const bool good = (slo.ttft_ms <= 0 || r.ttft_s * 1e3 <= slo.ttft_ms) &&
                       (slo.tpot_ms <= 0 || r.tpot_s * 1e3 <= slo.tpot_ms) &&
@@ -90,7 +104,8 @@ void Summarize(RunResult& run, const SloTargets& slo) {
   std::stable_sort(s.failures_by_code.begin(), s.failures_by_code.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
 
-  s.duration_s = run.duration_s > 0 ? run.duration_s : std::max(0.0, last_done - first_send);
+  s.duration_s = std::isfinite(run.duration_s) && run.duration_s > 0 ? run.duration_s
+                                                                     : SpanOfRequests(run.requests);
   if (s.duration_s > 0) {
     s.request_throughput = static_cast<double>(s.completed) / s.duration_s;
     s.output_throughput = static_cast<double>(s.total_output_tokens) / s.duration_s;
@@ -106,8 +121,10 @@ void Summarize(RunResult& run, const SloTargets& slo) {
   s.sim_tpot_ms = MsPercentiles(sim_tpot);
   s.sim_e2el_ms = MsPercentiles(sim_e2el);
   s.sim_queue_ms = MsPercentiles(sim_queue);
-  run.summary = std::move(s);
+  return s;
 }
+
+void Summarize(RunResult& run, const SloTargets& slo) { run.summary = SummarizeRequests(run, slo); }
 
 nlohmann::json RunJson(const RunResult& run) {
   const RunSummary& s = run.summary;

@@ -47,6 +47,7 @@ struct ServerSample {
 };
 
 struct Percentiles {
+  int64_t count = 0;  // samples behind the numbers (0: none, and every number is 0)
   double mean = 0, median = 0, p90 = 0, p99 = 0;
 };
 
@@ -77,7 +78,14 @@ struct RunResult {
   RunSummary summary;
 };
 
-// Fills run.summary from run.requests (slo: goodput counts requests meeting every set target).
+// The one summary of a run's requests, for the printed summary, the JSON and the HTML report
+// (slo: goodput counts requests meeting every set target). Latencies are over completed
+// requests; samples that are not finite or negative are left out, and the hardware view counts
+// only requests the server reported simulated times for (sim_e2el_s > 0). The duration is
+// run.duration_s when set, else first send to last completion.
+RunSummary SummarizeRequests(const RunResult& run, const SloTargets& slo);
+
+// run.summary = SummarizeRequests(run, slo).
 void Summarize(RunResult& run, const SloTargets& slo);
 
 // Results JSON (documented in docs/loadgen.md): for each run, vLLM-compatible keys

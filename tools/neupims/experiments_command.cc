@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
@@ -490,13 +490,11 @@ int RunExperiments(const ExperimentFlags& f) {
   }
   line("");
 
-  std::ofstream out(f.out);
-  if (!out)
-    return ReportError(absl::InvalidArgumentError(absl::StrCat("--out: cannot write ", f.out)));
-  out << md;
+  if (absl::Status s = WriteFile(f.out, md); !s.ok()) return ReportError(s);
   if (!f.json_out.empty()) {
-    std::ofstream j(f.json_out);
-    j << raw.dump(2) << "\n";
+    if (absl::Status s = WriteFile(f.json_out, absl::StrCat(raw.dump(2), "\n")); !s.ok()) {
+      return ReportError(s);
+    }
   }
   std::printf("wrote %s (%.1f s)\n", f.out.c_str(), wall_s);
   std::printf("NPU+PIM / NPU-only %.2fx, NeuPIMs / NPU+PIM %.2fx, NeuPIMs / NPU-only %.2fx\n", avg1,

@@ -1,11 +1,11 @@
 #include "tools/neupims/hw_commands.h"
 
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 #include "hw/device.h"
 #include "hw/dram/timing_checker.h"
@@ -104,15 +104,13 @@ hw::MemTraffic ToTraffic(const PimRunOptions& o) {
 }
 
 absl::Status WriteTrace(const std::string& path, const std::vector<hw::IssuedCommand>& trace) {
-  std::ofstream out(path);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("--trace: cannot write '", path, "'"));
-  out << "cycle,command,rank,bank_group,bank,row,col,steps\n";
+  std::string csv = "cycle,command,rank,bank_group,bank,row,col,steps\n";
   for (const hw::IssuedCommand& x : trace) {
-    out << x.cycle << ',' << hw::CommandName(x.cmd.type) << ',' << int{x.cmd.rank} << ','
-        << int{x.cmd.bank_group} << ',' << int{x.cmd.bank} << ',' << x.cmd.row << ',' << x.cmd.col
-        << ',' << x.cmd.steps << '\n';
+    absl::StrAppend(&csv, x.cycle, ",", hw::CommandName(x.cmd.type), ",", int{x.cmd.rank}, ",",
+                    int{x.cmd.bank_group}, ",", int{x.cmd.bank}, ",", x.cmd.row, ",", x.cmd.col,
+                    ",", x.cmd.steps, "\n");
   }
-  return absl::OkStatus();
+  return WriteFile(path, csv);
 }
 
 int ReportPim(const char* what, const json& shape, const CommonOptions& common,

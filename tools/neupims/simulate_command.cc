@@ -4,18 +4,20 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_io.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/request.h"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
 #include "tools/neupims/timeline_writer.h"
@@ -30,7 +32,8 @@ using nlohmann::json;
 struct RequestRecord {
   int64_t id = 0;
   int64_t prompt = 0, output = 0;
-  SimTime arrival = 0, admitted = -1, first_token = -1, finished = -1;
+  SimTime arrival = 0, finished = -1;
+  scheduler::RequestLatencies latency;
   int channel = -1;
   int preemptions = 0;
   std::string reason;
@@ -55,9 +58,8 @@ class Collector : public engine::EngineObserver {
     rec.prompt = r.prompt_tokens;
     rec.output = r.generated;
     rec.arrival = r.arrival;
-    rec.admitted = r.first_admitted;
-    rec.first_token = r.first_token;
     rec.finished = r.finished;
+    rec.latency = scheduler::Latencies(r);
     rec.channel = r.channel;
     rec.preemptions = r.preemptions;
     rec.reason = scheduler::ToString(r.finish_reason);
@@ -135,10 +137,11 @@ json SummaryJson(const Collector& c, const engine::Engine& e, double wall_s) {
     ++completed;
     in_tokens += r.prompt;
     out_tokens += r.output;
-    ttft.push_back((r.first_token - r.arrival) / 1e6);
-    e2e.push_back((r.finished - r.arrival) / 1e6);
-    if (r.admitted >= 0) queue.push_back((r.admitted - r.arrival) / 1e6);
-    if (r.output > 1) tpot.push_back((r.finished - r.first_token) / 1e6 / (r.output - 1));
+    const scheduler::RequestLatencies& l = r.latency;
+    if (l.ttft_ns) ttft.push_back(static_cast<double>(*l.ttft_ns) / 1e6);
+    if (l.e2e_ns) e2e.push_back(static_cast<double>(*l.e2e_ns) / 1e6);
+    if (l.queue_ns) queue.push_back(static_cast<double>(*l.queue_ns) / 1e6);
+    if (l.tpot_ns) tpot.push_back(*l.tpot_ns / 1e6);
   }
   std::vector<double> itl;
   itl.reserve(c.itl_ns_.size());
@@ -270,22 +273,23 @@ void PrintSummary(const json& j, const json& settings, FILE* out) {
   t.Print(out);
 }
 
+// Milliseconds of a span; -1 (the CSV's documented "never happened") when absent.
+double MsOrMinusOne(std::optional<SimTime> span_ns) {
+  return span_ns ? static_cast<double>(*span_ns) / 1e6 : -1;
+}
+
 absl::Status WriteCsv(const std::string& path, const Collector& c) {
-  std::ofstream out(path);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("--csv: cannot write '", path, "'"));
-  out << "id,prompt_tokens,output_tokens,arrival_s,queue_ms,ttft_ms,tpot_ms,e2el_ms,channel,"
-         "preemptions,finish_reason\n";
+  std::string csv =
+      "id,prompt_tokens,output_tokens,arrival_s,queue_ms,ttft_ms,tpot_ms,e2el_ms,channel,"
+      "preemptions,finish_reason\n";
   for (const RequestRecord& r : c.records_) {
-    const double ttft = r.first_token >= 0 ? (r.first_token - r.arrival) / 1e6 : -1;
-    const double tpot = r.output > 1 && r.first_token >= 0
-                            ? (r.finished - r.first_token) / 1e6 / (r.output - 1)
-                            : 0;
-    const double queue = r.admitted >= 0 ? (r.admitted - r.arrival) / 1e6 : -1;
-    out << absl::StrFormat("%d,%d,%d,%.9f,%.4f,%.4f,%.4f,%.4f,%d,%d,%s\n", r.id, r.prompt, r.output,
-                           r.arrival / 1e9, queue, ttft, tpot, (r.finished - r.arrival) / 1e6,
-                           r.channel, r.preemptions, r.reason);
+    const scheduler::RequestLatencies& l = r.latency;
+    absl::StrAppendFormat(&csv, "%d,%d,%d,%.9f,%.4f,%.4f,%.4f,%.4f,%d,%d,%s\n", r.id, r.prompt,
+                          r.output, r.arrival / 1e9, MsOrMinusOne(l.queue_ns),
+                          MsOrMinusOne(l.ttft_ns), l.tpot_ns.value_or(0) / 1e6,
+                          MsOrMinusOne(l.e2e_ns), r.channel, r.preemptions, r.reason);
   }
-  return absl::OkStatus();
+  return WriteFile(path, csv);
 }
 
 int RunSimulate(const SimulateFlags& f) {
@@ -371,9 +375,8 @@ int RunSimulate(const SimulateFlags& f) {
     PrintSummary(summary, settings, stdout);
   }
   if (!f.json_path.empty()) {
-    std::ofstream out(f.json_path);
-    if (!out) return ReportError(absl::InvalidArgumentError("--json-out: cannot write file"));
-    out << summary.dump(2) << "\n";
+    absl::Status s = WriteFile(f.json_path, absl::StrCat(summary.dump(2), "\n"));
+    if (!s.ok()) return ReportError(s);
   }
   if (!f.csv_path.empty()) {
     absl::Status s = WriteCsv(f.csv_path, collector);

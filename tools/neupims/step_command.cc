@@ -1,9 +1,7 @@
 #include "tools/neupims/step_command.h"
 
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "common/table_reader.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
@@ -36,38 +36,29 @@ struct StepFlags {
 
 // Batch file: CSV with a header naming `seq_len` and optionally `channel` (or `ch_idx`).
 absl::StatusOr<std::vector<engine::Engine::StepRequest>> ReadBatchFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open batch file"));
-  std::string line;
-  if (!std::getline(in, line)) return absl::InvalidArgumentError(absl::StrCat(path, ": empty"));
-  std::vector<std::string> header = absl::StrSplit(absl::StripAsciiWhitespace(line), ',');
+  ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
+  absl::string_view line;
+  if (!table.NextLine(&line)) return table.Error("empty batch file (expected a header)");
+  const std::vector<absl::string_view> header = table.Split(absl::StripAsciiWhitespace(line));
   int seq_col = -1, ch_col = -1;
   for (size_t i = 0; i < header.size(); ++i) {
-    const std::string h(absl::StripAsciiWhitespace(header[i]));
+    const absl::string_view h = absl::StripAsciiWhitespace(header[i]);
     if (h == "seq_len") seq_col = static_cast<int>(i);
     if (h == "channel" || h == "ch_idx") ch_col = static_cast<int>(i);
   }
-  if (seq_col < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ":1: header must name a seq_len column (and optionally channel)"));
-  }
+  if (seq_col < 0) return table.Error("header must name a seq_len column (and optionally channel)");
   std::vector<engine::Engine::StepRequest> out;
-  int line_no = 1;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty()) continue;
-    std::vector<absl::string_view> f = absl::StrSplit(l, ',');
+  std::vector<absl::string_view> f;
+  while (table.NextRow(&f)) {
     engine::Engine::StepRequest r;
-    if (static_cast<int>(f.size()) != static_cast<int>(header.size()) ||
+    if (f.size() != header.size() ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[seq_col]), &r.seq_len) ||
         (ch_col >= 0 && !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[ch_col]), &r.channel))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", line_no, ": expected ", header.size(), " integer fields"));
+      return table.Error(absl::StrCat("expected ", header.size(), " integer fields"));
     }
     out.push_back(r);
   }
-  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no requests"));
+  if (out.empty()) return table.Error("no requests");
   return out;
 }
 

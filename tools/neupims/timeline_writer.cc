@@ -1,8 +1,7 @@
 #include "tools/neupims/timeline_writer.h"
 
-#include <fstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/file_io.h"
 #include "nlohmann/json.hpp"
 
 namespace neupims::cli {
@@ -14,10 +13,6 @@ using nlohmann::json;
 absl::Status WriteTimeline(const std::string& path,
                            const std::vector<engine::TimelineEvent>& timeline,
                            const std::vector<IterationMark>& iterations, const engine::Engine& e) {
-  std::ofstream out(path);
-  if (!out) {
-    return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot write '", path, "'"));
-  }
   json events = json::array();
   auto lane_name = [&](int tid) -> std::string {
     if (tid == 0) return "NPU systolic arrays (8x 128x128)";
@@ -82,8 +77,8 @@ absl::Status WriteTimeline(const std::string& path,
                       {"name", absl::StrCat("iteration ", m.index)},
                       {"ts", m.start / 1e3}});
   }
-  out << json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
-  return absl::OkStatus();
+  return WriteFile(
+      path, absl::StrCat(json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump(), "\n"));
 }
 
 }  // namespace neupims::cli

@@ -2,12 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <numeric>
@@ -24,9 +21,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/splitmix64.h"
 #include "common/status_macros.h"
+#include "common/table_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace neupims::workload {
@@ -42,65 +40,7 @@ std::string Quote(absl::string_view text) {
   return absl::StrCat("'", text.substr(0, kMaxQuoted), "...'");
 }
 
-// Reads a whole file into memory (one buffer; the parsers below walk it without copies).
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
-  }
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int error = errno;
-    if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::Status(absl::ErrnoToStatusCode(error),
-                        absl::StrCat(path, ": cannot open: ", std::strerror(error)));
-  }
-  std::string data;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, n);
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;
-  std::fclose(file);
-  if (failed) {
-    return absl::Status(absl::ErrnoToStatusCode(error),
-                        absl::StrCat(path, ": read error: ", std::strerror(error)));
-  }
-  return data;
-}
-
-// Splits a buffer into lines (LF or CRLF), numbering them from 1. A UTF-8 byte order mark at the
-// start is skipped.
-class LineReader {
- public:
-  explicit LineReader(absl::string_view data) : data_(data) {
-    if (absl::StartsWith(data_, "\xEF\xBB\xBF")) data_.remove_prefix(3);
-  }
-
-  // The next line without its terminator; false at the end of the buffer.
-  bool Next(absl::string_view* line) {
-    if (data_.empty()) return false;
-    const size_t end = data_.find('\n');
-    absl::string_view text = data_.substr(0, end);
-    data_.remove_prefix(end == absl::string_view::npos ? data_.size() : end + 1);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    *line = text;
-    ++number_;
-    return true;
-  }
-
-  int64_t number() const { return number_; }
-
- private:
-  absl::string_view data_;
-  int64_t number_ = 0;
-};
-
 bool IsBlank(absl::string_view line) { return absl::StripAsciiWhitespace(line).empty(); }
-
-absl::Status LineError(const std::string& path, int64_t line, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
-}
 
 // A non-negative decimal integer filling all of `field` (surrounding spaces allowed).
 std::optional<int64_t> ParseCount(absl::string_view field) {
@@ -154,15 +94,6 @@ bool Keep(const LengthFilter& filter, int64_t prompt, int64_t output, LoadReport
   return true;
 }
 
-// SplitMix64 finaliser: turns the user's seed into the arrival stream's seed so arrival times do
-// not share a random stream with the dataset shuffle.
-uint64_t MixSeed(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 absl::Status ValidateArrivals(const ArrivalOptions& arrivals) {
   switch (arrivals.kind) {
     case ArrivalKind::kAllAtOnce:
@@ -197,10 +128,11 @@ struct CsvColumns {
   size_t count = 0;
 };
 
-absl::StatusOr<CsvColumns> ParseCsvHeader(const std::string& path, absl::string_view line) {
+absl::StatusOr<CsvColumns> ParseCsvHeader(const TableReader& table) {
+  const absl::string_view line = table.line();
   CsvColumns columns;
   bool has_id = false;
-  std::vector<absl::string_view> names = absl::StrSplit(line, ',');
+  const std::vector<absl::string_view> names = table.Split(line);
   columns.count = names.size();
   for (size_t i = 0; i < names.size(); ++i) {
     const absl::string_view name = absl::StripAsciiWhitespace(names[i]);
@@ -212,16 +144,15 @@ absl::StatusOr<CsvColumns> ParseCsvHeader(const std::string& path, absl::string_
     } else if (name == "output_tokens") {
       slot = &columns.output;
     } else if (name == "id") {
-      if (has_id) return LineError(path, 1, "duplicate column 'id'");
+      if (has_id) return table.Error("duplicate column 'id'");
       has_id = true;
       continue;
     } else {
-      return LineError(path, 1,
-                       absl::StrCat("unknown column ", Quote(name),
-                                    " (expected arrival_s, prompt_tokens, output_tokens and an "
-                                    "optional id)"));
+      return table.Error(absl::StrCat("unknown column ", Quote(name),
+                                      " (expected arrival_s, prompt_tokens, output_tokens and an "
+                                      "optional id)"));
     }
-    if (*slot >= 0) return LineError(path, 1, absl::StrCat("duplicate column ", Quote(name)));
+    if (*slot >= 0) return table.Error(absl::StrCat("duplicate column ", Quote(name)));
     *slot = static_cast<int>(i);
   }
   std::vector<std::string> missing;
@@ -229,49 +160,40 @@ absl::StatusOr<CsvColumns> ParseCsvHeader(const std::string& path, absl::string_
   if (columns.prompt < 0) missing.push_back("prompt_tokens");
   if (columns.output < 0) missing.push_back("output_tokens");
   if (!missing.empty()) {
-    return LineError(
-        path, 1,
-        absl::StrCat("header ", Quote(line), " lacks column(s) ", absl::StrJoin(missing, ", "),
-                     " (expected arrival_s,prompt_tokens,output_tokens)"));
+    return table.Error(absl::StrCat("header ", Quote(line), " lacks column(s) ",
+                                    absl::StrJoin(missing, ", "),
+                                    " (expected arrival_s,prompt_tokens,output_tokens)"));
   }
   return columns;
 }
 
-absl::Status ParseCsvTrace(const std::string& path, absl::string_view data,
-                           const LengthFilter& filter, LoadReport& report,
+absl::Status ParseCsvTrace(TableReader& table, const LengthFilter& filter, LoadReport& report,
                            std::vector<RequestSpec>& out) {
-  LineReader lines(data);
-  absl::string_view line;
-  if (!lines.Next(&line) || IsBlank(line)) {
-    return LineError(path, 1, "missing header 'arrival_s,prompt_tokens,output_tokens'");
+  absl::string_view header;
+  if (!table.NextLine(&header) || IsBlank(header)) {
+    return table.Error("missing header 'arrival_s,prompt_tokens,output_tokens'");
   }
-  ASSIGN_OR_RETURN(const CsvColumns columns, ParseCsvHeader(path, line));
+  ASSIGN_OR_RETURN(const CsvColumns columns, ParseCsvHeader(table));
   std::vector<absl::string_view> fields;
-  while (lines.Next(&line)) {
-    if (IsBlank(line)) continue;
-    fields = absl::StrSplit(line, ',');
+  while (table.NextRow(&fields)) {
     if (fields.size() != columns.count) {
-      return LineError(path, lines.number(),
-                       absl::StrCat("expected ", columns.count, " comma-separated fields, got ",
-                                    fields.size(), " in ", Quote(line)));
+      return table.Error(absl::StrCat("expected ", columns.count, " comma-separated fields, got ",
+                                      fields.size(), " in ", Quote(table.line())));
     }
     const std::optional<double> arrival = ParseSeconds(fields[columns.arrival]);
     if (!arrival) {
-      return LineError(path, lines.number(),
-                       absl::StrCat("arrival_s ", Quote(fields[columns.arrival]),
-                                    " is not a finite non-negative number"));
+      return table.Error(absl::StrCat("arrival_s ", Quote(fields[columns.arrival]),
+                                      " is not a finite non-negative number"));
     }
     const std::optional<int64_t> prompt = ParseCount(fields[columns.prompt]);
     if (!prompt) {
-      return LineError(path, lines.number(),
-                       absl::StrCat("prompt_tokens ", Quote(fields[columns.prompt]),
-                                    " is not a non-negative integer"));
+      return table.Error(absl::StrCat("prompt_tokens ", Quote(fields[columns.prompt]),
+                                      " is not a non-negative integer"));
     }
     const std::optional<int64_t> output = ParseCount(fields[columns.output]);
     if (!output) {
-      return LineError(path, lines.number(),
-                       absl::StrCat("output_tokens ", Quote(fields[columns.output]),
-                                    " is not a non-negative integer"));
+      return table.Error(absl::StrCat("output_tokens ", Quote(fields[columns.output]),
+                                      " is not a non-negative integer"));
     }
     if (Keep(filter, *prompt, *output, report)) {
       out.push_back(RequestSpec{
@@ -298,14 +220,11 @@ absl::StatusOr<int64_t> JsonCount(const nlohmann::json& value, absl::string_view
       absl::StrCat(key, " ", Quote(value.dump()), " is not a non-negative integer"));
 }
 
-absl::Status ParseJsonlTrace(const std::string& path, absl::string_view data,
-                             const LengthFilter& filter, LoadReport& report,
+absl::Status ParseJsonlTrace(TableReader& lines, const LengthFilter& filter, LoadReport& report,
                              std::vector<RequestSpec>& out) {
-  LineReader lines(data);
   absl::string_view line;
-  while (lines.Next(&line)) {
+  while (lines.NextLine(&line)) {
     if (IsBlank(line)) continue;
-    const int64_t number = lines.number();
     nlohmann::json object = nlohmann::json::parse(line.begin(), line.end(), /*cb=*/nullptr,
                                                   /*allow_exceptions=*/false);
     if (object.is_discarded()) {
@@ -315,30 +234,28 @@ absl::Status ParseJsonlTrace(const std::string& path, absl::string_view data,
       } catch (const nlohmann::json::parse_error& e) {
         what = absl::StrCat("invalid JSON: ", e.what());
       }
-      return LineError(path, number, what);
+      return lines.Error(what);
     }
     if (!object.is_object()) {
-      return LineError(path, number, absl::StrCat("expected a JSON object, got ", Quote(line)));
+      return lines.Error(absl::StrCat("expected a JSON object, got ", Quote(line)));
     }
     std::optional<double> arrival;
     std::optional<int64_t> prompt, output;
     for (const auto& [key, value] : object.items()) {
       if (key == "arrival_s") {
         if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
-          return LineError(path, number,
-                           absl::StrCat("arrival_s ", Quote(value.dump()),
-                                        " is not a finite non-negative number"));
+          return lines.Error(absl::StrCat("arrival_s ", Quote(value.dump()),
+                                          " is not a finite non-negative number"));
         }
         arrival = value.get<double>();
       } else if (key == "prompt_tokens" || key == "output_tokens") {
         absl::StatusOr<int64_t> count = JsonCount(value, key);
-        if (!count.ok()) return LineError(path, number, count.status().message());
+        if (!count.ok()) return lines.Error(count.status().message());
         (key == "prompt_tokens" ? prompt : output) = *count;
       } else if (key != "id") {
-        return LineError(path, number,
-                         absl::StrCat("unknown key ", Quote(key),
-                                      " (expected arrival_s, prompt_tokens, output_tokens and an "
-                                      "optional id)"));
+        return lines.Error(absl::StrCat("unknown key ", Quote(key),
+                                        " (expected arrival_s, prompt_tokens, output_tokens and "
+                                        "an optional id)"));
       }
     }
     std::vector<std::string> missing;
@@ -346,7 +263,7 @@ absl::Status ParseJsonlTrace(const std::string& path, absl::string_view data,
     if (!prompt) missing.push_back("prompt_tokens");
     if (!output) missing.push_back("output_tokens");
     if (!missing.empty()) {
-      return LineError(path, number, absl::StrCat("missing key(s) ", absl::StrJoin(missing, ", ")));
+      return lines.Error(absl::StrCat("missing key(s) ", absl::StrJoin(missing, ", ")));
     }
     if (Keep(filter, *prompt, *output, report)) {
       out.push_back(RequestSpec{
@@ -377,38 +294,32 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
                                                           const LengthFilter& filter,
                                                           LoadReport* report) {
   RETURN_IF_ERROR(ValidateFilter(filter));
-  ASSIGN_OR_RETURN(const std::string data, ReadFile(path));
+  ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, '\t'));
   LoadReport local;
   local.source = path;
-  LineReader lines(data);
-  absl::string_view line;
-  if (!lines.Next(&line)) return LineError(path, 1, "empty file (expected header)");
-  if (line != kDatasetHeader) {
-    return LineError(
-        path, 1, absl::StrCat("expected header 'input_toks<TAB>output_toks', got ", Quote(line)));
+  absl::string_view header;
+  if (!table.NextLine(&header)) return table.Error("empty file (expected header)");
+  if (header != kDatasetHeader) {
+    return table.Error(
+        absl::StrCat("expected header 'input_toks<TAB>output_toks', got ", Quote(header)));
   }
   std::vector<LengthPair> pairs;
-  pairs.reserve(data.size() / 8);
-  while (lines.Next(&line)) {
-    if (IsBlank(line)) continue;
-    const size_t tab = line.find('\t');
-    if (tab == absl::string_view::npos || line.find('\t', tab + 1) != absl::string_view::npos) {
-      return LineError(
-          path, lines.number(),
-          absl::StrCat("expected 2 tab-separated fields (input_toks, output_toks), got ",
-                       Quote(line)));
+  pairs.reserve(table.size_bytes() / 8);
+  std::vector<absl::string_view> fields;
+  while (table.NextRow(&fields)) {
+    if (fields.size() != 2) {
+      return table.Error(absl::StrCat(
+          "expected 2 tab-separated fields (input_toks, output_toks), got ", Quote(table.line())));
     }
-    const std::optional<int64_t> prompt = ParseCount(line.substr(0, tab));
+    const std::optional<int64_t> prompt = ParseCount(fields[0]);
     if (!prompt) {
-      return LineError(path, lines.number(),
-                       absl::StrCat("input_toks ", Quote(line.substr(0, tab)),
-                                    " is not a non-negative integer"));
+      return table.Error(
+          absl::StrCat("input_toks ", Quote(fields[0]), " is not a non-negative integer"));
     }
-    const std::optional<int64_t> output = ParseCount(line.substr(tab + 1));
+    const std::optional<int64_t> output = ParseCount(fields[1]);
     if (!output) {
-      return LineError(path, lines.number(),
-                       absl::StrCat("output_toks ", Quote(line.substr(tab + 1)),
-                                    " is not a non-negative integer"));
+      return table.Error(
+          absl::StrCat("output_toks ", Quote(fields[1]), " is not a non-negative integer"));
     }
     if (Keep(filter, *prompt, *output, local)) {
       pairs.push_back(LengthPair{.prompt_tokens = *prompt, .output_tokens = *output});
@@ -473,7 +384,8 @@ absl::StatusOr<std::vector<double>> ArrivalTimes(const ArrivalOptions& arrivals,
   if (arrivals.kind == ArrivalKind::kAllAtOnce || arrivals.kind == ArrivalKind::kClosedLoop) {
     return times;
   }
-  std::mt19937_64 rng(MixSeed(seed));
+  // SplitMix64 of the user's seed: arrival times do not share a random stream with the shuffle.
+  std::mt19937_64 rng(SplitMix64(seed));
   // As vLLM's benchmark_serving: the first request goes at t = 0, each later one after an
   // independent inter-arrival gap.
   double t = 0;
@@ -559,14 +471,14 @@ absl::StatusOr<std::vector<RequestSpec>> LoadTrace(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unknown trace format (expected a .csv or .jsonl file)"));
   }
-  ASSIGN_OR_RETURN(const std::string data, ReadFile(path));
+  ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
   LoadReport local;
   local.source = path;
   std::vector<RequestSpec> requests;
   if (extension == ".csv") {
-    RETURN_IF_ERROR(ParseCsvTrace(path, data, filter, local, requests));
+    RETURN_IF_ERROR(ParseCsvTrace(table, filter, local, requests));
   } else {
-    RETURN_IF_ERROR(ParseJsonlTrace(path, data, filter, local, requests));
+    RETURN_IF_ERROR(ParseJsonlTrace(table, filter, local, requests));
   }
   std::stable_sort(
       requests.begin(), requests.end(),

@@ -1,0 +1,57 @@
+#include "common/file_io.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace neupims {
+namespace {
+
+// "<path>: <what>: <strerror>" under the errno's status code.
+absl::Status ErrnoError(int error, const std::string& path, absl::string_view what) {
+  return absl::Status(absl::ErrnoToStatusCode(error),
+                      absl::StrCat(path, ": ", what, ": ", std::strerror(error)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+  }
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return ErrnoError(error, path, "cannot open");
+  }
+  std::string data;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  std::fclose(file);  // read-only: nothing to lose at the close
+  if (failed) return ErrnoError(error, path, "read error");
+  return data;
+}
+
+absl::Status WriteFile(const std::string& path, absl::string_view contents) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return ErrnoError(errno, path, "cannot write");
+  const size_t written = std::fwrite(contents.data(), 1, contents.size(), file);
+  const int write_error = errno;
+  // fclose flushes the buffer: on a full disk it is often the first call to fail.
+  const bool closed = std::fclose(file) == 0;
+  const int close_error = errno;
+  if (written != contents.size()) return ErrnoError(write_error, path, "write failed");
+  if (!closed) return ErrnoError(close_error, path, "write failed at close");
+  return absl::OkStatus();
+}
+
+}  // namespace neupims

@@ -1,0 +1,59 @@
+#include "common/table_reader.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
+
+namespace neupims {
+
+absl::StatusOr<TableReader> TableReader::Open(const std::string& path, char delimiter) {
+  ASSIGN_OR_RETURN(std::string contents, ReadFile(path));
+  return TableReader(path, std::move(contents), delimiter);
+}
+
+TableReader::TableReader(std::string path, std::string contents, char delimiter)
+    : path_(std::move(path)), contents_(std::move(contents)), delimiter_(delimiter) {
+  if (absl::StartsWith(contents_, "\xEF\xBB\xBF")) pos_ = 3;
+}
+
+bool TableReader::NextLine(absl::string_view* line) {
+  if (pos_ >= contents_.size()) return false;
+  const absl::string_view rest = absl::string_view(contents_).substr(pos_);
+  const size_t end = std::min(rest.find('\n'), rest.size());
+  absl::string_view text = rest.substr(0, end);
+  pos_ += std::min(end + 1, rest.size());
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  ++line_number_;
+  line_start_ = static_cast<size_t>(text.data() - contents_.data());
+  line_size_ = text.size();
+  *line = text;
+  return true;
+}
+
+bool TableReader::NextRow(std::vector<absl::string_view>* fields) {
+  absl::string_view line;
+  while (NextLine(&line)) {
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    fields->clear();  // keeps its capacity: no allocation per row
+    for (absl::string_view field : absl::StrSplit(line, delimiter_)) fields->push_back(field);
+    return true;
+  }
+  return false;
+}
+
+std::vector<absl::string_view> TableReader::Split(absl::string_view line) const {
+  return absl::StrSplit(line, delimiter_);
+}
+
+absl::Status TableReader::Error(absl::string_view what) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path_, ":", std::max<int64_t>(line_number_, 1), ": ", what));
+}
+
+}  // namespace neupims

@@ -1,0 +1,71 @@
+// TableReader: a CSV or TSV file read line by line, with errors "<path>:<line>: <what>".
+//
+// The one reader for the project's delimited inputs (workload traces and length datasets,
+// `neupims step` batch files). It walks the file's contents without copying them: lines end in
+// LF or CRLF, a UTF-8 byte order mark at the start is skipped, lines are numbered from 1. It
+// does not interpret fields (no quoting, no trimming): what a column means, and which header a
+// file must have, is the caller's to check, and the caller reports problems through Error() so
+// every message names the file and the line.
+//
+//   ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
+//   std::vector<absl::string_view> fields;
+//   if (!table.NextLine(&header)) return table.Error("missing header");
+//   while (table.NextRow(&fields)) { ... return table.Error("bad count"); ... }
+#ifndef NEUPIMS_COMMON_TABLE_READER_H_
+#define NEUPIMS_COMMON_TABLE_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace neupims {
+
+class TableReader {
+ public:
+  // Reads the whole file (ReadFile's errors: NotFound when missing, each naming the path).
+  static absl::StatusOr<TableReader> Open(const std::string& path, char delimiter);
+  // A table from text already in memory; `path` is what errors call it.
+  TableReader(std::string path, std::string contents, char delimiter);
+
+  TableReader(TableReader&&) = default;
+  TableReader& operator=(TableReader&&) = default;
+
+  // Lines and fields returned below view the reader's contents: they are valid while the
+  // reader lives and is not moved.
+
+  // The next line as it is (blank lines included), without its terminator; false at the end.
+  bool NextLine(absl::string_view* line);
+  // The next line that is not blank (whitespace only), split at the delimiter; false at the end.
+  bool NextRow(std::vector<absl::string_view>* fields);
+  // Splits a line at the delimiter (a header, say); an empty line is one empty field.
+  std::vector<absl::string_view> Split(absl::string_view line) const;
+
+  // The number of the line last returned (1-based; 0 before the first).
+  int64_t line_number() const { return line_number_; }
+  // The text of the line last returned.
+  absl::string_view line() const {
+    return absl::string_view(contents_).substr(line_start_, line_size_);
+  }
+  const std::string& path() const { return path_; }
+  size_t size_bytes() const { return contents_.size(); }
+
+  // InvalidArgument "<path>:<line>: <what>" for the line last returned (line 1 before any).
+  absl::Status Error(absl::string_view what) const;
+
+ private:
+  std::string path_;
+  std::string contents_;
+  size_t pos_ = 0;  // offset of the next line in contents_ (an offset survives a move)
+  char delimiter_;
+  int64_t line_number_ = 0;
+  size_t line_start_ = 0, line_size_ = 0;  // the line last returned
+};
+
+}  // namespace neupims
+
+#endif  // NEUPIMS_COMMON_TABLE_READER_H_

@@ -1,0 +1,72 @@
+#include "common/file_io.h"
+
+#include <filesystem>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace neupims {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) / name).string();
+}
+
+TEST(FileIo, WriteThenReadGivesTheSameBytes) {
+  const std::string path = TempPath("file_io_round_trip.bin");
+  const std::string contents("line 1\r\nline 2\0binary\xff", 22);
+  ASSERT_TRUE(WriteFile(path, contents).ok());
+  absl::StatusOr<std::string> read = ReadFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, contents);
+  std::filesystem::remove(path);
+}
+
+TEST(FileIo, WriteReplacesTheWholeFile) {
+  const std::string path = TempPath("file_io_replace.txt");
+  ASSERT_TRUE(WriteFile(path, "a long first version").ok());
+  ASSERT_TRUE(WriteFile(path, "short").ok());
+  EXPECT_EQ(ReadFile(path).value_or(""), "short");
+  std::filesystem::remove(path);
+}
+
+TEST(FileIo, ReadOfAMissingFileIsNotFoundNamingThePath) {
+  const std::string path = TempPath("file_io_does_not_exist.txt");
+  absl::StatusOr<std::string> read = ReadFile(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(read.status().message(), HasSubstr(path));
+}
+
+TEST(FileIo, ReadOfADirectoryIsInvalidArgumentNamingThePath) {
+  const std::string dir = ::testing::TempDir();
+  absl::StatusOr<std::string> read = ReadFile(dir);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr(dir));
+}
+
+TEST(FileIo, WriteToAFullDeviceFailsNamingThePath) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  // Small enough to sit in the stdio buffer: the failure shows only at the close.
+  const absl::Status small = WriteFile("/dev/full", "x");
+  EXPECT_FALSE(small.ok());
+  EXPECT_THAT(small.message(), HasSubstr("/dev/full"));
+  // Larger than the buffer: the write itself fails.
+  const absl::Status large = WriteFile("/dev/full", std::string(1 << 20, 'x'));
+  EXPECT_FALSE(large.ok());
+  EXPECT_THAT(large.message(), HasSubstr("/dev/full"));
+}
+
+TEST(FileIo, WriteIntoAMissingDirectoryFailsNamingThePath) {
+  const std::string path = TempPath("file_io_no_such_dir/out.txt");
+  const absl::Status s = WriteFile(path, "x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(path));
+}
+
+}  // namespace
+}  // namespace neupims

@@ -1,0 +1,80 @@
+#include "common/table_reader.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/file_io.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace neupims {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(TableReader, SplitsRowsAtTheDelimiterAndSkipsBlankLines) {
+  TableReader table("t.csv", "a,b\n1,2\n\n  \n3,\n", ',');
+  absl::string_view header;
+  ASSERT_TRUE(table.NextLine(&header));
+  EXPECT_EQ(header, "a,b");
+  EXPECT_THAT(table.Split(header), ElementsAre("a", "b"));
+  std::vector<absl::string_view> fields;
+  ASSERT_TRUE(table.NextRow(&fields));
+  EXPECT_THAT(fields, ElementsAre("1", "2"));
+  EXPECT_EQ(table.line_number(), 2);
+  ASSERT_TRUE(table.NextRow(&fields));
+  EXPECT_THAT(fields, ElementsAre("3", ""));  // fields are not trimmed or dropped
+  EXPECT_EQ(table.line_number(), 5);          // blank lines 3 and 4 still count
+  EXPECT_EQ(table.line(), "3,");
+  EXPECT_FALSE(table.NextRow(&fields));
+}
+
+TEST(TableReader, HandlesCrlfTabsAByteOrderMarkAndNoFinalNewline) {
+  TableReader table("t.tsv", "\xEF\xBB\xBFx\ty\r\n1\t2", '\t');
+  absl::string_view line;
+  ASSERT_TRUE(table.NextLine(&line));
+  EXPECT_EQ(line, "x\ty");
+  std::vector<absl::string_view> fields;
+  ASSERT_TRUE(table.NextRow(&fields));
+  EXPECT_THAT(fields, ElementsAre("1", "2"));
+  EXPECT_FALSE(table.NextLine(&line));
+}
+
+TEST(TableReader, ErrorsNameTheFileAndTheLine) {
+  TableReader table("data/trace.csv", "h\n\nok\nbad\n", ',');
+  std::vector<absl::string_view> fields;
+  EXPECT_EQ(table.Error("before any line").message(), "data/trace.csv:1: before any line");
+  absl::string_view line;
+  ASSERT_TRUE(table.NextLine(&line));
+  ASSERT_TRUE(table.NextRow(&fields));
+  ASSERT_TRUE(table.NextRow(&fields));
+  const absl::Status error = table.Error("'bad' is not a number");
+  EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(error.message(), "data/trace.csv:4: 'bad' is not a number");
+}
+
+TEST(TableReader, OpenReadsTheFileAndAMissingOneIsNotFound) {
+  const std::string path =
+      (std::filesystem::path(::testing::TempDir()) / "table_reader_test.csv").string();
+  ASSERT_TRUE(WriteFile(path, "a,b\n1,2\n").ok());
+  absl::StatusOr<TableReader> table = TableReader::Open(path, ',');
+  ASSERT_TRUE(table.ok()) << table.status();
+  std::vector<absl::string_view> fields;
+  ASSERT_TRUE(table->NextRow(&fields));
+  EXPECT_THAT(fields, ElementsAre("a", "b"));
+  ASSERT_TRUE(table->NextRow(&fields));
+  EXPECT_EQ(table->Error("x").message(), path + ":2: x");
+  std::filesystem::remove(path);
+
+  absl::StatusOr<TableReader> missing = TableReader::Open(path, ',');
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr(path));
+}
+
+}  // namespace
+}  // namespace neupims
