@@ -33,4 +33,47 @@ Summary Summarize(std::vector<double> samples) {
   return s;
 }
 
+Summary SummarizeRuns(std::vector<SampleRun> runs) {
+  std::erase_if(runs, [](const SampleRun& r) { return r.count <= 0; });
+  Summary s;
+  if (runs.empty()) return s;
+  std::sort(runs.begin(), runs.end(),
+            [](const SampleRun& a, const SampleRun& b) { return a.value < b.value; });
+  // cum[i]: samples in runs 0 .. i (the expanded index of run i's last sample is cum[i] - 1).
+  std::vector<int64_t> cum(runs.size());
+  int64_t n = 0;
+  double sum = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    n += runs[i].count;
+    cum[i] = n;
+    sum += runs[i].value * static_cast<double>(runs[i].count);
+  }
+  s.count = static_cast<size_t>(n);
+  s.min = runs.front().value;
+  s.max = runs.back().value;
+  s.mean = sum / static_cast<double>(n);
+  double var = 0;
+  for (const SampleRun& r : runs) {
+    var += static_cast<double>(r.count) * (r.value - s.mean) * (r.value - s.mean);
+  }
+  s.stddev = std::sqrt(var / static_cast<double>(n));
+  // The sample at expanded index i of the sorted samples.
+  auto at = [&](int64_t i) {
+    return runs[static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), i) - cum.begin())]
+        .value;
+  };
+  // As QuantileSorted on the expanded samples.
+  auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(n - 1);
+    const int64_t lo = static_cast<int64_t>(std::floor(pos));
+    const int64_t hi = std::min(lo + 1, n - 1);
+    const double frac = pos - static_cast<double>(lo);
+    return at(lo) + (at(hi) - at(lo)) * frac;
+  };
+  s.median = quantile(0.5);
+  s.p90 = quantile(0.9);
+  s.p99 = quantile(0.99);
+  return s;
+}
+
 }  // namespace neupims

@@ -3,6 +3,7 @@
 #define NEUPIMS_COMMON_STATS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace neupims {
@@ -18,6 +19,18 @@ Summary Summarize(std::vector<double> samples);
 
 // The q-quantile (q in [0, 1]) of already sorted samples; 0 if empty.
 double QuantileSorted(const std::vector<double>& sorted, double q);
+
+// A value that occurs `count` times: run-length samples, e.g. every token of an iteration has
+// the same inter-token gap.
+struct SampleRun {
+  double value = 0;
+  int64_t count = 0;
+};
+
+// Summarize of the samples the runs expand to, in O(runs) memory (runs with count <= 0 are
+// ignored). Quantiles, min and max are exactly Summarize's; mean and stddev agree up to
+// rounding (products instead of repeated sums).
+Summary SummarizeRuns(std::vector<SampleRun> runs);
 
 }  // namespace neupims
 

@@ -1,6 +1,7 @@
 #include "common/stats.h"
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -78,6 +79,49 @@ TEST(QuantileSorted, EndpointsAreMinAndMaxAndOutOfRangeQIsClamped) {
 }
 
 TEST(QuantileSorted, EmptyInputIsZero) { EXPECT_EQ(QuantileSorted({}, 0.5), 0); }
+
+}  // namespace
+}  // namespace neupims
+
+namespace neupims {
+namespace {
+
+TEST(SummarizeRuns, EqualsSummarizeOfTheExpandedSamples) {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int> value(0, 40), count(0, 7);
+  std::vector<SampleRun> runs;
+  std::vector<double> expanded;
+  for (int i = 0; i < 300; ++i) {
+    const SampleRun r{value(rng) * 0.25, count(rng)};
+    runs.push_back(r);
+    for (int64_t k = 0; k < r.count; ++k) expanded.push_back(r.value);
+  }
+  const Summary a = Summarize(expanded);
+  const Summary b = SummarizeRuns(runs);
+  EXPECT_EQ(b.count, a.count);
+  EXPECT_EQ(b.min, a.min);
+  EXPECT_EQ(b.max, a.max);
+  EXPECT_EQ(b.median, a.median);  // quantiles exactly
+  EXPECT_EQ(b.p90, a.p90);
+  EXPECT_EQ(b.p99, a.p99);
+  EXPECT_NEAR(b.mean, a.mean, 1e-12 * a.mean);
+  EXPECT_NEAR(b.stddev, a.stddev, 1e-9 * a.stddev);
+}
+
+TEST(SummarizeRuns, InterpolatesBetweenRunsLikeNumpy) {
+  // {1, 1, 2, 4}: median 1.5, p90 at position 2.7 -> 2 + 0.7 * 2.
+  const Summary s = SummarizeRuns({{4, 1}, {1, 2}, {2, 1}, {9, 0}});
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_DOUBLE_EQ(s.median, 1.5);
+  EXPECT_DOUBLE_EQ(s.p90, 3.4);
+  EXPECT_DOUBLE_EQ(s.mean, 2.0);
+  EXPECT_EQ(s.max, 4);  // the empty run of 9 is ignored
+}
+
+TEST(SummarizeRuns, NoSamplesGiveAnAllZeroSummary) {
+  EXPECT_EQ(SummarizeRuns({{5, 0}}).count, 0u);
+  EXPECT_EQ(SummarizeRuns({}).mean, 0);
+}
 
 }  // namespace
 }  // namespace neupims

@@ -46,9 +46,18 @@ class Collector : public engine::EngineObserver {
   explicit Collector(engine::Engine* e) : engine_(e) {}
 
   void OnTokens(const engine::Request& r, int64_t, int count, SimTime t) override {
-    auto it = last_token_.find(r.id);
-    if (it != last_token_.end()) itl_ns_.push_back(static_cast<double>(t - it->second));
-    last_token_[r.id] = t;
+    auto [it, first] = last_token_.try_emplace(r.id, t);
+    if (!first) {
+      // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
+      // so memory grows with iterations, not tokens.
+      const double gap_ns = static_cast<double>(t - it->second);
+      if (!itl_ns_.empty() && itl_ns_.back().value == gap_ns) {
+        ++itl_ns_.back().count;
+      } else {
+        itl_ns_.push_back({gap_ns, 1});
+      }
+      it->second = t;
+    }
     tokens_ += count;
   }
 
@@ -96,7 +105,7 @@ class Collector : public engine::EngineObserver {
 
   engine::Engine* engine_;
   std::vector<RequestRecord> records_;
-  std::vector<double> itl_ns_;
+  std::vector<SampleRun> itl_ns_;  // inter-token gaps, run-length
   absl::flat_hash_map<int64_t, SimTime> last_token_;
   std::vector<IterSample> iterations_;
   std::vector<engine::TimelineEvent> timeline_;
@@ -143,9 +152,8 @@ json SummaryJson(const Collector& c, const engine::Engine& e, double wall_s) {
     if (l.queue_ns) queue.push_back(static_cast<double>(*l.queue_ns) / 1e6);
     if (l.tpot_ns) tpot.push_back(*l.tpot_ns / 1e6);
   }
-  std::vector<double> itl;
-  itl.reserve(c.itl_ns_.size());
-  for (double x : c.itl_ns_) itl.push_back(x / 1e6);
+  std::vector<SampleRun> itl = c.itl_ns_;
+  for (SampleRun& run : itl) run.value /= 1e6;
   const double duration_s = first_arrival >= 0 ? (last_finish - first_arrival) / 1e9 : 0.0;
   const double d_ns = std::max(1.0, duration_s * 1e9);
   const hw::DeviceConfig& dev = e.device();
@@ -160,18 +168,17 @@ json SummaryJson(const Collector& c, const engine::Engine& e, double wall_s) {
   j["request_throughput"] = duration_s > 0 ? completed / duration_s : 0;
   j["output_throughput"] = duration_s > 0 ? out_tokens / duration_s : 0;
   j["total_token_throughput"] = duration_s > 0 ? (in_tokens + out_tokens) / duration_s : 0;
-  auto add = [&](const char* name, std::vector<double> v) {
-    const Summary m = Summarize(std::move(v));
+  auto add = [&](const char* name, const Summary& m) {
     j[absl::StrCat("mean_", name, "_ms")] = m.mean;
     j[absl::StrCat("median_", name, "_ms")] = m.median;
     j[absl::StrCat("p90_", name, "_ms")] = m.p90;
     j[absl::StrCat("p99_", name, "_ms")] = m.p99;
   };
-  add("ttft", ttft);
-  add("tpot", tpot);
-  add("itl", itl);
-  add("e2el", e2e);
-  add("queue", queue);
+  add("ttft", Summarize(std::move(ttft)));
+  add("tpot", Summarize(std::move(tpot)));
+  add("itl", SummarizeRuns(std::move(itl)));
+  add("e2el", Summarize(std::move(e2e)));
+  add("queue", Summarize(std::move(queue)));
   j["iterations"] = s.iterations;
   j["mean_batch_size"] = s.iterations > 0 ? static_cast<double>(s.batch_sum) / s.iterations : 0;
   j["mean_sub_batch_sizes"] = {

@@ -44,7 +44,13 @@ bool IsBlank(absl::string_view line) { return absl::StripAsciiWhitespace(line).e
 
 // A non-negative decimal integer filling all of `field` (surrounding spaces allowed).
 std::optional<int64_t> ParseCount(absl::string_view field) {
-  field = absl::StripAsciiWhitespace(field);
+  // Hot path (two per dataset row): trims inline, as absl::StripAsciiWhitespace would.
+  while (!field.empty() && absl::ascii_isspace(static_cast<unsigned char>(field.front()))) {
+    field.remove_prefix(1);
+  }
+  while (!field.empty() && absl::ascii_isspace(static_cast<unsigned char>(field.back()))) {
+    field.remove_suffix(1);
+  }
   if (field.empty()) return std::nullopt;
   int64_t value = 0;
   const char* end = field.data() + field.size();
