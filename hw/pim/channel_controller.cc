@@ -282,7 +282,8 @@ ChannelController::ChannelController(const HbmSpec& spec, ControllerOptions opti
       rbs_(static_cast<size_t>(spec_.org.banks_per_channel()) * rb_count_),
       open_mem_per_rank_(spec_.org.ranks, 0),
       open_pim_per_rank_(spec_.org.ranks, 0),
-      closed_page_pending_(spec_.org.banks_per_channel(), false),
+      mem_policy_(CreateFrFcfsPolicy({options.row_policy, options.protect_pim}, engine_,
+                                     spec_.org.banks_per_channel())),
       bank_info_(spec_.org.banks_per_channel()) {}
 
 ChannelController::~ChannelController() = default;
@@ -356,7 +357,8 @@ void ChannelController::ApplyState(const Command& cmd) {
   }
 }
 
-ChannelController::Candidate ChannelController::PrechargeFor(int flat_bank, int source) {
+ChannelController::Candidate ChannelController::PrechargeFor(int flat_bank,
+                                                             CandidateSource source) {
   const HbmOrganization& o = spec_.org;
   Candidate c;
   c.cmd.type = CommandType::kPre;
@@ -377,7 +379,7 @@ ChannelController::Candidate ChannelController::RefreshCandidate() {
     // Close the MEM rows of a draining rank (in blocked mode a running PIM job owns them).
     if (!(Blocked() && active_ != nullptr)) {
       for (int b = b0; b < b0 + o.banks_per_rank(); ++b) {
-        if (Rb(b, 0).open_row >= 0) return PrechargeFor(b, 1);
+        if (Rb(b, 0).open_row >= 0) return PrechargeFor(b, CandidateSource::kRefresh);
       }
     }
     if (!refresh_.Pending(r)) continue;
@@ -390,7 +392,7 @@ ChannelController::Candidate ChannelController::RefreshCandidate() {
     c.cmd.type = CommandType::kRef;
     c.cmd.rank = static_cast<int8_t>(r);
     c.earliest = engine_.Earliest(c.cmd, now_);
-    c.source = 1;
+    c.source = CandidateSource::kRefresh;
     return c;
   }
   return {};
@@ -403,7 +405,7 @@ ChannelController::Candidate ChannelController::PimCandidate() {
     // Blocked mode: the job owns every row buffer; close the MEM rows first.
     if (Blocked()) {
       for (int b = 0; b < o.banks_per_channel(); ++b) {
-        if (Rb(b, 0).open_row >= 0) return PrechargeFor(b, 2);
+        if (Rb(b, 0).open_row >= 0) return PrechargeFor(b, CandidateSource::kPim);
       }
     }
     PendingJob job = std::move(pim_queue_.front());
@@ -423,7 +425,7 @@ ChannelController::Candidate ChannelController::PimCandidate() {
   const Command& cmd = active_->Peek();
   Candidate c;
   c.cmd = cmd;
-  c.source = 2;
+  c.source = CandidateSource::kPim;
   if (active_->AtGate()) {
     if (refresh_.AnyPending()) return {};  // the refresh goes first
     const Cycles start =
@@ -453,37 +455,36 @@ ChannelController::Candidate ChannelController::PimCandidate() {
                           : FlatBank(cmd.rank, cmd.bank_group, cmd.bank);
     const int n = cmd.type == CommandType::kPimAct ? o.banks_per_group : 1;
     for (int b = first; b < first + n; ++b) {
-      if (Rb(b, 0).open_row == cmd.row) return PrechargeFor(b, 2);
+      if (Rb(b, 0).open_row == cmd.row) return PrechargeFor(b, CandidateSource::kPim);
     }
   }
   if (c.earliest == kNeverCycle) c.earliest = engine_.Earliest(cmd, now_);
   return c;
 }
 
-ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pim) {
-  if (mem_queue_.empty() && closed_page_pending_count_ == 0) return {};
+ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate& pim) {
+  if (mem_queue_.empty() && !mem_policy_->AnyRowToClose()) return {};
   if (Blocked() && (active_ != nullptr || !pim_queue_.empty())) return {};
-  Candidate best_hit, best_other;
-  int best_hit_age = INT32_MAX, best_other_age = INT32_MAX;
-  Cycles next = kNeverCycle;
-  auto consider = [&](Candidate c, bool hit, int age) {
-    if (c.earliest <= now_ && options_.protect_pim && pim.source == 2 && pim.earliest > now_) {
-      if (engine_.EarliestIfIssued(pim.cmd, now_, c.cmd, now_) > pim.earliest) {
-        c.earliest = pim.earliest;  // held back until the PIM command has gone
-      }
-    }
-    next = std::min(next, c.earliest);
-    if (c.earliest > now_) return;
-    if (hit && age < best_hit_age) {
-      best_hit = c;
-      best_hit_age = age;
-    } else if (!hit && age < best_other_age) {
-      best_other = c;
-      best_other_age = age;
-    }
-  };
-  // One pass: per bank, the oldest request and the oldest request hitting the open row
-  // (FR-FCFS only ever issues for those two).
+  const PimOutlook outlook = PimOutlookFor(pim);
+  ScanMemQueue();
+  OfferMemCandidates(outlook);
+  ++scan_stamp_;
+  const MemPick pick = mem_policy_->Pick(mem_candidates_, now_, outlook);
+  Candidate c;
+  if (!pick.issue.has_value()) {
+    c.earliest = pick.next_ready;
+    return c;
+  }
+  c.cmd = pick.issue->cmd;
+  c.earliest = pick.issue->earliest;
+  c.source = CandidateSource::kMem;
+  c.mem_index = pick.issue->queue_index;
+  return c;
+}
+
+// One pass: per bank, the oldest request and the oldest request hitting the open row (FR-FCFS
+// only ever issues for those two).
+void ChannelController::ScanMemQueue() {
   touched_banks_.clear();
   for (size_t i = 0; i < mem_queue_.size(); ++i) {
     const MemRequest& r = mem_queue_[i];
@@ -495,17 +496,18 @@ ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pi
     }
     if (info.first_hit < 0 && r.row == Rb(b, 0).open_row) info.first_hit = static_cast<int>(i);
   }
-  // Closed-page policy: precharge rows whose last queued hit has been served.
-  if (closed_page_pending_count_ > 0) {
-    for (int b = 0; b < static_cast<int>(closed_page_pending_.size()); ++b) {
-      if (!closed_page_pending_[b]) continue;
-      const bool more = bank_info_[b].stamp == scan_stamp_ && bank_info_[b].first_hit >= 0;
-      if (more || Rb(b, 0).open_row < 0) {
-        closed_page_pending_[b] = false;
-        --closed_page_pending_count_;
-        continue;
-      }
-      consider(PrechargeFor(b, 3), false, -1);
+}
+
+// The row policy's precharges, then one command per bank with queued requests: its oldest row
+// hit, else an activation for its oldest request, else (row conflict) a precharge.
+void ChannelController::OfferMemCandidates(const PimOutlook& pim) {
+  mem_candidates_.clear();
+  if (mem_policy_->AnyRowToClose()) {
+    for (int b = 0; b < spec_.org.banks_per_channel(); ++b) {
+      const bool hits_queued = bank_info_[b].stamp == scan_stamp_ && bank_info_[b].first_hit >= 0;
+      if (!mem_policy_->CloseNow(b, Rb(b, 0).open_row >= 0, hits_queued)) continue;
+      const Candidate pre = PrechargeFor(b, CandidateSource::kMem);
+      mem_candidates_.push_back({pre.cmd, pre.earliest, false, kRowPolicyQueueIndex});
     }
   }
   for (int b : touched_banks_) {
@@ -515,9 +517,9 @@ ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pi
     const MemRequest& r = mem_queue_[index];
     // A draining rank takes no new MEM work: every row hit would push its precharge (tRTP).
     if (refresh_.Draining(r.rank, now_)) continue;
-    Candidate c;
-    c.source = 3;
-    c.mem_index = index;
+    MemCandidate c;
+    c.row_hit = hit;
+    c.queue_index = index;
     c.cmd.rank = static_cast<int8_t>(r.rank);
     c.cmd.bank_group = static_cast<int8_t>(r.bank_group);
     c.cmd.bank = static_cast<int8_t>(r.bank);
@@ -528,26 +530,24 @@ ChannelController::Candidate ChannelController::MemCandidate(const Candidate& pi
       c.cmd.type = r.is_write ? CommandType::kWr : CommandType::kRd;
     } else if (open < 0) {
       if (rb_count_ == 2 && Rb(b, 1).open_row == r.row) continue;  // row busy in PIM buffer
-      // PIM priority: no MEM activation in a rank that still owes the PIM grouped activations.
-      if (active_ != nullptr && (active_->RanksAwaitingActivation() & (1u << r.rank))) {
-        next = std::min(next, pim.earliest);
-        continue;
-      }
       c.cmd.type = CommandType::kAct;
     } else {
       c.cmd.type = CommandType::kPre;  // row conflict and no queued hit on the open row
       c.cmd.row = 0;
       c.cmd.col = 0;
     }
-    c.earliest = engine_.Earliest(c.cmd, now_);
-    consider(c, hit, index);
+    const bool held = c.cmd.type == CommandType::kAct && OwesPimActivations(pim, r.rank);
+    if (!held) c.earliest = engine_.Earliest(c.cmd, now_);  // the hot path: skip when moot
+    mem_candidates_.push_back(c);
   }
-  ++scan_stamp_;
-  if (best_hit.source != 0) return best_hit;
-  if (best_other.source != 0) return best_other;
-  Candidate wait;
-  wait.earliest = next;
-  return wait;
+}
+
+PimOutlook ChannelController::PimOutlookFor(const Candidate& pim) const {
+  PimOutlook o;
+  if (pim.source == CandidateSource::kPim) o.next = pim.cmd;
+  o.next_earliest = pim.earliest;
+  if (active_ != nullptr) o.ranks_owing_activations = active_->RanksAwaitingActivation();
+  return o;
 }
 
 void ChannelController::IssueCommand(const Candidate& c) {
@@ -567,7 +567,7 @@ void ChannelController::IssueCommand(const Candidate& c) {
     ++stats_.refreshes;
     return;
   }
-  if (c.source == 2 && active_ != nullptr && cmd.type != CommandType::kPre) {
+  if (c.source == CandidateSource::kPim && active_ != nullptr && cmd.type != CommandType::kPre) {
     if (active_record_.start < 0) active_record_.start = now_;
     switch (cmd.type) {
       case CommandType::kPimGemv:
@@ -596,7 +596,8 @@ void ChannelController::IssueCommand(const Candidate& c) {
     }
     return;
   }
-  if (c.source == 3 && (cmd.type == CommandType::kRd || cmd.type == CommandType::kWr)) {
+  if (c.source == CandidateSource::kMem &&
+      (cmd.type == CommandType::kRd || cmd.type == CommandType::kWr)) {
     const MemRequest r = mem_queue_[c.mem_index];
     mem_queue_.erase(mem_queue_.begin() + c.mem_index);
     const Cycles data_end = now_ + (r.is_write ? t.CWL : t.CL) + t.tBL;
@@ -606,16 +607,10 @@ void ChannelController::IssueCommand(const Candidate& c) {
     } else {
       ++stats_.mem_reads;
     }
-    if (options_.row_policy == RowPolicy::kClosed) {
-      const int b = FlatBank(r.rank, r.bank_group, r.bank);
-      if (!closed_page_pending_[b]) ++closed_page_pending_count_;
-      closed_page_pending_[b] = true;
-    }
+    mem_policy_->OnServed(FlatBank(r.rank, r.bank_group, r.bank));
   }
   if (cmd.type == CommandType::kPre) {
-    const int b = FlatBank(cmd.rank, cmd.bank_group, cmd.bank);
-    if (closed_page_pending_[b]) --closed_page_pending_count_;
-    closed_page_pending_[b] = false;
+    mem_policy_->OnPrecharge(FlatBank(cmd.rank, cmd.bank_group, cmd.bank));
   }
 }
 
@@ -631,18 +626,19 @@ Cycles ChannelController::RunLoop(Cycles until, bool stop_on_pim_idle) {
     if (refresh_.Update(now_)) ++state_version_;
     // Priorities: a due REF, then PIM, then the refresh drain's precharges, then MEM.
     const Candidate ref = RefreshCandidate();
-    if (ref.source != 0 && ref.earliest <= now_ && ref.cmd.type == CommandType::kRef) {
+    if (ref.source != CandidateSource::kNone && ref.earliest <= now_ &&
+        ref.cmd.type == CommandType::kRef) {
       IssueCommand(ref);
       continue;
     }
     const bool refresh_was_pending = refresh_.AnyPending();
     if (pim_cached_version_ != state_version_ || pim_cached_.earliest < now_ ||
-        pim_cached_.source != 2) {
+        pim_cached_.source != CandidateSource::kPim) {
       pim_cached_ = PimCandidate();
       pim_cached_version_ = state_version_;
     }
     const Candidate pim = pim_cached_;
-    if (pim.source != 0 && pim.earliest <= now_) {
+    if (pim.source != CandidateSource::kNone && pim.earliest <= now_) {
       IssueCommand(pim);
       continue;
     }
@@ -650,12 +646,12 @@ Cycles ChannelController::RunLoop(Cycles until, bool stop_on_pim_idle) {
       ++state_version_;
       continue;
     }
-    if (ref.source != 0 && ref.earliest <= now_) {
+    if (ref.source != CandidateSource::kNone && ref.earliest <= now_) {
       IssueCommand(ref);
       continue;
     }
-    const Candidate mem = MemCandidate(pim);
-    if (mem.source != 0 && mem.earliest <= now_) {
+    const Candidate mem = MemSideCandidate(pim);
+    if (mem.source != CandidateSource::kNone && mem.earliest <= now_) {
       IssueCommand(mem);
       continue;
     }

@@ -14,7 +14,8 @@
 //    straddles a refresh: before starting one the controller checks that it ends before the next
 //    refresh deadline, else refreshes early. With the NeuPIMs PIM_HEADER the controller knows the
 //    exact tile length; with the Newton command set it must assume the worst-case tile.
-//  - MEM scheduling: FR-FCFS (row hits first, then oldest) with an open- or closed-page policy.
+//  - MEM scheduling: FR-FCFS (row hits first, then oldest) with an open- or closed-page policy
+//    and the PIM protection above, decided by a MemSchedulingPolicy (mem_policy.h).
 //
 // Time advances event to event (to the earliest cycle any pending command may issue), not
 // cycle by cycle. Contract: single-threaded; Run() may be called repeatedly with growing limits.
@@ -23,7 +24,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -31,11 +31,10 @@
 #include "hw/dram/hbm_spec.h"
 #include "hw/dram/timing_engine.h"
 #include "hw/pim/gemv_plan.h"
+#include "hw/pim/mem_policy.h"
 #include "hw/pim/tile_cost.h"
 
 namespace neupims::hw {
-
-inline constexpr Cycles kNeverCycle = std::numeric_limits<Cycles>::max() / 4;
 
 struct MemRequest {
   int64_t id = 0;
@@ -54,8 +53,6 @@ class MemTrafficSource {
   virtual Cycles NextArrival() const = 0;
   virtual MemRequest Pop() = 0;
 };
-
-enum class RowPolicy { kOpen, kClosed };
 
 struct ControllerOptions {
   RowPolicy row_policy = RowPolicy::kOpen;
@@ -157,11 +154,14 @@ class ChannelController {
   struct BankRb {
     int32_t open_row = -1;
   };
+  // Which queue a candidate command serves; kNone: nothing to issue (`earliest` may still say
+  // when to look again).
+  enum class CandidateSource { kNone, kRefresh, kPim, kMem };
   struct Candidate {
     Command cmd;
     Cycles earliest = kNeverCycle;
-    int source = 0;  // 0 none, 1 refresh, 2 pim, 3 mem
-    int mem_index = -1;
+    CandidateSource source = CandidateSource::kNone;
+    int mem_index = -1;  // kMem RD/WR: the MEM queue position of the request served
   };
 
   int FlatBank(int rank, int bg, int bank) const;
@@ -173,8 +173,11 @@ class ChannelController {
   void PullArrivals();
   Candidate RefreshCandidate();
   Candidate PimCandidate();
-  Candidate MemCandidate(const Candidate& pim);
-  Candidate PrechargeFor(int flat_bank, int source);
+  Candidate MemSideCandidate(const Candidate& pim);
+  void ScanMemQueue();
+  void OfferMemCandidates(const PimOutlook& pim);
+  PimOutlook PimOutlookFor(const Candidate& pim) const;
+  Candidate PrechargeFor(int flat_bank, CandidateSource source);
   void IssueCommand(const Candidate& c);
   void UpdateBackground(Cycles t);
   void ApplyState(const Command& cmd);
@@ -205,10 +208,10 @@ class ChannelController {
 
   // MEM side.
   MemTrafficSource* traffic_ = nullptr;
-  std::vector<MemRequest> mem_queue_;      // arrival order
-  std::vector<bool> closed_page_pending_;  // per bank: precharge after the last hit
-  int closed_page_pending_count_ = 0;
-  // Scratch for one FR-FCFS scan (valid when stamp == scan_stamp_).
+  std::vector<MemRequest> mem_queue_;  // arrival order
+  std::unique_ptr<MemSchedulingPolicy> mem_policy_;
+  std::vector<MemCandidate> mem_candidates_;  // scratch: one decision's offers
+  // Scratch for one scan of the MEM queue (valid when stamp == scan_stamp_).
   struct BankQueueInfo {
     uint64_t stamp = 0;
     int first = -1;      // oldest queued request for the bank

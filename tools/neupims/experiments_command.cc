@@ -1,5 +1,6 @@
 #include "tools/neupims/experiments_command.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/parallel.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
@@ -30,6 +32,7 @@ struct ExperimentFlags {
   int samples = 10;
   uint64_t seed = 1;
   bool quick = false;
+  int jobs = DefaultJobs();  // engine configurations simulated at once
 };
 
 // Decode batches in steady state, as NeuPIMs sec. 8.1 builds them ("simulate the inference
@@ -106,6 +109,36 @@ engine::EngineOptions PointOptions(const std::string& model, engine::SystemModeK
   return o;
 }
 
+using Batches = std::vector<std::vector<engine::Engine::StepRequest>>;
+
+// One engine configuration and the batch sets evaluated on it, in order. Runs share nothing
+// and each builds its own engine (engines are not thread-safe), so they run in parallel; an
+// engine sees the same sequence of steps as in a serial run, so results do not depend on --jobs.
+struct EngineRun {
+  engine::EngineOptions options;
+  std::vector<const Batches*> points;
+  absl::Status engine_status;       // why the engine could not be built
+  std::vector<StepResult> results;  // one per point when it was built
+};
+
+void Execute(EngineRun& run) {
+  auto e = engine::Engine::Create(run.options);
+  if (!e.ok()) {
+    run.engine_status = e.status();
+    return;
+  }
+  for (const Batches* b : run.points) run.results.push_back(Evaluate(**e, *b));
+}
+
+void ExecuteAll(std::vector<EngineRun>& runs, int jobs) {
+  std::atomic<int> done = 0;
+  ParallelFor(static_cast<int>(runs.size()), jobs, [&](int i) {
+    Execute(runs[i]);
+    std::fprintf(stderr, "\rexperiments: %d of %zu engine configurations        ", ++done,
+                 runs.size());
+  });
+}
+
 std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
 
 int RunExperiments(const ExperimentFlags& f) {
@@ -136,20 +169,16 @@ int RunExperiments(const ExperimentFlags& f) {
     }
   }
 
+  // Every engine configuration of the figures, run in parallel, then read back in order.
+  std::vector<EngineRun> runs;
   // ---- Figure 12 + Table 4 -----------------------------------------------------------------
-  std::map<std::tuple<std::string, std::string, int, std::string>, StepResult> fig12;
   for (const std::string& model : models) {
     for (const SystemModeKind mode_kind : modes) {
-      const std::string mode = engine::ToString(mode_kind);
-      auto e = engine::Engine::Create(PointOptions(model, mode_kind));
-      if (!e.ok()) return ReportError(e.status());
+      EngineRun run{PointOptions(model, mode_kind)};
       for (const std::string& ds : datasets) {
-        for (int bs : batch_sizes) {
-          fig12[{model, ds, bs, mode}] = Evaluate(**e, batches[{ds, bs}]);
-          std::fprintf(stderr, "\rfigure 12: %s %s %s batch %d        ", model.c_str(),
-                       mode.c_str(), ds.c_str(), bs);
-        }
+        for (int bs : batch_sizes) run.points.push_back(&batches[{ds, bs}]);
       }
+      runs.push_back(std::move(run));
     }
   }
   // ---- Figure 13: ablation on GPT3-7B, ShareGPT -------------------------------------------
@@ -166,18 +195,14 @@ int RunExperiments(const ExperimentFlags& f) {
       {"+DRB", true, ChannelPolicy::kRoundRobin, SBI::kOff},
       {"+DRB+GMLBP", true, ChannelPolicy::kMinLoad, SBI::kOff},
       {"+DRB+GMLBP+SBI", true, ChannelPolicy::kMinLoad, SBI::kOn}};
-  std::map<std::pair<std::string, int>, StepResult> fig13;
   for (const Variant& v : variants) {
     engine::EngineOptions o = PointOptions("gpt3-7b", SystemModeKind::kNeuPims);
     o.dual_row_buffers = v.dual;
     o.channel_policy = v.policy;
     o.sub_batch_interleaving = v.sbi;
-    auto e = engine::Engine::Create(o);
-    if (!e.ok()) return ReportError(e.status());
-    for (int bs : batch_sizes) {
-      fig13[{v.name, bs}] = Evaluate(**e, batches[{"sharegpt", bs}]);
-      std::fprintf(stderr, "\rfigure 13: %s batch %d            ", v.name.c_str(), bs);
-    }
+    EngineRun run{o};
+    for (int bs : batch_sizes) run.points.push_back(&batches[{"sharegpt", bs}]);
+    runs.push_back(std::move(run));
   }
   // ---- Figure 14: TP/PP with 256 requests on the model's Table 3 device count ------------
   auto combos_for = [](const std::string& model) -> std::vector<std::pair<int, int>> {
@@ -185,34 +210,64 @@ int RunExperiments(const ExperimentFlags& f) {
     if (model == "gpt3-30b") return {{8, 1}, {4, 2}, {2, 4}, {1, 8}};
     return {{4, 1}, {2, 2}, {1, 4}};
   };
-  std::map<std::tuple<std::string, std::string, int, int>, StepResult> fig14;
   for (const std::string& model : models) {
     for (auto [tp, pp] : combos_for(model)) {
       engine::EngineOptions o = PointOptions(model, SystemModeKind::kNeuPims);
       o.tp = tp;
       o.pp = pp;
-      auto e = engine::Engine::Create(o);
-      for (const std::string& ds : datasets) {
-        StepResult r;
-        if (!e.ok()) {
-          r.error = std::string(e.status().message());
-        } else {
-          r = Evaluate(**e, batches[{ds, 256}]);
-        }
-        fig14[{model, ds, tp, pp}] = r;
-      }
-      std::fprintf(stderr, "\rfigure 14: %s TP %d PP %d        ", model.c_str(), tp, pp);
+      EngineRun run{o};
+      for (const std::string& ds : datasets) run.points.push_back(&batches[{ds, 256}]);
+      runs.push_back(std::move(run));
     }
   }
   // Table 4 also with interleaving forced on (the paper's NeuPIMs always interleaves).
-  StepResult table4_sbi;
   {
     engine::EngineOptions o = PointOptions("gpt3-30b", SystemModeKind::kNeuPims);
     o.sub_batch_interleaving = engine::SubBatchInterleaving::kOn;
-    auto e = engine::Engine::Create(o);
-    if (!e.ok()) return ReportError(e.status());
-    table4_sbi = Evaluate(**e, batches[{"sharegpt", 256}]);
+    EngineRun run{o};
+    run.points.push_back(&batches[{"sharegpt", 256}]);
+    runs.push_back(std::move(run));
   }
+  ExecuteAll(runs, f.jobs);
+
+  auto next_run = runs.begin();
+  std::map<std::tuple<std::string, std::string, int, std::string>, StepResult> fig12;
+  for (const std::string& model : models) {
+    for (const SystemModeKind mode_kind : modes) {
+      const std::string mode = engine::ToString(mode_kind);
+      const EngineRun& run = *next_run++;
+      if (!run.engine_status.ok()) return ReportError(run.engine_status);
+      auto result = run.results.begin();
+      for (const std::string& ds : datasets) {
+        for (int bs : batch_sizes) fig12[{model, ds, bs, mode}] = *result++;
+      }
+    }
+  }
+  std::map<std::pair<std::string, int>, StepResult> fig13;
+  for (const Variant& v : variants) {
+    const EngineRun& run = *next_run++;
+    if (!run.engine_status.ok()) return ReportError(run.engine_status);
+    auto result = run.results.begin();
+    for (int bs : batch_sizes) fig13[{v.name, bs}] = *result++;
+  }
+  std::map<std::tuple<std::string, std::string, int, int>, StepResult> fig14;
+  for (const std::string& model : models) {
+    for (auto [tp, pp] : combos_for(model)) {
+      const EngineRun& run = *next_run++;
+      auto result = run.results.begin();
+      for (const std::string& ds : datasets) {
+        StepResult r;
+        if (!run.engine_status.ok()) {
+          r.error = std::string(run.engine_status.message());
+        } else {
+          r = *result++;
+        }
+        fig14[{model, ds, tp, pp}] = r;
+      }
+    }
+  }
+  if (!next_run->engine_status.ok()) return ReportError(next_run->engine_status);
+  const StepResult table4_sbi = next_run->results.front();
   std::fprintf(stderr, "\r%*s\r", 60, "");
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -517,6 +572,11 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--seed", f->seed, "Batch sampling seed")->capture_default_str();
   c->add_flag("--quick", f->quick, "Two batch sizes and two samples per point (for tests)");
+  c->add_option("--jobs", f->jobs,
+                "Engine configurations simulated in parallel (default: all cores; 1: serial). "
+                "The results do not depend on it")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   c->callback([f, exit_code] { *exit_code = RunExperiments(*f); });
 }
 

@@ -2,7 +2,10 @@
 #include "hw/pim/pim_model.h"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
+#include "common/parallel.h"
 #include "gtest/gtest.h"
 #include "hw/dram/timing_checker.h"
 #include "hw/pim/tile_cost.h"
@@ -25,35 +28,43 @@ class AnalyticVsCommandLevel : public ::testing::TestWithParam<SweepCase> {};
 // The analytic model must stay within 5% of the command-level one over sequence lengths 1 to
 // 4096, several head counts / model widths, both row-buffer modes, with and without MEM traffic.
 // The command-level model is averaged over refresh phases: the analytic model returns the
-// expectation over the phase an op starts in.
+// expectation over the phase an op starts in. The shapes are independent, so they are simulated
+// in parallel (each with its own models: they are not thread-safe) and checked in order.
 TEST_P(AnalyticVsCommandLevel, WithinFivePercent) {
   const SweepCase c = GetParam();
   const HbmSpec spec = c.rb == RowBufferMode::kDual ? NeuPimsSpec() : NewtonSpec();
   PimModelOptions opts;
   opts.phases = 4;
-  auto command = CreateCommandLevelPimModel(spec, opts);
-  auto analytic = CreateAnalyticPimModel(spec, opts);
   MemTraffic traffic;
   traffic.demand = c.demand;
   // (heads, kv heads): GPT3-7B/TP4, GPT3-175B/TP8, LLaMA-2-70B/TP8 (GQA).
   const std::vector<std::pair<int, int>> heads = {{8, 8}, {12, 12}, {8, 1}};
+  std::vector<AttentionShape> shapes;
   for (auto [h, kv] : heads) {
     for (int64_t seq : {1, 17, 100, 511, 1024, 2500, 4096}) {
       if (c.demand > 0 && seq > 1024 && h != 8) continue;  // keep the traffic runs short
-      AttentionShape shape{seq, h, kv, 128};
-      auto a = analytic->Attention(shape, traffic);
-      auto m = command->Attention(shape, traffic);
-      ASSERT_TRUE(a.ok() && m.ok());
-      const double err = static_cast<double>(a->cycles) / static_cast<double>(m->cycles) - 1;
-      EXPECT_LT(std::fabs(err), 0.05) << "seq " << seq << " heads " << h << "/" << kv
-                                      << ": analytic " << a->cycles << " vs command " << m->cycles;
-      // Both count the same PIM commands.
-      for (CommandType t :
-           {CommandType::kPimAct, CommandType::kPimGwrite, CommandType::kPimGemv,
-            CommandType::kPimDot, CommandType::kPimRdResult, CommandType::kPimPre}) {
-        EXPECT_EQ(a->commands[static_cast<int>(t)], m->commands[static_cast<int>(t)])
-            << CommandName(t) << " seq " << seq;
-      }
+      shapes.push_back({seq, h, kv, 128});
+    }
+  }
+  using Results = std::pair<absl::StatusOr<PimOpResult>, absl::StatusOr<PimOpResult>>;
+  std::vector<Results> results(shapes.size());
+  ParallelFor(static_cast<int>(shapes.size()), DefaultJobs(), [&](int i) {
+    results[i] = {CreateAnalyticPimModel(spec, opts)->Attention(shapes[i], traffic),
+                  CreateCommandLevelPimModel(spec, opts)->Attention(shapes[i], traffic)};
+  });
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const int64_t seq = shapes[i].seq_len;
+    const int h = shapes[i].num_heads, kv = shapes[i].num_kv_heads;
+    const auto& [a, m] = results[i];
+    ASSERT_TRUE(a.ok() && m.ok());
+    const double err = static_cast<double>(a->cycles) / static_cast<double>(m->cycles) - 1;
+    EXPECT_LT(std::fabs(err), 0.05) << "seq " << seq << " heads " << h << "/" << kv << ": analytic "
+                                    << a->cycles << " vs command " << m->cycles;
+    // Both count the same PIM commands.
+    for (CommandType t : {CommandType::kPimAct, CommandType::kPimGwrite, CommandType::kPimGemv,
+                          CommandType::kPimDot, CommandType::kPimRdResult, CommandType::kPimPre}) {
+      EXPECT_EQ(a->commands[static_cast<int>(t)], m->commands[static_cast<int>(t)])
+          << CommandName(t) << " seq " << seq;
     }
   }
 }

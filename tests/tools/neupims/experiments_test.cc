@@ -1,0 +1,51 @@
+// `neupims experiments` run through the built binary: the parallel run writes what the serial
+// run writes.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace neupims::cli {
+namespace {
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct ExperimentsOutput {
+  std::string markdown;
+  std::string json;
+};
+
+ExperimentsOutput RunQuickExperiments(int jobs) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("experiments_jobs_", jobs);
+  std::filesystem::create_directories(dir);
+  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " experiments --quick --jobs ", jobs,
+                                           " --out ", (dir / "results.md").string(), " --json-out ",
+                                           (dir / "results.json").string(), " > /dev/null 2>&1");
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  ExperimentsOutput out{ReadFile(dir / "results.md"), ReadFile(dir / "results.json")};
+  // The run's wall time is the one thing allowed to differ.
+  out.markdown = std::regex_replace(out.markdown, std::regex(R"(, [0-9.]+ s\))"), ", T s)");
+  return out;
+}
+
+TEST(ExperimentsTest, ParallelRunEqualsSerialRun) {
+  const ExperimentsOutput serial = RunQuickExperiments(1);
+  const ExperimentsOutput parallel = RunQuickExperiments(2);
+  ASSERT_NE(serial.json.find("figure14"), std::string::npos);
+  EXPECT_EQ(serial.json, parallel.json);
+  EXPECT_EQ(serial.markdown, parallel.markdown);
+}
+
+}  // namespace
+}  // namespace neupims::cli
