@@ -53,6 +53,7 @@ class EngineRunner::Observer : public engine::EngineObserver {
       const int64_t index = first_index + i;
       tokens.push_back({index, SyntheticTokens::TokenId(it->second.seed, index), t / 1e9});
     }
+    it->second.delivered += count;
     it->second.sink->OnTokens(tokens);
     if (runner_->metrics_ != nullptr) runner_->metrics_->OnGenerationTokens(count);
   }
@@ -74,7 +75,7 @@ class EngineRunner::Observer : public engine::EngineObserver {
         break;
     }
     c.prompt_tokens = r.prompt_tokens;
-    c.completion_tokens = r.generated;
+    c.completion_tokens = it->second.delivered;
     const scheduler::RequestLatencies l = scheduler::Latencies(r);
     c.queue_time_s = static_cast<double>(l.queue_ns.value_or(0)) / 1e9;
     c.ttft_s = static_cast<double>(l.ttft_ns.value_or(0)) / 1e9;

@@ -152,6 +152,10 @@ class EngineRunner {
     std::shared_ptr<RequestSink> sink;
     uint64_t seed = 0;
     bool stop_early = false;  // synthetic EOS before max_new_tokens
+    // Tokens handed to the sink. The completion reports this count: a standalone prefill's
+    // token reaches the client before the engine counts it (when the KV cache has arrived), so
+    // an abort in between must not report one token fewer than the client received.
+    int64_t delivered = 0;
   };
   struct Command {
     std::function<void()> run;
