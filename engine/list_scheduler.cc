@@ -34,7 +34,6 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
     for (int d : nodes[i].deps) users_[user_begin_[d] + waiting_[d]++] = i;
   }
   for (auto& r : ready_) r.clear();
-  running_.clear();
   for (int i = 0; i < n; ++i) {
     nodes[i].start_ns = nodes[i].end_ns = -1;
     waiting_[i] = static_cast<int>(nodes[i].deps.size());
@@ -45,25 +44,24 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
   constexpr int kOrder[kNumLanes] = {kPim, kSystolic, static_cast<int>(Lane::kVector),
                                      static_cast<int>(Lane::kInterconnect)};
   double lane_free[kNumLanes] = {0, 0, 0, 0};
+  // The node each lane runs (-1: none; it ends at lane_free). A lane starts a node only once its
+  // previous one has ended and been retired, so one slot per lane holds everything running.
+  int lane_node[kNumLanes] = {-1, -1, -1, -1};
   int done = 0;
   double t = 0, makespan = 0;
   // Invariant: a node becomes ready when its last dependency is retired, and a node is retired
   // once t reaches its end, so every ready node can start at t (its deps ended by t).
   while (done < n) {
     // Retire finished nodes: their users become ready.
-    for (size_t k = 0; k < running_.size();) {
-      if (running_[k].first > t) {
-        ++k;
-        continue;
-      }
-      const int i = running_[k].second;
+    for (int lane = 0; lane < kNumLanes; ++lane) {
+      const int i = lane_node[lane];
+      if (i < 0 || lane_free[lane] > t) continue;
       for (int j = user_begin_[i]; j < user_begin_[i + 1]; ++j) {
         const int u = users_[j];
         if (--waiting_[u] == 0) ready_[static_cast<int>(nodes[u].lane)].push_back(u);
       }
       ++done;
-      running_[k] = running_.back();
-      running_.pop_back();
+      lane_node[lane] = -1;
     }
     // Each free lane starts its best ready node. Only a zero-duration node (a join) can make
     // more work startable at the same time, so only then is there another pass at t.
@@ -95,13 +93,15 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       node.end_ns = t + dur;
       lane_free[lane] = node.end_ns;
       makespan = std::max(makespan, node.end_ns);
-      running_.emplace_back(node.end_ns, i);
+      lane_node[lane] = i;
       again |= node.end_ns <= t;
     }
     if (again) continue;
     // Advance to the next completion (a lane frees up exactly when its node completes).
     double next = std::numeric_limits<double>::infinity();
-    for (const auto& [end, i] : running_) next = std::min(next, end);
+    for (int lane = 0; lane < kNumLanes; ++lane) {
+      if (lane_node[lane] >= 0) next = std::min(next, lane_free[lane]);
+    }
     if (!std::isfinite(next)) break;  // nothing can progress (cannot happen for a DAG)
     t = next;
   }

@@ -78,7 +78,6 @@ class ListScheduler {
   // Scratch, reused between calls.
   std::vector<int> user_begin_, users_, waiting_;
   std::array<std::vector<int>, kNumLanes> ready_;  // per lane
-  std::vector<std::pair<double, int>> running_;
 };
 
 }  // namespace neupims::engine
