@@ -4,7 +4,7 @@
 // component and PIM commands. An operation of the iteration DAG, one iteration
 // (IterationCost), the engine's running totals (EngineStats) and the metrics' differencing all
 // use this one struct, so a new counter is one line in NEUPIMS_HW_COST_FIELDS below: it is then
-// declared, added, subtracted, scaled, listed by ForEachField and (for kEnergy fields) counted
+// declared, added, subtracted, scaled and (for kEnergy fields) counted
 // in energy_j() everywhere.
 //
 // Conventions: busy times and work counts are per device (one of the tp x pp group) summed over
@@ -74,17 +74,8 @@ struct HwCost {
 #undef NEUPIMS_HW_COST_ENERGY
     return sum;
   }
-  // Calls f(name, kind, value) for every double field, in declaration order.
-  template <typename F>
-  void ForEachField(F&& f) const {
-#define NEUPIMS_HW_COST_VISIT(name, kind) f(#name, HwCostKind::kind, name);
-    NEUPIMS_HW_COST_FIELDS(NEUPIMS_HW_COST_VISIT)
-#undef NEUPIMS_HW_COST_VISIT
-  }
-
   friend HwCost operator+(HwCost a, const HwCost& b) { return a += b; }
   friend HwCost operator-(HwCost a, const HwCost& b) { return a -= b; }
-  friend bool operator==(const HwCost&, const HwCost&) = default;
 };
 
 // The HwCost part of `current - previous` for cumulative totals, every field clamped at 0 (a

@@ -66,13 +66,15 @@ double ChannelImbalance(const std::vector<double>& sb0, const std::vector<double
 // Splits each sub-batch into `pp` micro-batches, every channel's requests spread round-robin
 // (the remainder rotating across micro-batches).
 void SplitMicroBatches(const std::array<std::vector<DecodeItem>, 2>& sub_batches, int pp,
-                       int channels, std::vector<std::array<std::vector<DecodeItem>, 2>>* out) {
+                       int channels, std::vector<std::vector<DecodeItem>>* per_channel_scratch,
+                       std::vector<std::array<std::vector<DecodeItem>, 2>>* out) {
   out->resize(pp);
   for (auto& mb : *out) {
     mb[0].clear();
     mb[1].clear();
   }
-  std::vector<std::vector<DecodeItem>> per_channel(channels);
+  std::vector<std::vector<DecodeItem>>& per_channel = *per_channel_scratch;
+  per_channel.resize(channels);
   for (int s = 0; s < 2; ++s) {
     for (auto& c : per_channel) c.clear();
     for (const DecodeItem& d : sub_batches[s]) {
@@ -429,7 +431,8 @@ absl::StatusOr<IterationCost> IterationModel::Run(const IterationInput& input) {
   if (pp == 1) {
     micro[0] = {input.sub_batches[0], input.sub_batches[1]};
   } else {
-    SplitMicroBatches(input.sub_batches, pp, options_.device.hbm.org.channels, &micro_);
+    SplitMicroBatches(input.sub_batches, pp, options_.device.hbm.org.channels, &micro_channels_,
+                      &micro_);
     for (int mb = 0; mb < pp; ++mb) micro[mb] = {micro_[mb][0], micro_[mb][1]};
   }
   IterationCost total;

@@ -193,6 +193,7 @@ class IterationModel {
   std::array<CostedOp, 2> softmax_;                            // per sub-batch
   std::array<std::array<CostedOp, 2>, 2> npu_attention_;       // npu-only: [s] logit, context
   std::vector<std::array<std::vector<DecodeItem>, 2>> micro_;  // pp > 1 micro-batches
+  std::vector<std::vector<DecodeItem>> micro_channels_;        // their per-channel split
 };
 
 }  // namespace neupims::engine

@@ -18,7 +18,6 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
