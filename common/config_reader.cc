@@ -73,6 +73,13 @@ bool ReadInt(const Json& j, int64_t* out) {
   }
   return false;
 }
+
+std::string DescribeIntRange(IntRange range) {
+  std::string want = "an integer";
+  if (range.min != std::numeric_limits<int64_t>::min()) absl::StrAppend(&want, " >= ", range.min);
+  if (range.max != std::numeric_limits<int64_t>::max()) absl::StrAppend(&want, " <= ", range.max);
+  return want;
+}
 }  // namespace
 
 int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
@@ -80,10 +87,7 @@ int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
   if (j == nullptr) return range.min > 0 ? range.min : 0;
   int64_t v = 0;
   if (!ReadInt(*j, &v) || v < range.min || v > range.max) {
-    std::string want = "an integer";
-    if (range.min != std::numeric_limits<int64_t>::min()) absl::StrAppend(&want, " >= ", range.min);
-    if (range.max != std::numeric_limits<int64_t>::max()) absl::StrAppend(&want, " <= ", range.max);
-    Error(key, absl::StrCat("expected ", want, ", got ", Describe(*j)));
+    Error(key, absl::StrCat("expected ", DescribeIntRange(range), ", got ", Describe(*j)));
     return range.min > 0 ? range.min : 0;
   }
   return v;
@@ -190,6 +194,71 @@ ConfigObject ConfigObject::Child(absl::string_view key) {
     j = nullptr;
   }
   return ConfigObject(doc_, j, FieldPath(key));
+}
+
+const Json* ConfigObject::LookupArray(absl::string_view key) {
+  const Json* j = Lookup(key, /*required=*/true);
+  if (j != nullptr && !j->is_array()) {
+    Error(key, absl::StrCat("expected an array, got ", Describe(*j)));
+    return nullptr;
+  }
+  return j;
+}
+
+std::vector<int64_t> ConfigObject::IntList(absl::string_view key, IntRange range) {
+  std::vector<int64_t> values;
+  const Json* array = LookupArray(key);
+  if (array == nullptr) return values;
+  for (size_t i = 0; i < array->size(); ++i) {
+    int64_t v = 0;
+    const Json& element = (*array)[i];
+    if (!ReadInt(element, &v) || v < range.min || v > range.max) {
+      Error(absl::StrCat(key, "[", i, "]"),
+            absl::StrCat("expected ", DescribeIntRange(range), ", got ", Describe(element)));
+      v = range.min > 0 ? range.min : 0;
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+std::vector<std::string> ConfigObject::StringList(absl::string_view key) {
+  std::vector<std::string> values;
+  const Json* array = LookupArray(key);
+  if (array == nullptr) return values;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const Json& element = (*array)[i];
+    if (!element.is_string()) {
+      Error(absl::StrCat(key, "[", i, "]"),
+            absl::StrCat("expected a string, got ", Describe(element)));
+      values.emplace_back();
+      continue;
+    }
+    values.push_back(element.get<std::string>());
+  }
+  return values;
+}
+
+std::vector<ConfigObject> ConfigObject::Objects(absl::string_view key,
+                                                absl::string_view label_key) {
+  std::vector<ConfigObject> objects;
+  const Json* array = LookupArray(key);
+  if (array == nullptr) return objects;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const Json* element = &(*array)[i];
+    std::string element_key = absl::StrCat(key, "[", i, "]");
+    if (!element->is_object()) {
+      Error(element_key, absl::StrCat("expected an object, got ", Describe(*element)));
+      element = nullptr;
+    } else if (!label_key.empty()) {
+      auto label = element->find(label_key);
+      if (label != element->end() && label->is_string() && !label->get<std::string>().empty()) {
+        element_key = absl::StrCat(key, "[", label->get<std::string>(), "]");
+      }
+    }
+    objects.push_back(ConfigObject(doc_, element, FieldPath(element_key)));
+  }
+  return objects;
 }
 
 std::vector<std::string> ConfigObject::Keys() const {

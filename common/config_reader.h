@@ -59,6 +59,16 @@ class ConfigObject {
   std::string OptionalEnum(absl::string_view key, std::string fallback,
                            const std::vector<std::string>& allowed);
 
+  // Arrays (required; test Has() first for an optional one). Each element is checked like a
+  // scalar field and an error names it by index, e.g. "input.shape[1]" or "layers[3].kernel".
+  std::vector<int64_t> IntList(absl::string_view key, IntRange range = {});
+  std::vector<std::string> StringList(absl::string_view key);
+  // An array of objects: one view per element, with path "key[i]"; call Finish() on each. A
+  // non-object element is an error and yields an empty view (so indices stay aligned). With a
+  // `label_key`, an element holding a string field of that name is labelled by it instead, so
+  // errors read "layers[conv1].kernel" rather than "layers[1].kernel".
+  std::vector<ConfigObject> Objects(absl::string_view key, absl::string_view label_key = "");
+
   bool Has(absl::string_view key) const;
   // Nested object. A missing or non-object field is an error and yields an empty view.
   ConfigObject Child(absl::string_view key);
@@ -76,6 +86,8 @@ class ConfigObject {
   friend class ConfigDocument;
   ConfigObject(ConfigDocument* doc, const nlohmann::ordered_json* json, std::string path);
   const nlohmann::ordered_json* Lookup(absl::string_view key, bool required);
+  // The array at `key`, or null (with an error) when it is missing or not an array.
+  const nlohmann::ordered_json* LookupArray(absl::string_view key);
   std::string FieldPath(absl::string_view key) const;
 
   ConfigDocument* doc_;

@@ -369,5 +369,55 @@ TEST(ConfigReader, FromFileOfAMissingFileIsNotFoundNamingThePath) {
   EXPECT_THAT(doc.status().message(), HasSubstr(path));
 }
 
+TEST(ConfigReaderArrays, ReadsIntAndStringListsAndObjectElements) {
+  auto doc = Parse(R"({"shape": [3, 224, 224], "names": ["a", "b"],
+                       "layers": [{"k": 1}, {"k": 2}]})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  EXPECT_THAT(root.IntList("shape", {.min = 1}), ElementsAre(3, 224, 224));
+  EXPECT_THAT(root.StringList("names"), ElementsAre("a", "b"));
+  std::vector<ConfigObject> layers = root.Objects("layers");
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].Int("k"), 1);
+  EXPECT_EQ(layers[1].Int("k"), 2);
+  EXPECT_EQ(layers[1].path(), "layers[1]");
+  for (ConfigObject& layer : layers) layer.Finish();
+  root.Finish();
+  EXPECT_TRUE(doc->status().ok()) << doc->status();
+}
+
+TEST(ConfigReaderArrays, ErrorsNameTheElementIndex) {
+  auto doc = Parse(R"({"shape": [3, 0], "names": ["a", 7], "layers": [{"k": 1, "typo": 2}, 5],
+                       "scalar": 4})");
+  ASSERT_NE(doc, nullptr);
+  ConfigObject root = doc->Root();
+  root.IntList("shape", {.min = 1});
+  root.StringList("names");
+  std::vector<ConfigObject> layers = root.Objects("layers");
+  ASSERT_EQ(layers.size(), 2u);
+  layers[0].Int("k");
+  for (ConfigObject& layer : layers) layer.Finish();
+  root.IntList("scalar");
+  root.Finish();
+  const std::string message(doc->status().message());
+  EXPECT_THAT(message, HasSubstr("field 'shape[1]': expected an integer >= 1, got 0"));
+  EXPECT_THAT(message, HasSubstr("field 'names[1]': expected a string, got 7"));
+  EXPECT_THAT(message, HasSubstr("unknown field 'layers[0].typo'"));
+  EXPECT_THAT(message, HasSubstr("field 'layers[1]': expected an object, got 5"));
+  EXPECT_THAT(message, HasSubstr("field 'scalar': expected an array, got 4"));
+  EXPECT_EQ(ErrorCount(doc->status()), 5u);
+}
+
+TEST(ConfigReaderArrays, ObjectsWithALabelKeyNameElementsByLabel) {
+  auto doc = Parse(R"({"layers": [{"name": "conv1", "k": 0}, {"k": 0}]})");
+  ASSERT_NE(doc, nullptr);
+  std::vector<ConfigObject> layers = doc->Root().Objects("layers", "name");
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].path(), "layers[conv1]");
+  EXPECT_EQ(layers[1].path(), "layers[1]");  // no label: the index
+  layers[0].Int("k", {.min = 1});
+  EXPECT_THAT(doc->status().message(), HasSubstr("field 'layers[conv1].k': expected an integer"));
+}
+
 }  // namespace
 }  // namespace neupims
