@@ -1,5 +1,6 @@
 // neupims: the command-line front door of the NeuPIMs serving simulator.
 #include "CLI/CLI.hpp"
+#include "tools/neupims/cnn_command.h"
 #include "tools/neupims/experiments_command.h"
 #include "tools/neupims/hw_commands.h"
 #include "tools/neupims/serve_command.h"
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   neupims::cli::RegisterStepCommand(app, &exit_code);
   neupims::cli::RegisterExperimentsCommand(app, &exit_code);
   neupims::cli::RegisterServeCommand(app, &exit_code);
+  neupims::cli::RegisterCnnCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
