@@ -4,8 +4,8 @@
 // dangling bottoms and cycles; (3) per layer in file order: type, parameters, output shape.
 #include <algorithm>
 #include <map>
-#include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,7 +24,7 @@ constexpr OpKind kLayerKinds[] = {OpKind::kConv,      OpKind::kFullyConnected, O
                                   OpKind::kBatchNorm, OpKind::kScale,          OpKind::kLrn,
                                   OpKind::kFlatten,   OpKind::kDropout,        OpKind::kSoftmax};
 
-// Sizes above this are typos, not networks; keeps every product of sizes inside int64.
+// Sizes above this are typos, not networks; keeps a tensor's element count inside int64.
 constexpr int64_t kMaxSize = int64_t{1} << 20;
 
 std::string ShapeText(const Shape& s) { return absl::StrCat(s.c, "x", s.h, "x", s.w); }
