@@ -60,6 +60,8 @@ hw::fpga::Fusion FusionOf(FusionKind kind) {
       return hw::fpga::Fusion::kConvEltwise;
     case FusionKind::kConvConv:
       return hw::fpga::Fusion::kConvConv;
+    case FusionKind::kPoolConv:
+      return hw::fpga::Fusion::kPoolConv;
     case FusionKind::kHorizontal:
       return hw::fpga::Fusion::kHorizontal;
   }

@@ -318,6 +318,39 @@ absl::Status ConvConvSteps(const FpgaSpec& s, const ConvOp& a, const ConvOp& b,
   return absl::OkStatus();
 }
 
+// Pool+Conv: the POOL engine turns each input slab into the rows the convolution needs, which
+// stay in the buffer; the pooled tensor never goes to DDR.
+absl::Status PoolConvSteps(const FpgaSpec& s, const PoolOp& p, const ConvOp& c,
+                           std::vector<Step>* steps) {
+  RETURN_IF_ERROR(CheckDims(p.in, "pool input"));
+  if (c.in.c != p.out.c || c.in.h != p.out.h || c.in.w != p.out.w || p.in.c != p.out.c) {
+    return absl::InvalidArgumentError("the convolution must read the pool's output");
+  }
+  const Tiler tiler(s);
+  ASSIGN_OR_RETURN(ConvTiling t, tiler.Tile(c));
+  const std::vector<SlabMember> members = {{&c, t}};
+  RETURN_IF_ERROR(CheckWeightsFit(s, members));
+  const int64_t e = s.bytes_per_element;
+  const int64_t pooled_rows = InputExtent(s.h_p, c.kernel_h, c.stride_h, c.in.h);
+  if (p.in.c * InputExtent(pooled_rows, p.kernel_h, p.stride_h, p.in.h) * p.in.w * e >
+      s.input_buffer_bytes) {
+    return absl::ResourceExhaustedError("the pool's input rows do not fit B_in");
+  }
+  for (int64_t h = 0; h < c.out.h; h += s.h_p) {
+    const int64_t rows = std::min<int64_t>(s.h_p, c.out.h - h);
+    const int64_t need = InputExtent(rows, c.kernel_h, c.stride_h, c.in.h);
+    Step step;
+    if (h == 0) step.load_bytes += t.weight_bytes * c.groups;
+    step.load_bytes += p.in.c * InputExtent(need, p.kernel_h, p.stride_h, p.in.h) * p.in.w * e;
+    step.pool_cycles =
+        CeilDiv(p.out.c * need * p.out.w * p.kernel_h * p.kernel_w, s.pool_ops_per_cycle);
+    step.conv_cycles = SlabConvCycles(s, members[0], rows, c.out.w);
+    step.save_bytes = c.out.c * rows * c.out.w * e;
+    steps->push_back(step);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HorizontalSteps(const FpgaSpec& s, const std::vector<Op>& ops,
                              std::vector<Step>* steps) {
   const Tiler tiler(s);
@@ -379,6 +412,9 @@ absl::Status GroupSteps(const FpgaSpec& s, const Group& g, std::vector<Step>* st
     case Fusion::kConvEltwise:
       if (!kinds({OpKind::kConv, OpKind::kMisc})) break;
       return ConvEltwiseSteps(s, g.ops[0].conv, g.ops[1].misc, steps);
+    case Fusion::kPoolConv:
+      if (!kinds({OpKind::kPool, OpKind::kConv})) break;
+      return PoolConvSteps(s, g.ops[0].pool, g.ops[1].conv, steps);
     case Fusion::kConvConv:
       if (!kinds({OpKind::kConv, OpKind::kConv})) break;
       return ConvConvSteps(s, g.ops[0].conv, g.ops[1].conv, steps);

@@ -82,6 +82,7 @@ enum class Fusion {
   kConvPool,     // ops = {conv, pool of the conv's output}
   kConvEltwise,  // ops = {conv, misc adding the conv's output to (inputs - 1) loaded tensors}
   kConvConv,     // ops = {conv A, conv B reading A's output}
+  kPoolConv,     // ops = {pool, conv reading the pool's output}
   kHorizontal,   // ops = {conv, conv, ...} all reading the same input
 };
 

@@ -28,6 +28,7 @@ std::vector<Pattern> Templates(int max_horizontal) {
       {FusionKind::kConvPool, {{VertexType::kConv}, {VertexType::kPool}}, {{0, 1}}},
       {FusionKind::kConvEltwise, {{VertexType::kConv}, {VertexType::kEltwise}}, {{0, 1}}},
       {FusionKind::kConvConv, {{VertexType::kConv}, {VertexType::kConv}}, {{0, 1}}},
+      {FusionKind::kPoolConv, {{VertexType::kPool}, {VertexType::kConv}}, {{0, 1}}},
   };
   for (int k = 2; k <= max_horizontal; ++k) {
     Pattern p{FusionKind::kHorizontal, {{VertexType::kAny, false}}, {}, true};
@@ -157,7 +158,8 @@ class Matcher {
       case FusionKind::kConvPool:
       case FusionKind::kConvEltwise:
         return single_consumer(map_[0]);
-      case FusionKind::kConvConv: {
+      case FusionKind::kConvConv:
+      case FusionKind::kPoolConv: {
         const Node& b = g_.nodes[map_[1]];
         return single_consumer(map_[0]) && b.inputs.size() == 1 && b.window.stride_h == 1 &&
                b.window.stride_w == 1;
@@ -210,6 +212,8 @@ absl::string_view FusionKindName(FusionKind kind) {
       return "conv+eltwise";
     case FusionKind::kConvConv:
       return "conv+conv";
+    case FusionKind::kPoolConv:
+      return "pool+conv";
     case FusionKind::kHorizontal:
       return "horizontal";
   }

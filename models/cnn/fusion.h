@@ -5,6 +5,9 @@
 //   Conv+Pool      conv -> pool            the conv has no other consumer
 //   Conv+Eltwise   conv -> eltwise         the conv has no other consumer
 //   Conv+Conv      conv A -> conv B        A has no other consumer, B no other input, B stride 1
+//   Pool+Conv      pool -> conv            as Conv+Conv (GoogLeNet's pool projections); the
+//                                          paper's vertical templates take any "injective"
+//                                          operation, pooling included (sec. 4.1)
 //   Horizontal-k   X -> conv_1 .. conv_k   k >= 2 convolutions reading X with one output size
 //                                          and stride (their input is loaded once)
 // Works on the canonical (XGraph) form. Hardware feasibility (buffers) is not checked here:
@@ -19,7 +22,14 @@
 
 namespace neupims::models::cnn {
 
-enum class FusionKind { kSingle, kConvPool, kConvEltwise, kConvConv, kHorizontal };
+enum class FusionKind {
+  kSingle,
+  kConvPool,
+  kConvEltwise,
+  kConvConv,
+  kPoolConv,
+  kHorizontal,
+};
 absl::string_view FusionKindName(FusionKind kind);  // "single", "conv+pool", ...
 
 // A set of nodes compiled into one instruction group.

@@ -118,8 +118,9 @@ double Gain(const Costed& c, int i) {
 
 std::vector<int> Greedy(const Graph& g, const Costed& c) {
   // Template priority of the greedy matcher: the order templates are tried at a node.
-  const FusionKind priority[] = {FusionKind::kConvConv, FusionKind::kConvPool,
-                                 FusionKind::kConvEltwise, FusionKind::kHorizontal};
+  const FusionKind priority[] = {FusionKind::kConvConv, FusionKind::kPoolConv,
+                                 FusionKind::kConvPool, FusionKind::kConvEltwise,
+                                 FusionKind::kHorizontal};
   std::vector<bool> used(g.nodes.size(), false);
   std::vector<int> chosen;
   for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) {

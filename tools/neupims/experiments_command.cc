@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
+#include "tools/neupims/cnn_experiments.h"
 #include "tools/workload/workload.h"
 
 namespace neupims::cli {
@@ -32,6 +33,7 @@ struct ExperimentFlags {
   int samples = 10;
   uint64_t seed = 1;
   bool quick = false;
+  bool offload = false;      // only the CNN offload section (DNNVM tables)
   int jobs = DefaultJobs();  // engine configurations simulated at once
 };
 
@@ -141,7 +143,20 @@ void ExecuteAll(std::vector<EngineRun>& runs, int jobs) {
 
 std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
 
+// Regenerates only the marked CNN offload section of `out`, keeping the rest of the file.
+int RunOffloadExperiments(const std::string& out) {
+  absl::StatusOr<std::string> section = RenderOffloadResults();
+  if (!section.ok()) return ReportError(section.status());
+  absl::StatusOr<std::string> old = ReadFile(out);
+  if (!old.ok() && !absl::IsNotFound(old.status())) return ReportError(old.status());
+  const std::string text = SpliceOffloadSection(old.ok() ? *old : "", *section);
+  if (absl::Status s = WriteFile(out, text); !s.ok()) return ReportError(s);
+  std::printf("wrote the CNN offload section of %s\n", out.c_str());
+  return 0;
+}
+
 int RunExperiments(const ExperimentFlags& f) {
+  if (f.offload) return RunOffloadExperiments(f.out);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> models = {"gpt3-7b", "gpt3-13b", "gpt3-30b", "gpt3-175b"};
   const std::vector<std::string> datasets = {"alpaca", "sharegpt"};
@@ -545,6 +560,9 @@ int RunExperiments(const ExperimentFlags& f) {
   }
   line("");
 
+  absl::StatusOr<std::string> offload = RenderOffloadResults();
+  if (!offload.ok()) return ReportError(offload.status());
+  md = SpliceOffloadSection(md, *offload);
   if (absl::Status s = WriteFile(f.out, md); !s.ok()) return ReportError(s);
   if (!f.json_out.empty()) {
     if (absl::Status s = WriteFile(f.json_out, absl::StrCat(raw.dump(2), "\n")); !s.ok()) {
@@ -571,6 +589,9 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   c->add_option("--seed", f->seed, "Batch sampling seed")->capture_default_str();
+  c->add_flag("--offload", f->offload,
+              "Only regenerate the CNN offload section (DNNVM Tables 3-5) of --out, keeping the "
+              "rest of the file (no datasets needed)");
   c->add_flag("--quick", f->quick, "Two batch sizes and two samples per point (for tests)");
   c->add_option("--jobs", f->jobs,
                 "Engine configurations simulated in parallel (default: all cores; 1: serial). "

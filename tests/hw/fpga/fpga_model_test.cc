@@ -166,6 +166,19 @@ TEST(FpgaModelTest, ConvConvNeedsBothWeightsOnChip) {
   EXPECT_EQ(small->save_bytes, 64 * 28 * 28);  // only the second output leaves the chip
 }
 
+TEST(FpgaModelTest, PoolConvFusionKeepsThePooledRowsOnChip) {
+  const FpgaModel m(Zu2());
+  const PoolOp p{.in = {480, 14, 14}, .out = {480, 14, 14}, .kernel_h = 3, .kernel_w = 3};
+  const ConvOp c = Conv(480, 64, 14, 14, 1);
+  absl::StatusOr<GroupCost> pool = m.Cost({Fusion::kSingle, {Op::Pool(p)}});
+  absl::StatusOr<GroupCost> conv = m.Cost({Fusion::kSingle, {Op::Conv(c)}});
+  absl::StatusOr<GroupCost> fused = m.Cost({Fusion::kPoolConv, {Op::Pool(p), Op::Conv(c)}});
+  ASSERT_TRUE(pool.ok() && conv.ok() && fused.ok()) << fused.status();
+  EXPECT_EQ(fused->save_bytes, 64 * 14 * 14);
+  EXPECT_LT(fused->load_bytes, pool->load_bytes + conv->load_bytes);
+  EXPECT_LT(fused->cycles, pool->cycles + conv->cycles);
+}
+
 TEST(FpgaModelTest, CoresShareTheDdr) {
   FpgaSpec s = Toy();
   s.cores = 3;

@@ -77,6 +77,7 @@ TEST(StrategyTest, TemplatesRespectTheirQueryRequirements) {
   EXPECT_THAT(found, Not(Contains(Group(FusionKind::kConvConv, {c1, c2}))));
   EXPECT_THAT(found, Not(Contains(Group(FusionKind::kConvPool, {c1, p}))));
   EXPECT_THAT(found, Contains(Group(FusionKind::kConvEltwise, {c2, e})));
+  EXPECT_THAT(found, Not(Contains(Group(FusionKind::kPoolConv, {p, e}))));  // e is no conv
   for (const std::vector<int>& h :
        std::vector<std::vector<int>>{{h1, h2}, {h1, h3}, {h2, h3}, {h1, h2, h3}}) {
     EXPECT_THAT(found, Contains(Group(FusionKind::kHorizontal, h)));
