@@ -1,0 +1,208 @@
+#include "scheduler/partition/donna.h"
+
+#include <random>
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace neupims::scheduler::partition {
+namespace {
+
+using ::testing::HasSubstr;
+
+LinkCost Link(double bytes_per_s, double joules_per_bit) {
+  return {"test", bytes_per_s, joules_per_bit, 0};
+}
+
+// A random problem: costs spread over three orders of magnitude, some layers a device cannot
+// run, memories that sometimes force a split, links from wireless to PCIe.
+Profile RandomProfile(std::mt19937_64& rng, int layers, int devices) {
+  std::uniform_real_distribution<double> cost(0.1, 10), log10(-3, 0);
+  Profile p;
+  p.model = "random";
+  int64_t total_weights = 0;
+  for (int l = 0; l < layers; ++l) {
+    p.layers.push_back({"l" + std::to_string(l),
+                        std::uniform_int_distribution<int64_t>(1, 1000)(rng),
+                        std::uniform_int_distribution<int64_t>(0, 100)(rng)});
+    total_weights += p.layers.back().weight_bytes;
+  }
+  for (int d = 0; d < devices; ++d) {
+    const bool small = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
+    p.devices.push_back(
+        {"d" + std::to_string(d), "test", small ? total_weights / 2 : total_weights});
+  }
+  p.time_s.assign(layers, std::vector<double>(devices));
+  p.energy_j = p.time_s;
+  for (int l = 0; l < layers; ++l) {
+    for (int d = 0; d < devices; ++d) {
+      const bool runs = std::uniform_int_distribution<int>(0, 9)(rng) != 0;
+      p.time_s[l][d] = runs ? cost(rng) * 1e-3 * std::pow(10, log10(rng)) : kCannotRun;
+      p.energy_j[l][d] = runs ? cost(rng) * 1e-3 : kCannotRun;
+    }
+  }
+  for (int l = 0; l + 1 < layers; ++l) {
+    p.cut_bytes.push_back(std::uniform_int_distribution<int64_t>(1000, 1000000)(rng));
+  }
+  p.link.assign(devices, std::vector<LinkCost>(devices));
+  for (int a = 0; a < devices; ++a) {
+    for (int b = 0; b < devices; ++b) {
+      p.link[a][b] = Link(std::pow(10, std::uniform_real_distribution<double>(6, 10)(rng)),
+                          std::pow(10, std::uniform_real_distribution<double>(-12, -8)(rng)));
+    }
+  }
+  return p;
+}
+
+void ExpectOneStagePerDevice(const Plan& plan) {
+  std::set<int> devices;
+  for (const Stage& s : plan.stages) EXPECT_TRUE(devices.insert(s.device).second);
+}
+
+TEST(DonnaTest, PublishedDpEqualsBruteForceAtAlphaZeroAndOne) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 150; ++trial) {
+    const Profile p = RandomProfile(rng, 1 + trial % 8, 1 + trial % 4);
+    for (double alpha : {0.0, 1.0}) {
+      absl::StatusOr<Plan> dp = DonnaPublished(p, alpha);
+      absl::StatusOr<Plan> brute = BruteForcePartition(p, alpha);
+      ASSERT_EQ(dp.ok(), brute.ok()) << trial;
+      if (!dp.ok()) continue;
+      EXPECT_NEAR(dp->objective, brute->objective, 1e-12 + 1e-9 * brute->objective)
+          << "trial " << trial << " alpha " << alpha;
+      ExpectOneStagePerDevice(*dp);
+    }
+  }
+}
+
+TEST(DonnaTest, ExactDpEqualsBruteForceForEveryAlpha) {
+  std::mt19937_64 rng(5);
+  int published_worse = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const Profile p = RandomProfile(rng, 1 + trial % 8, 1 + trial % 4);
+    for (double alpha : {0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0}) {
+      absl::StatusOr<Plan> exact = DonnaExact(p, alpha);
+      absl::StatusOr<Plan> brute = BruteForcePartition(p, alpha);
+      ASSERT_EQ(exact.ok(), brute.ok()) << trial;
+      if (!exact.ok()) continue;
+      EXPECT_NEAR(exact->objective, brute->objective, 1e-12 + 1e-9 * brute->objective)
+          << "trial " << trial << " alpha " << alpha;
+      ExpectOneStagePerDevice(*exact);
+      absl::StatusOr<Plan> published = DonnaPublished(p, alpha);
+      ASSERT_TRUE(published.ok());
+      EXPECT_GE(published->objective, exact->objective * (1 - 1e-12));
+      if (published->objective > exact->objective * (1 + 1e-9)) ++published_worse;
+    }
+  }
+  RecordProperty("published_worse", published_worse);
+}
+
+TEST(DonnaTest, AlphaZeroPutsEverythingOnTheMostEfficientDevice) {
+  Profile p;
+  p.model = "chain";
+  p.layers = {{"a", 100, 10}, {"b", 100, 10}, {"c", 100, 10}};
+  p.devices = {{"gpu", "gpu", 1000}, {"cim", "cim", 1000}, {"cpu", "cpu", 1000}};
+  p.time_s = {{1e-3, 9e-3, 1.5e-3}, {1e-3, 9e-3, 1.5e-3}, {1e-3, 9e-3, 1.5e-3}};
+  p.energy_j = {{5e-3, 1e-4, 2e-3}, {5e-3, 1e-4, 2e-3}, {5e-3, 1e-4, 2e-3}};
+  p.cut_bytes = {100, 100};
+  p.link.assign(3, std::vector<LinkCost>(3, Link(1e9, 1e-10)));
+  absl::StatusOr<Plan> plan = DonnaPublished(p, 0.0);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->stages.size(), 1u);
+  EXPECT_EQ(plan->stages[0].device, 1);
+  EXPECT_NEAR(plan->energy_j, 3e-4, 1e-15);
+  // At alpha 1 the pipeline spreads over the fast devices instead.
+  absl::StatusOr<Plan> fast = DonnaPublished(p, 1.0);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_GT(fast->stages.size(), 1u);
+  EXPECT_LT(fast->bottleneck_s, plan->bottleneck_s);
+}
+
+// Two orders of X and Y reach the same state (2 layers done on {X, Y}, Z next). At alpha 0.5 the
+// single label kept there is Y-then-X, (T, E) = (1, 3), cheaper so far than X-then-Y's (5, 2);
+// Z's 5 s stage then absorbs the time difference and X-then-Y wins, but it is gone.
+TEST(DonnaTest, PublishedDpIsNotExactBetweenZeroAndOne) {
+  Profile p;
+  p.model = "counterexample";
+  p.layers = {{"a", 1, 0}, {"b", 1, 0}, {"c", 1, 0}};
+  p.devices = {{"X", "cpu", 1}, {"Y", "cpu", 1}, {"Z", "cpu", 1}};
+  p.time_s = {{5, 1, kCannotRun}, {1, 1, kCannotRun}, {kCannotRun, kCannotRun, 5}};
+  p.energy_j = {{1, 1.5, kCannotRun}, {1.5, 1, kCannotRun}, {kCannotRun, kCannotRun, 0.1}};
+  p.cut_bytes = {1, 1};
+  p.link.assign(3, std::vector<LinkCost>(3, Link(1e12, 0)));
+  absl::StatusOr<Plan> published = DonnaPublished(p, 0.5);
+  absl::StatusOr<Plan> exact = DonnaExact(p, 0.5);
+  absl::StatusOr<Plan> brute = BruteForcePartition(p, 0.5);
+  ASSERT_TRUE(published.ok() && exact.ok() && brute.ok());
+  EXPECT_NEAR(exact->energy_j, 2.1, 1e-12);
+  EXPECT_NEAR(exact->objective, brute->objective, 1e-12);
+  EXPECT_GT(published->objective, exact->objective + 0.1);
+  // At alpha 1 (and 0) the single label is enough.
+  EXPECT_NEAR(DonnaPublished(p, 1.0)->objective, BruteForcePartition(p, 1.0)->objective, 1e-12);
+  EXPECT_NEAR(DonnaPublished(p, 0.0)->objective, BruteForcePartition(p, 0.0)->objective, 1e-12);
+}
+
+TEST(DonnaTest, CutsCarryEveryLiveTensorAndWeightsMustFit) {
+  Profile p;
+  p.model = "skip";
+  p.layers = {{"a", 10, 60}, {"b", 10, 60}};
+  p.devices = {{"x", "cpu", 100}, {"y", "cpu", 100}};
+  p.time_s = {{1, 1}, {1, 1}};
+  p.energy_j = {{1, 1}, {1, 1}};
+  p.cut_bytes = {5000};  // a skip connection crosses the cut too
+  p.link.assign(2, std::vector<LinkCost>(2, Link(1000, 0)));
+  absl::StatusOr<Plan> plan = DonnaExact(p, 1.0);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->stages.size(), 2u);  // 120 bytes of weights fit no single device
+  EXPECT_EQ(plan->stages[0].transfer_bytes, 5000);
+  EXPECT_DOUBLE_EQ(plan->bottleneck_s, 5.0);  // 5000 B at 1000 B/s
+}
+
+TEST(DonnaTest, NoFeasiblePlanAndBadAlphaAreErrors) {
+  Profile p;
+  p.model = "huge";
+  p.layers = {{"a", 1, 1000}};
+  p.devices = {{"x", "cpu", 10}};
+  p.time_s = {{1}};
+  p.energy_j = {{1}};
+  p.link = {{Link(1, 0)}};
+  absl::StatusOr<Plan> plan = DonnaPublished(p, 1.0);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("huge"));
+  p.devices[0].memory_bytes = 1000;
+  EXPECT_THAT(DonnaPublished(p, 1.5).status().message(), HasSubstr("alpha"));
+  p.time_s[0][0] = -1;
+  EXPECT_THAT(DonnaPublished(p, 1.0).status().message(), HasSubstr("negative"));
+}
+
+TEST(DonnaTest, ParetoFrontHoldsEveryAlphasOptimum) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Profile p = RandomProfile(rng, 2 + trial % 7, 2 + trial % 3);
+    absl::StatusOr<std::vector<Plan>> front = ParetoFront(p);
+    if (!front.ok()) continue;
+    for (size_t i = 0; i < front->size(); ++i) {
+      for (size_t k = 0; k < front->size(); ++k) {
+        if (i == k) continue;
+        const Plan &a = (*front)[i], &b = (*front)[k];
+        EXPECT_FALSE(a.bottleneck_s <= b.bottleneck_s && a.energy_j <= b.energy_j)
+            << "front point " << k << " is dominated";
+      }
+    }
+    for (double alpha : {0.0, 0.3, 0.7, 1.0}) {
+      absl::StatusOr<Plan> exact = DonnaExact(p, alpha);
+      ASSERT_TRUE(exact.ok());
+      const Normalisation n = NormalisationOf(p);
+      double best = 1e300;
+      for (const Plan& f : *front) {
+        best = std::min(best,
+                        alpha * f.bottleneck_s / n.time_s + (1 - alpha) * f.energy_j / n.energy_j);
+      }
+      EXPECT_NEAR(best, exact->objective, 1e-9 * exact->objective + 1e-15);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace neupims::scheduler::partition
