@@ -54,67 +54,160 @@ class StageCosts {
   std::vector<int64_t> weights_;
 };
 
-// A partial plan: the first `layers` layers placed on the devices of `used`, `next` to take the
-// following stage. (T, E) so far in seconds and joules.
+// A partial plan: (T, E) so far in seconds and joules, and where it came from.
 struct Label {
   double t = 0;
   double e = 0;
+  double c = 0;         // C of eq. 1 for (t, e)
   int pred_state = -1;  // state the label came from (-1: start)
   int pred_label = -1;
 };
+
+bool SameLink(const LinkCost& a, const LinkCost& b) {
+  return a.bytes_per_s == b.bytes_per_s && a.joules_per_bit == b.joules_per_bit &&
+         a.latency_s == b.latency_s;
+}
+
+// Interchangeable devices: same kind, memory, profile column and links. A cluster of four
+// identical CPUs is searched as "how many CPUs are used", not as 16 subsets: exact, and what
+// makes 8-device clusters with repeated kinds fast.
+struct DeviceClasses {
+  std::vector<std::vector<int>> members;
+  std::vector<int> stride;  // used-state encoding: sum of count[c] * stride[c]
+  int states = 1;           // number of used-states: product of (size + 1)
+
+  int size(int c) const { return static_cast<int>(members[c].size()); }
+  int rep(int c) const { return members[c][0]; }
+  int count(int used, int c) const { return used / stride[c] % (size(c) + 1); }
+  // Two distinct devices of classes a and b (b may equal a), for their link.
+  std::pair<int, int> Pair(int a, int b) const {
+    return {members[a][0], a == b ? members[b][1] : members[b][0]};
+  }
+};
+
+bool Equivalent(const Profile& p, int a, int b) {
+  if (p.devices[a].kind != p.devices[b].kind ||
+      p.devices[a].memory_bytes != p.devices[b].memory_bytes) {
+    return false;
+  }
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    if (p.time_s[l][a] != p.time_s[l][b] || p.energy_j[l][a] != p.energy_j[l][b]) return false;
+  }
+  for (size_t x = 0; x < p.devices.size(); ++x) {
+    if (static_cast<int>(x) == a || static_cast<int>(x) == b) continue;
+    if (!SameLink(p.link[a][x], p.link[b][x]) || !SameLink(p.link[x][a], p.link[x][b])) {
+      return false;
+    }
+  }
+  return SameLink(p.link[a][b], p.link[b][a]);
+}
+
+DeviceClasses Classify(const Profile& p) {
+  const int n = static_cast<int>(p.devices.size());
+  DeviceClasses dc;
+  std::vector<int> class_of(n, -1);
+  for (int d = 0; d < n; ++d) {
+    for (size_t c = 0; c < dc.members.size() && class_of[d] < 0; ++c) {
+      if (Equivalent(p, d, dc.members[c][0])) {
+        class_of[d] = static_cast<int>(c);
+        dc.members[c].push_back(d);
+      }
+    }
+    if (class_of[d] < 0) {
+      class_of[d] = static_cast<int>(dc.members.size());
+      dc.members.push_back({d});
+    }
+  }
+  // Every link must depend on the two classes only; otherwise search device by device.
+  bool consistent = true;
+  for (int a = 0; a < n && consistent; ++a) {
+    for (int b = 0; b < n && consistent; ++b) {
+      if (a == b) continue;
+      const auto [x, y] = dc.Pair(class_of[a], class_of[b]);
+      consistent = SameLink(p.link[a][b], p.link[x][y]);
+    }
+  }
+  if (!consistent) {
+    dc.members.clear();
+    for (int d = 0; d < n; ++d) dc.members.push_back({d});
+  }
+  for (size_t c = 0; c < dc.members.size(); ++c) {
+    dc.stride.push_back(dc.states);
+    dc.states *= dc.size(static_cast<int>(c)) + 1;
+  }
+  return dc;
+}
 
 class Search {
  public:
   Search(const Profile& p, double alpha, bool pareto, bool bounded)
       : p_(p),
         costs_(p),
+        classes_(Classify(p)),
         norm_(NormalisationOf(p)),
         alpha_(alpha),
         pareto_(pareto),
         bounded_(bounded),
         layers_(static_cast<int>(p.layers.size())),
-        devices_(static_cast<int>(p.devices.size())),
-        masks_(1 << devices_),
-        labels_(static_cast<size_t>(layers_) * masks_ * devices_) {}
+        kinds_(static_cast<int>(classes_.members.size())),
+        labels_(static_cast<size_t>(layers_) * classes_.states * kinds_),
+        free_(classes_.states, 0) {
+    for (int used = 0; used < classes_.states; ++used) {
+      for (int c = 0; c < kinds_; ++c) {
+        if (classes_.count(used, c) < classes_.size(c)) free_[used] |= 1u << c;
+      }
+    }
+    // Transfer time and energy of every cut between every two classes, once.
+    comm_.resize(static_cast<size_t>(kinds_) * kinds_ * layers_);
+    for (int u = 0; u < kinds_; ++u) {
+      for (int v = 0; v < kinds_; ++v) {
+        if (u == v && classes_.size(u) < 2) continue;
+        const auto [a, b] = classes_.Pair(u, v);
+        for (int j = 1; j < layers_; ++j) {
+          comm_[(u * kinds_ + v) * layers_ + j] = {costs_.CommS(a, b, j), costs_.CommJ(a, b, j)};
+        }
+      }
+    }
+  }
 
   void set_bound(double c) { best_c_ = c; }
 
-  // Runs the recursion; complete plans are reported to `done(state, label, last_device, t, e)`.
+  // Runs the recursion; complete plans are reported to `done(state, label, last_class, t, e)`.
   template <typename Done>
   void Run(Done done) {
-    for (int u = 0; u < devices_; ++u) labels_[Index(0, 0, u)].push_back(Label{});
+    for (int u = 0; u < kinds_; ++u) labels_[Index(0, 0, u)].push_back(Label{});
     for (int i = 0; i < layers_; ++i) {
-      for (int s = 0; s < masks_; ++s) {
-        for (int u = 0; u < devices_; ++u) {
-          if (s & (1 << u)) continue;
-          const int state = Index(i, s, u);
+      for (int used = 0; used < classes_.states; ++used) {
+        for (int u = 0; u < kinds_; ++u) {
+          const int state = Index(i, used, u);
           for (int k = 0; k < static_cast<int>(labels_[state].size()); ++k) {
-            Expand(i, s, u, state, k, done);
+            Expand(i, used, u, state, k, done);
           }
         }
       }
     }
   }
 
-  // Walks a complete label back into stages (device, last layer).
-  std::vector<Stage> Trace(int state, int label, int last_device) const {
-    std::vector<Stage> stages;
-    Stage last;
-    last.device = last_device;
-    last.last_layer = layers_ - 1;
-    stages.push_back(last);
+  // Walks a complete label back into stages (device, last layer), giving each class's stages
+  // its devices in order.
+  std::vector<Stage> Trace(int state, int label, int last_class) const {
+    std::vector<std::pair<int, int>> rev = {{last_class, layers_ - 1}};  // (class, last layer)
     while (state >= 0) {
-      const int i = state / (masks_ * devices_);
-      const Label& l = labels_[state][label];
+      const int i = state / (classes_.states * kinds_);
       if (i == 0) break;
-      Stage s;
-      s.device = DeviceOf(l.pred_state);
-      s.last_layer = i - 1;
-      stages.push_back(s);
+      const Label& l = labels_[state][label];
+      rev.push_back({ClassOf(l.pred_state), i - 1});
       state = l.pred_state;
       label = l.pred_label;
     }
-    std::reverse(stages.begin(), stages.end());
+    std::vector<int> next(kinds_, 0);
+    std::vector<Stage> stages;
+    for (auto it = rev.rbegin(); it != rev.rend(); ++it) {
+      Stage s;
+      s.device = classes_.members[it->first][next[it->first]++];
+      s.last_layer = it->second;
+      stages.push_back(s);
+    }
     return stages;
   }
 
@@ -123,28 +216,32 @@ class Search {
   }
 
  private:
-  int Index(int i, int s, int u) const { return (i * masks_ + s) * devices_ + u; }
-  int DeviceOf(int state) const { return state % devices_; }
+  int Index(int i, int used, int u) const { return (i * classes_.states + used) * kinds_ + u; }
+  int ClassOf(int state) const { return state % kinds_; }
+  bool Free(int used, int c) const { return (free_[used] >> c) & 1u; }
 
   template <typename Done>
-  void Expand(int i, int s, int u, int state, int k, Done& done) {
+  void Expand(int i, int used, int u, int state, int k, Done& done) {
+    if (!Free(used, u)) return;
     const Label from = labels_[state][k];
+    const int d = classes_.rep(u);
+    const int now_used = used + classes_.stride[u];
     for (int j = i + 1; j <= layers_; ++j) {
-      if (!costs_.Runs(u, i, j)) break;  // a longer stage cannot run either
-      const double t_comp = std::max(from.t, costs_.TimeS(u, i, j));
-      const double e_comp = from.e + costs_.EnergyJ(u, i, j);
+      if (!costs_.Runs(d, i, j)) break;  // a longer stage cannot run either
+      const double t_comp = std::max(from.t, costs_.TimeS(d, i, j));
+      const double e_comp = from.e + costs_.EnergyJ(d, i, j);
       if (bounded_ && Cost(t_comp, e_comp) >= best_c_) break;  // only grows with j
       if (j == layers_) {
-        if (Cost(t_comp, e_comp) < best_c_ || !bounded_) done(state, k, u, t_comp, e_comp);
+        if (!bounded_ || Cost(t_comp, e_comp) < best_c_) done(state, k, u, t_comp, e_comp);
         continue;
       }
-      const int used = s | (1 << u);
-      for (int v = 0; v < devices_; ++v) {
-        if (used & (1 << v)) continue;
-        const Label next{std::max(t_comp, costs_.CommS(u, v, j)), e_comp + costs_.CommJ(u, v, j),
-                         state, k};
-        if (bounded_ && Cost(next.t, next.e) >= best_c_) continue;
-        Offer(Index(j, used, v), next);
+      for (uint32_t left = free_[now_used]; left != 0; left &= left - 1) {
+        const int v = __builtin_ctz(left);
+        const auto [comm_s, comm_j] = comm_[(u * kinds_ + v) * layers_ + j];
+        Label next{std::max(t_comp, comm_s), e_comp + comm_j, 0, state, k};
+        next.c = Cost(next.t, next.e);
+        if (bounded_ && next.c >= best_c_) continue;
+        Offer(Index(j, now_used, v), next);
       }
     }
   }
@@ -155,7 +252,7 @@ class Search {
     if (!pareto_) {
       if (ls.empty()) {
         ls.push_back(l);
-      } else if (Cost(l.t, l.e) < Cost(ls[0].t, ls[0].e)) {
+      } else if (l.c < ls[0].c) {
         ls[0] = l;
       }
       return;
@@ -163,8 +260,8 @@ class Search {
     for (const Label& o : ls) {
       if (o.t <= l.t && o.e <= l.e) return;
     }
-    // Labels already expanded are never removed: their successors may point at them. Only the
-    // states ahead of the sweep (j > i) receive offers, so nothing here has been expanded yet.
+    // Offers only reach states ahead of the sweep (more layers done), which have not been
+    // expanded yet, so no successor points at a label removed here.
     ls.erase(std::remove_if(ls.begin(), ls.end(),
                             [&](const Label& o) { return l.t <= o.t && l.e <= o.e; }),
              ls.end());
@@ -173,12 +270,15 @@ class Search {
 
   const Profile& p_;
   StageCosts costs_;
+  DeviceClasses classes_;
   Normalisation norm_;
   double alpha_;
   bool pareto_;
   bool bounded_;
-  int layers_, devices_, masks_;
+  int layers_, kinds_;
   std::vector<std::vector<Label>> labels_;
+  std::vector<uint32_t> free_;                   // per used-state: the classes with a device left
+  std::vector<std::pair<double, double>> comm_;  // [u][v][j]: seconds, joules
   double best_c_ = kInf;
 };
 

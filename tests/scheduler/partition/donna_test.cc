@@ -98,6 +98,46 @@ TEST(DonnaTest, ExactDpEqualsBruteForceForEveryAlpha) {
   RecordProperty("published_worse", published_worse);
 }
 
+// Devices 1..n-1 become copies of device 0 or 1 (same costs, memory and links), so the search
+// runs over how many of each kind are used.
+Profile WithRepeatedKinds(Profile p) {
+  const int n = static_cast<int>(p.devices.size());
+  for (int d = 2; d < n; ++d) {
+    const int k = d % 2;
+    p.devices[d] = p.devices[k];
+    p.devices[d].name = "copy" + std::to_string(d);
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      p.time_s[l][d] = p.time_s[l][k];
+      p.energy_j[l][d] = p.energy_j[l][k];
+    }
+  }
+  const LinkCost same = p.link[0][0], cross = p.link[0][1];
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) p.link[a][b] = (a % 2 == b % 2) ? same : cross;
+  }
+  return p;
+}
+
+TEST(DonnaTest, RepeatedDevicesAreSearchedByCountAndStayExact) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 60; ++trial) {
+    const Profile p = WithRepeatedKinds(RandomProfile(rng, 2 + trial % 6, 3 + trial % 2));
+    for (double alpha : {0.0, 0.5, 1.0}) {
+      absl::StatusOr<Plan> exact = DonnaExact(p, alpha);
+      absl::StatusOr<Plan> brute = BruteForcePartition(p, alpha);
+      ASSERT_EQ(exact.ok(), brute.ok());
+      if (!exact.ok()) continue;
+      EXPECT_NEAR(exact->objective, brute->objective, 1e-12 + 1e-9 * brute->objective)
+          << "trial " << trial << " alpha " << alpha;
+      ExpectOneStagePerDevice(*exact);
+      if (alpha == 1.0) {
+        EXPECT_NEAR(DonnaPublished(p, alpha)->objective, brute->objective,
+                    1e-12 + 1e-9 * brute->objective);
+      }
+    }
+  }
+}
+
 TEST(DonnaTest, AlphaZeroPutsEverythingOnTheMostEfficientDevice) {
   Profile p;
   p.model = "chain";
