@@ -157,6 +157,7 @@ ServerOptions BenchOptions(Pacing pacing, double speed) {
   ServerOptions o;
   o.port = 0;
   o.metrics_port = -1;  // no HTTP endpoint (the metrics themselves are still updated)
+  o.http_port = 0;
   o.runner.pacing = pacing;
   o.runner.speed = speed;
   o.runner.record_send_lag = pacing == Pacing::kRealtime;
