@@ -301,6 +301,7 @@ bool RunHttp(const ServerOptions& options, int streams, const BenchFlags& f, Run
       Result& r = results[static_cast<size_t>(i)];
       httplib::Client c("127.0.0.1", port);
       c.set_keep_alive(true);
+      c.set_tcp_nodelay(true);  // headers and body are separate writes (no Nagle wait)
       c.set_read_timeout(120, 0);
       const bool up = static_cast<bool>(c.Get("/health"));
       connected.fetch_add(1);
