@@ -31,8 +31,8 @@ namespace neupims::server {
 
 struct HttpOptions {
   std::string bind_address = "127.0.0.1";
-  int port = 8000;     // 0: pick a free port (OpenAiHttpServer::port())
-  int threads = 1024;  // connections served at once (each open stream holds one)
+  int port = 8000;    // 0: pick a free port (OpenAiHttpServer::port())
+  int threads = 512;  // connections served at once (each open stream holds one)
   std::string version;
 };
 

@@ -19,16 +19,17 @@
 
 #include "absl/status/statusor.h"
 #include "server/engine_runner.h"
+#include "server/openai_api.h"
 
 namespace neupims::server {
 
 struct ServerOptions {
   RunnerOptions runner;
   std::string bind_address = "127.0.0.1";
-  int port = 50051;                     // 0: pick a free port (see Server::port())
-  int metrics_port = 9400;              // 0: pick a free port; -1: no metrics endpoint
-  std::optional<int> http_port = 8000;  // OpenAI-compatible API; 0: a free port; nullopt: none
-  int http_threads = 1024;              // HTTP connections served at once (open streams)
+  int port = 50051;                          // 0: pick a free port (see Server::port())
+  int metrics_port = 9400;                   // 0: pick a free port; -1: no metrics endpoint
+  std::optional<int> http_port = 8000;       // OpenAI-compatible API; 0: a free port; nullopt: none
+  int http_threads = HttpOptions{}.threads;  // HTTP connections served at once
   std::chrono::milliseconds drain_timeout{30000};
 };
 

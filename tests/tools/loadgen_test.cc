@@ -252,6 +252,7 @@ std::unique_ptr<server::Server> StartServer(server::Pacing pacing, int max_batch
   o.port = 0;
   o.metrics_port = -1;
   o.http_port = 0;
+  o.http_threads = 64;
   o.runner.pacing = pacing;
   o.runner.engine.model = "gpt3-7b";
   o.runner.engine.max_batch = max_batch;
