@@ -48,9 +48,9 @@ TEST(OpenAiNodeClientTest, OfficialSdkStreamsChatAndCompletionAndGetsTypedErrors
     fs::copy_file(fixture / file, dir / file, fs::copy_options::overwrite_existing);
   }
   if (!fs::exists(dir / "node_modules/openai/package.json")) {
-    const CommandResult install = RunCommand(
-        absl::StrCat("cd '", dir.string(),
-                     "' && timeout 300 npm install --no-audit --no-fund --loglevel=error"));
+    const CommandResult install = RunCommand(absl::StrCat(
+        "cd '", dir.string(),
+        "' && timeout 300 npm install --no-audit --no-fund --fetch-retries=1 --loglevel=error"));
     if (install.exit_code != 0) {
       GTEST_SKIP() << "npm install openai failed (offline?), exit " << install.exit_code << ":\n"
                    << install.output;
