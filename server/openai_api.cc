@@ -439,9 +439,10 @@ void OpenAiHttpServer::Impl::Routes() {
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int status = res.status;
-    SendError({absl::NotFoundError(absl::StrCat(req.method, " ", req.path, ": HTTP ", status)), ""},
+    const std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
+    SendError({status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""},
               res);
-    res.status = status;
+    res.status = status;  // httplib's own (405, 413, 414...), whatever the error type says
   });
   http.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
