@@ -5,6 +5,12 @@
 //    (prompt_length, max_new_tokens, ignore_eos) from callback-API clients on one channel.
 //    Streamed tokens/s and requests/s over the wall time from the first call to the last stream's
 //    end; `--reps` repetitions (a fresh server each), all printed, and their median.
+//    The same load over the OpenAI-compatible HTTP API on the same server, alternating with the
+//    gRPC repetitions: `--streams` concurrent SSE streams (POST /v1/completions, stream, token-id
+//    prompt, ignore_eos, include_usage) from blocking cpp-httplib clients, one thread and one
+//    keep-alive connection each, connected before the clock starts. Printed side by side with
+//    the HTTP/gRPC cost ratio per token: by wall time (gRPC tokens/s over HTTP tokens/s) and by
+//    the process's CPU time per token (server and clients share the process and the 2 cores).
 // 2. Realtime pacing at `--speed`: the same load; for every received token, the lag between its
 //    wall-clock receipt and its scheduled wall time, engine clock origin + sim_time_s / speed.
 //    The lag therefore includes the engine thread's wake-up, the server's write path, the
@@ -17,13 +23,17 @@
 //
 // Usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] [--reps=3]
 //                     [--speed=1] [--realtime_streams=256]
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,7 +43,9 @@
 #include "absl/synchronization/mutex.h"
 #include "common/stats.h"
 #include "grpcpp/grpcpp.h"
+#include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "server/server.h"
 
 namespace neupims::server {
@@ -53,6 +65,13 @@ struct BenchFlags {
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
 
 // One Generate stream on the callback API. Records every token's sim time and the wall time
 // its message arrived. Read the fields only after Wait() returned.
@@ -124,6 +143,7 @@ struct RunResult {
   std::vector<double> lags_ms;       // client receipt - scheduled time, per token
   std::vector<double> send_lags_ms;  // server hand-off to gRPC - scheduled time, per message
   double origin_error_ms = 0;        // half the calibration window
+  double cpu_s = 0;                  // process CPU (server + clients) from start to end
 };
 
 // The wall time at which the realtime engine clock read 0 (see the file comment), and half the
@@ -156,7 +176,8 @@ Clock::time_point CalibrateOrigin(EngineRunner& runner, double speed, double* er
 ServerOptions BenchOptions(Pacing pacing, double speed) {
   ServerOptions o;
   o.port = 0;
-  o.metrics_port = -1;  // no HTTP endpoint (the metrics themselves are still updated)
+  o.metrics_port = -1;  // no metrics endpoint (the metrics themselves are still updated)
+  o.http_port = 0;
   o.runner.pacing = pacing;
   o.runner.speed = speed;
   o.runner.record_send_lag = pacing == Pacing::kRealtime;
@@ -187,6 +208,7 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
 
   std::vector<std::unique_ptr<Stream>> all;
   all.reserve(static_cast<size_t>(streams));
+  const double cpu0 = CpuSeconds();
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < streams; ++i) {
     GenerateRequest req;
@@ -212,9 +234,113 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
       out->lags_ms.push_back((Seconds(r.wall - origin) - scheduled_s) * 1e3);
     }
   }
+  out->cpu_s = CpuSeconds() - cpu0;
   out->wall_s = Seconds(end - start);
   out->sim_s = (*server)->runner().Snapshot().sim_time_s;
   for (double lag_s : (*server)->runner().TakeSendLags()) out->send_lags_ms.push_back(lag_s * 1e3);
+  (*server)->Shutdown();
+  return true;
+}
+
+// Counts one SSE stream's events as they arrive: token chunks (finish_reason null), the finish
+// reason, the usage chunk's completion_tokens and [DONE]. Finds markers; parses only the usage.
+class SseCounter {
+ public:
+  void Feed(const char* data, size_t n) {
+    buf_.append(data, n);
+    size_t start = 0, end;
+    while ((end = buf_.find("\n\n", start)) != std::string::npos) {
+      Event(std::string_view(buf_).substr(start, end - start));
+      start = end + 2;
+    }
+    buf_.erase(0, start);
+  }
+  int64_t tokens = 0, usage_tokens = -1;
+  bool length = false, done = false;
+
+ private:
+  void Event(std::string_view e) {
+    if (e == "data: [DONE]") {
+      done = true;
+    } else if (e.find("\"finish_reason\":null") != std::string_view::npos) {
+      ++tokens;
+    } else if (e.find("\"finish_reason\":\"length\"") != std::string_view::npos) {
+      length = true;
+    } else if (e.find("\"usage\":{") != std::string_view::npos) {
+      usage_tokens = nlohmann::json::parse(e.substr(6))["usage"]["completion_tokens"];
+    }
+  }
+  std::string buf_;
+};
+
+// The fast-pacing load over HTTP: one thread and one keep-alive connection per stream. Every
+// client connects (GET /health) before the clock starts, then all start together.
+bool RunHttp(const ServerOptions& options, int streams, const BenchFlags& f, RunResult* out) {
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return false;
+  }
+  const int port = *(*server)->http_port();
+  nlohmann::json body = {{"prompt", std::vector<int64_t>(static_cast<size_t>(f.prompt), 1)},
+                         {"max_tokens", f.tokens},
+                         {"ignore_eos", true},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  struct Result {
+    SseCounter sse;
+    int status = 0;
+    Clock::time_point end;
+  };
+  std::vector<Result> results(static_cast<size_t>(streams));
+  std::atomic<int> connected{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back([&, i] {
+      Result& r = results[static_cast<size_t>(i)];
+      httplib::Client c("127.0.0.1", port);
+      c.set_keep_alive(true);
+      c.set_tcp_nodelay(true);  // headers and body are separate writes (no Nagle wait)
+      c.set_read_timeout(120, 0);
+      const bool up = static_cast<bool>(c.Get("/health"));
+      connected.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      if (!up) return;
+      nlohmann::json mine = body;
+      mine["seed"] = i;
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = mine.dump();
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [&r](const char* data, size_t n, uint64_t, uint64_t) {
+        r.sse.Feed(data, n);
+        return true;
+      };
+      httplib::Result res = c.send(req);
+      r.status = res ? res->status : -1;
+      r.end = Clock::now();
+    });
+  }
+  while (connected.load() < streams) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double cpu0 = CpuSeconds();
+  const Clock::time_point start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (std::thread& t : threads) t.join();
+  out->cpu_s = CpuSeconds() - cpu0;
+  Clock::time_point end = start;
+  for (const Result& r : results) {
+    end = std::max(end, r.end);
+    ++out->requests;
+    out->tokens += r.sse.tokens;
+    ++out->messages;
+    const bool ok = r.status == 200 && r.sse.done && r.sse.length && r.sse.tokens == f.tokens &&
+                    r.sse.usage_tokens == r.sse.tokens;
+    if (!ok) ++out->failed;
+  }
+  out->wall_s = Seconds(end - start);
+  out->sim_s = (*server)->runner().Snapshot().sim_time_s;
   (*server)->Shutdown();
   return true;
 }
@@ -260,32 +386,58 @@ int Main(int argc, char** argv) {
   const ServerOptions fast = BenchOptions(Pacing::kFast, 1);
   const engine::EngineOptions& e = fast.runner.engine;
   std::printf(
-      "server:  in-process, %s, mode %s, max_batch %d, prefill %s; client: one channel, "
-      "callback-API Generate streams, prompt_length %lld, max_new_tokens %lld, ignore_eos\n",
+      "server:  in-process, %s, mode %s, max_batch %d, prefill %s; clients: gRPC on one channel "
+      "(callback-API Generate streams), HTTP one connection per stream; prompt %lld tokens, "
+      "max %lld new tokens, ignore_eos\n",
       e.model.c_str(), engine::ToString(e.mode), e.max_batch, engine::ToString(e.prefill),
       static_cast<long long>(f.prompt), static_cast<long long>(f.tokens));
   std::fflush(stdout);
 
-  // 1. Fast pacing.
-  std::printf("\n[1] fast pacing, %d concurrent streams, %d repetitions\n", f.streams, f.reps);
-  std::printf("%-6s %9s %9s %9s %12s %11s %10s %7s\n", "rep", "wall_s", "tokens", "messages",
-              "tokens/s", "requests/s", "sim_s", "failed");
-  std::vector<double> tps, rps, walls;
+  // 1. Fast pacing, gRPC and HTTP alternating (the order swaps every repetition).
+  std::printf("\n[1] fast pacing, %d concurrent streams, %d repetitions of gRPC and HTTP each\n",
+              f.streams, f.reps);
+  std::printf("%-6s %-5s %9s %9s %9s %12s %11s %10s %10s %7s\n", "rep", "api", "wall_s", "tokens",
+              "messages", "tokens/s", "requests/s", "sim_s", "cpu_us/tok", "failed");
+  struct Series {
+    std::vector<double> tps, rps, walls, cpu_us;
+  };
+  Series grpc_series, http_series;
   int failed = 0;
   for (int rep = 1; rep <= f.reps; ++rep) {
-    RunResult r;
-    if (!Run(fast, f.streams, f, /*record=*/false, &r)) return 1;
-    failed += static_cast<int>(r.failed);
-    tps.push_back(static_cast<double>(r.tokens) / r.wall_s);
-    rps.push_back(static_cast<double>(r.requests) / r.wall_s);
-    walls.push_back(r.wall_s);
-    std::printf("%-6d %9.3f %9lld %9lld %12.0f %11.1f %10.3f %7lld\n", rep, r.wall_s,
-                static_cast<long long>(r.tokens), static_cast<long long>(r.messages), tps.back(),
-                rps.back(), r.sim_s, static_cast<long long>(r.failed));
-    std::fflush(stdout);
+    for (int k = 0; k < 2; ++k) {
+      const bool http = (k == 0) == (rep % 2 == 0);
+      RunResult r;
+      if (!(http ? RunHttp(fast, f.streams, f, &r)
+                 : Run(fast, f.streams, f, /*record=*/false, &r))) {
+        return 1;
+      }
+      Series& series = http ? http_series : grpc_series;
+      failed += static_cast<int>(r.failed);
+      series.tps.push_back(static_cast<double>(r.tokens) / r.wall_s);
+      series.rps.push_back(static_cast<double>(r.requests) / r.wall_s);
+      series.walls.push_back(r.wall_s);
+      series.cpu_us.push_back(r.cpu_s * 1e6 / static_cast<double>(std::max<int64_t>(1, r.tokens)));
+      std::printf("%-6d %-5s %9.3f %9lld %9lld %12.0f %11.1f %10.3f %10.2f %7lld\n", rep,
+                  http ? "http" : "grpc", r.wall_s, static_cast<long long>(r.tokens),
+                  static_cast<long long>(r.messages), series.tps.back(), series.rps.back(), r.sim_s,
+                  series.cpu_us.back(), static_cast<long long>(r.failed));
+      std::fflush(stdout);
+    }
   }
-  std::printf("%-6s %9.3f %9s %9s %12.0f %11.1f\n", "median", Median(walls), "", "", Median(tps),
-              Median(rps));
+  for (const auto& [name, series] : {std::pair{"grpc", &grpc_series}, {"http", &http_series}}) {
+    std::printf("%-6s %-5s %9.3f %9s %9s %12.0f %11.1f %10s %10.2f\n", "median", name,
+                Median(series->walls), "", "", Median(series->tps), Median(series->rps), "",
+                Median(series->cpu_us));
+  }
+  std::printf(
+      "HTTP/gRPC cost per token: %.2fx by wall time (median tokens/s), %.2fx by CPU time "
+      "(median cpu_us/tok)\n",
+      Median(grpc_series.tps) / Median(http_series.tps),
+      Median(http_series.cpu_us) / Median(grpc_series.cpu_us));
+  std::printf(
+      "messages: gRPC stream messages (tokens coalesce while a write is in flight); HTTP: one "
+      "response per stream\n(SSE: one event per token). cpu_us/tok: the process's CPU time "
+      "(server and clients) per streamed token.\n");
 
   // 2. Realtime pacing: token delivery lag.
   if (f.realtime_streams > 0) {

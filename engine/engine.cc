@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "hw/registry.h"
@@ -26,7 +27,17 @@ SystemMode ResolveMode(const EngineOptions& o) {
 
 SimTime CeilNs(double ns) { return static_cast<SimTime>(std::ceil(ns - 1e-9)); }
 
+absl::Status TooLarge(absl::string_view message) {
+  absl::Status s = absl::InvalidArgumentError(message);
+  s.SetPayload(kRequestTooLargePayload, absl::Cord());
+  return s;
+}
+
 }  // namespace
+
+bool IsRequestTooLarge(const absl::Status& status) {
+  return status.GetPayload(kRequestTooLargePayload).has_value();
+}
 
 Engine::Engine(const EngineOptions& options) : options_(options) {}
 Engine::~Engine() = default;
@@ -148,14 +159,14 @@ absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
         absl::StrCat("max_new_tokens must be >= 1, got ", spec.max_new_tokens));
   }
   if (spec.prompt_tokens + spec.max_new_tokens > m.max_seq_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", spec.prompt_tokens, " tokens) + max_new_tokens (", spec.max_new_tokens,
-        ") exceeds the context of ", m.name, " (", m.max_seq_len, " tokens)"));
+    return TooLarge(absl::StrCat("prompt (", spec.prompt_tokens, " tokens) + max_new_tokens (",
+                                 spec.max_new_tokens, ") exceeds the context of ", m.name, " (",
+                                 m.max_seq_len, " tokens)"));
   }
   const int64_t blocks = kv_->BlocksFor(spec.prompt_tokens + spec.max_new_tokens);
   if (blocks > kv_->TotalBlocks(0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request needs ", blocks, " KV blocks but a PIM channel holds ", kv_->TotalBlocks(0)));
+    return TooLarge(absl::StrCat("request needs ", blocks, " KV blocks but a PIM channel holds ",
+                                 kv_->TotalBlocks(0)));
   }
   return absl::OkStatus();
 }

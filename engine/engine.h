@@ -32,6 +32,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/iteration_model.h"
 #include "engine/options.h"
 #include "engine/system_mode.h"
@@ -126,6 +127,12 @@ struct EngineLoad {
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
 };
 
+// Engine::CheckRequest marks the errors of a request too long for the model's context or a PIM
+// channel with this payload (the code stays InvalidArgument, as it is for gRPC), so that a front
+// end whose protocol has a status of its own for it (HTTP 413) can tell them apart.
+inline constexpr absl::string_view kRequestTooLargePayload = "type.neupims/RequestTooLarge";
+bool IsRequestTooLarge(const absl::Status& status);
+
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
@@ -134,7 +141,8 @@ class Engine {
   // The one validation of a request's contents, run by Submit and by callers that must check a
   // request before submitting it (the server checks what the client asked for before cutting it
   // to a synthetic end of sequence). InvalidArgument naming the field for lengths < 1, or for a
-  // request that cannot fit the model's context or a PIM channel. Reads no engine state that
+  // request that cannot fit the model's context or a PIM channel (those carry
+  // kRequestTooLargePayload). Reads no engine state that
   // changes, so the answer does not depend on the load.
   absl::Status CheckRequest(const SubmitSpec& spec) const;
   // Queues a request: CheckRequest, then AlreadyExists for a live id and ResourceExhausted when

@@ -366,6 +366,19 @@ void EngineRunner::Stop() {
     stop_ = true;
   }
   thread_.join();
+  // A Submit that passed the draining check just before BeginDrain can queue its command behind
+  // the abort above: its request is live but the engine thread is gone. End its stream here (the
+  // thread is joined, so its state is ours), or its client would wait forever.
+  for (auto& [engine_id, live] : live_) {
+    Completion c;
+    c.request_id = live.id;
+    c.reason = Finish::kAborted;
+    c.completion_tokens = live.delivered;
+    c.error = "the server stopped";
+    live.sink->OnComplete(c);
+  }
+  live_.clear();
+  by_name_.clear();
 }
 
 }  // namespace neupims::server

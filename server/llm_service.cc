@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/generate_request.h"
 #include "server/status_map.h"
 
 namespace neupims::server {
@@ -165,14 +166,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
   GenerateReactor(EngineRunner* runner, ServerMetrics* metrics)
       : runner_(runner), metrics_(metrics), state_(std::make_shared<StreamState>(this, runner)) {}
 
-  void Start(const absl::StatusOr<SubmitArgs>& args) {
-    if (!args.ok()) {
-      Fail(args.status());
-      return;
-    }
-    absl::StatusOr<std::string> id = runner_->Submit(*args, state_);
+  void Start(const GenerateInput& input) {
+    absl::StatusOr<std::string> id = SubmitGenerate(runner_, metrics_, input, state_);
     if (!id.ok()) {
-      Fail(id.status());
+      state_->FinishWith(ToGrpcStatus(id.status()));
       return;
     }
     bool cancelled;
@@ -203,13 +200,6 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
   }
 
  private:
-  void Fail(const absl::Status& s) {
-    if (metrics_ != nullptr) {
-      metrics_->OnRequestError(absl::StatusCodeToString(s.code()));
-    }
-    state_->FinishWith(ToGrpcStatus(s));
-  }
-
   EngineRunner* runner_;
   ServerMetrics* metrics_;
   std::shared_ptr<StreamState> state_;
@@ -296,47 +286,36 @@ neupims::v1::FinishReason ToProto(Finish f) {
 LlmServiceImpl::LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version)
     : runner_(runner), metrics_(metrics), version_(std::move(version)) {}
 
-absl::StatusOr<SubmitArgs> LlmServiceImpl::ToSubmitArgs(const GenerateRequest& req) const {
-  const std::shared_ptr<const ServedEngine> served = runner_->Snapshot().served;
-  const models::ModelConfig& m = served->model;
-  if (!req.model().empty() && req.model() != m.name) {
-    return absl::NotFoundError(
-        absl::StrCat("model '", req.model(), "' is not served here (serving '", m.name, "')"));
-  }
-  SubmitArgs a;
-  a.request_id = req.request_id();
-  a.max_new_tokens = req.max_new_tokens();
-  a.ignore_eos = req.ignore_eos();
-  a.seed = req.seed();
-  a.priority = req.priority();
+GenerateInput LlmServiceImpl::ToInput(const GenerateRequest& req) {
+  GenerateInput in;
+  in.request_id = req.request_id();
+  in.model = req.model();
+  in.max_new_tokens = req.max_new_tokens();
+  in.ignore_eos = req.ignore_eos();
+  in.seed = req.seed();
+  in.priority = req.priority();
   switch (req.prompt_case()) {
     case GenerateRequest::kText:
-      a.prompt_tokens = static_cast<int64_t>(runner_->tokenizer().Encode(req.text()).size());
+      in.prompt = req.text();
       break;
     case GenerateRequest::kTokenIds:
-      for (int64_t id : req.token_ids().ids()) {
-        if (id < 0 || id >= m.vocab) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("token id ", id, " is outside [0, ", m.vocab, ") of ", m.name));
-        }
-      }
-      a.prompt_tokens = req.token_ids().ids_size();
+      in.prompt = std::vector<int64_t>(req.token_ids().ids().begin(), req.token_ids().ids().end());
       break;
     case GenerateRequest::kPromptLength:
-      a.prompt_tokens = req.prompt_length();
+      in.prompt = PromptLength{req.prompt_length()};
       break;
     case GenerateRequest::PROMPT_NOT_SET:
-      a.prompt_tokens = 0;
+      in.prompt = PromptLength{0};
       break;
   }
-  return a;
+  return in;
 }
 
 grpc::ServerWriteReactor<GenerateResponse>* LlmServiceImpl::Generate(
     grpc::CallbackServerContext* ctx, const GenerateRequest* request) {
   (void)ctx;
   auto* reactor = new GenerateReactor(runner_, metrics_);
-  reactor->Start(ToSubmitArgs(*request));
+  reactor->Start(ToInput(*request));
   return reactor;
 }
 
@@ -345,17 +324,9 @@ grpc::ServerUnaryReactor* LlmServiceImpl::Complete(grpc::CallbackServerContext* 
                                                    neupims::v1::CompleteResponse* response) {
   (void)ctx;
   auto* reactor = new CompleteReactor(runner_);
-  absl::StatusOr<SubmitArgs> args = ToSubmitArgs(*request);
-  if (!args.ok()) {
-    if (metrics_ != nullptr)
-      metrics_->OnRequestError(absl::StatusCodeToString(args.status().code()));
-    reactor->Finish(ToGrpcStatus(args.status()));
-    return reactor;
-  }
   auto sink = std::make_shared<CompleteSink>(reactor, response, &runner_->tokenizer());
-  absl::StatusOr<std::string> id = runner_->Submit(*args, sink);
+  absl::StatusOr<std::string> id = SubmitGenerate(runner_, metrics_, ToInput(*request), sink);
   if (!id.ok()) {
-    if (metrics_ != nullptr) metrics_->OnRequestError(absl::StatusCodeToString(id.status().code()));
     reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;
   }

@@ -13,6 +13,7 @@
 
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/engine_runner.h"
+#include "server/generate_request.h"
 #include "server/metrics.h"
 
 namespace neupims::server {
@@ -36,10 +37,8 @@ class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
                                           const neupims::v1::GetServerInfoRequest* request,
                                           neupims::v1::ServerInfo* response) override;
 
-  // Turns a request into engine arguments: NOT_FOUND for a model not served here,
-  // INVALID_ARGUMENT for a token id outside the vocabulary. Lengths are the engine's to judge
-  // (Engine::CheckRequest, through EngineRunner::Submit).
-  absl::StatusOr<SubmitArgs> ToSubmitArgs(const neupims::v1::GenerateRequest& request) const;
+  // The request as both front ends see it (generate_request.h; checked on submission).
+  static GenerateInput ToInput(const neupims::v1::GenerateRequest& request);
 
  private:
   EngineRunner* runner_;

@@ -16,6 +16,7 @@
 #include "prometheus/registry.h"
 #include "server/llm_service.h"
 #include "server/metrics.h"
+#include "server/openai_api.h"
 
 namespace neupims::server {
 namespace {
@@ -78,6 +79,10 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
   o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
   o->metrics_port = static_cast<int>(
       root.OptionalInt("metrics_port", o->metrics_port, {.min = -1, .max = 65535}));
+  // -1: no HTTP API.
+  const int64_t http_port =
+      root.OptionalInt("http_port", o->http_port.value_or(-1), {.min = -1, .max = 65535});
+  o->http_port = http_port >= 0 ? std::optional<int>(static_cast<int>(http_port)) : std::nullopt;
   ReadEnum(root, "pacing", PacingNames(), &o->runner.pacing);
   o->runner.speed = root.OptionalDouble("speed", o->runner.speed, {.min = 1e-6, .max = 1e9});
   o->runner.mean_output_tokens =
@@ -95,6 +100,7 @@ struct Server::Impl {
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<LlmServiceImpl> service;
   std::unique_ptr<grpc::Server> grpc_server;
+  std::unique_ptr<OpenAiHttpServer> http;
   bool shut_down = false;
 };
 
@@ -144,6 +150,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::HealthCheckServiceInterface* health = im.grpc_server->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus("neupims.v1.LlmService", true);
+  if (options.http_port.has_value()) {
+    HttpOptions http;
+    http.bind_address = options.bind_address;
+    http.port = *options.http_port;
+    http.threads = options.http_threads;
+    http.version = kVersion;
+    ASSIGN_OR_RETURN(
+        im.http, OpenAiHttpServer::Start(http, s->runner_.get(), im.metrics.get(), im.registry));
+    s->http_port_ = im.http->port();
+  }
   return s;
 }
 
@@ -166,6 +182,8 @@ void Server::Shutdown() {
   if (im.grpc_server != nullptr) {
     im.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
+  // Every HTTP stream has its completion by now (Stop above), so its thread finishes.
+  if (im.http != nullptr) im.http->Stop();
   im.exposer.reset();
 }
 
@@ -192,6 +210,11 @@ int RunServerMain(const ServerOptions& options) {
                served->model.name.c_str(), served->device.name.c_str(), served->mode.c_str(),
                served->parallelism.tp, served->parallelism.pp, ToString(options.runner.pacing),
                options.runner.speed, s.address().c_str());
+  if (s.http_port().has_value()) {
+    std::fprintf(stderr,
+                 "  HTTP   http://%s:%d/v1  (OpenAI-compatible: completions, chat, models)\n",
+                 options.bind_address.c_str(), *s.http_port());
+  }
   if (s.metrics_port() >= 0) {
     std::fprintf(stderr, "  metrics http://%s:%d/metrics\n", options.bind_address.c_str(),
                  s.metrics_port());

@@ -1,38 +1,44 @@
 // Server: the gRPC front end of the serving engine.
 //
 // Role: assembles EngineRunner (the engine thread), LlmServiceImpl (neupims.v1.LlmService on the
-// callback API), grpc.health.v1.Health, server reflection (v1alpha) and the Prometheus exposer
-// (/metrics on its own port). Binds 127.0.0.1 by default.
+// callback API), grpc.health.v1.Health, server reflection (v1alpha), the OpenAI-compatible HTTP
+// API (openai_api.h, same engine) and the Prometheus exposer (/metrics on its own port). Binds
+// 127.0.0.1 by default.
 //
-// Lifecycle: Start() -> serving; Drain() turns health NOT_SERVING, refuses new requests with
-// UNAVAILABLE and waits for in-flight requests up to the drain timeout, then Shutdown() aborts the
-// rest and stops gRPC. RunServerMain() does all of that on SIGTERM / SIGINT and returns 0.
+// Lifecycle: Start() -> serving; Drain() turns health NOT_SERVING (HTTP /health 503), refuses new
+// requests with UNAVAILABLE (HTTP 503) and waits for in-flight requests up to the drain timeout,
+// then Shutdown() aborts the rest and stops gRPC. RunServerMain() does all of that on SIGTERM /
+// SIGINT and returns 0.
 #ifndef NEUPIMS_SERVER_SERVER_H_
 #define NEUPIMS_SERVER_SERVER_H_
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "server/engine_runner.h"
+#include "server/openai_api.h"
 
 namespace neupims::server {
 
 struct ServerOptions {
   RunnerOptions runner;
   std::string bind_address = "127.0.0.1";
-  int port = 50051;         // 0: pick a free port (see Server::port())
-  int metrics_port = 9400;  // 0: pick a free port; -1: no metrics endpoint
+  int port = 50051;                          // 0: pick a free port (see Server::port())
+  int metrics_port = 9400;                   // 0: pick a free port; -1: no metrics endpoint
+  std::optional<int> http_port = 8000;       // OpenAI-compatible API; 0: a free port; nullopt: none
+  int http_threads = HttpOptions{}.threads;  // HTTP connections served at once
   std::chrono::milliseconds drain_timeout{30000};
 };
 
 // Reads a server config file (strict JSON, every field optional; unknown fields are errors
 // naming the file): {"model", "device", "mode", "tp", "pp", "max_batch", "prefill", "level",
 // "mha_estimator", "channel_policy", "sub_batch", "dual_row_buffers", "bind_address", "port",
-// "metrics_port", "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens"}.
-// Enum fields take the names of their option's names table; a bad name is an error naming the
-// field and listing the choices.
+// "metrics_port", "http_port" (-1: none), "pacing", "speed", "max_waiting", "drain_timeout_s",
+// "mean_output_tokens"}. Enum fields take the names of their option's names table; a bad name is an
+// error naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 
 class Server {
@@ -42,6 +48,8 @@ class Server {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible API's port; nullopt when it is off.
+  std::optional<int> http_port() const { return http_port_; }
   std::string address() const;
   EngineRunner& runner() { return *runner_; }
 
@@ -59,6 +67,7 @@ class Server {
   std::unique_ptr<EngineRunner> runner_;
   int port_ = 0;
   int metrics_port_ = -1;
+  std::optional<int> http_port_;
 };
 
 // Runs a server until SIGTERM or SIGINT, then drains and shuts down. Prints where it listens to

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "engine/engine.h"
+
 namespace neupims::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {
@@ -58,6 +60,36 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
       break;
   }
   return grpc::Status(code, std::string(s.message()));
+}
+
+HttpError ToHttpError(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      if (engine::IsRequestTooLarge(s)) return {413, "invalid_request_error"};
+      return {400, "invalid_request_error"};
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kOutOfRange:
+      return {400, "invalid_request_error"};
+    case absl::StatusCode::kNotFound:
+      return {404, "not_found_error"};
+    case absl::StatusCode::kResourceExhausted:
+      return {429, "rate_limit_error"};
+    case absl::StatusCode::kUnavailable:
+      return {503, "service_unavailable_error"};
+    case absl::StatusCode::kCancelled:
+      return {499, "cancelled_error"};
+    case absl::StatusCode::kDeadlineExceeded:
+      return {504, "timeout_error"};
+    case absl::StatusCode::kUnimplemented:
+      return {501, "not_implemented_error"};
+    case absl::StatusCode::kPermissionDenied:
+      return {403, "permission_denied_error"};
+    case absl::StatusCode::kUnauthenticated:
+      return {401, "authentication_error"};
+    default:
+      return {500, "internal_server_error"};
+  }
 }
 
 }  // namespace neupims::server

@@ -1,4 +1,5 @@
-// The one place where the project's absl::Status codes become gRPC status codes.
+// The one place where the project's absl::Status codes become the front ends' statuses: gRPC
+// status codes, and HTTP statuses with OpenAI's error types for the OpenAI-compatible API.
 #ifndef NEUPIMS_SERVER_STATUS_MAP_H_
 #define NEUPIMS_SERVER_STATUS_MAP_H_
 
@@ -8,6 +9,18 @@
 namespace neupims::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// An error as the OpenAI HTTP API reports it: the HTTP status and the error object's "type".
+struct HttpError {
+  int http_status = 500;
+  const char* type = "internal_server_error";
+};
+
+// 400 invalid argument / failed precondition / already exists, 404 not found (an unknown model),
+// 413 a request too large for the model (engine::IsRequestTooLarge), 429 resource exhausted
+// (the waiting queue is full), 503 unavailable (draining), 499 cancelled, 504 deadline,
+// 501 unimplemented, 500 otherwise. Not for OK.
+HttpError ToHttpError(const absl::Status& status);
 
 }  // namespace neupims::server
 

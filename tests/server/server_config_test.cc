@@ -40,6 +40,19 @@ TEST(LoadServerConfig, ReadsEveryTypedEngineOption) {
   EXPECT_EQ(o.runner.pacing, Pacing::kFast);
 }
 
+TEST(LoadServerConfig, HttpPortIsOptionalAndMinusOneTurnsItOff) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_http_default.json", "{}", &o).ok());
+  EXPECT_EQ(o.http_port, 8000);
+  ASSERT_TRUE(LoadText("server_config_http.json", R"({"http_port": 8080})", &o).ok());
+  EXPECT_EQ(o.http_port, 8080);
+  ASSERT_TRUE(LoadText("server_config_http_off.json", R"({"http_port": -1})", &o).ok());
+  EXPECT_EQ(o.http_port, std::nullopt);
+  const absl::Status bad = LoadText("server_config_http_bad.json", R"({"http_port": 70000})", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("http_port"));
+}
+
 TEST(LoadServerConfig, AbsentOverridesStayTheModesChoice) {
   ServerOptions o;
   ASSERT_TRUE(LoadText("server_config_empty.json", "{}", &o).ok());

@@ -73,6 +73,7 @@ ServerOptions FastOptions(bool metrics = false) {
   ServerOptions o;
   o.port = 0;
   o.metrics_port = metrics ? 0 : -1;
+  o.http_port = std::nullopt;  // the OpenAI API has its own tests (openai_api_test.cc)
   o.runner.pacing = Pacing::kFast;
   o.drain_timeout = std::chrono::milliseconds(5000);
   return o;

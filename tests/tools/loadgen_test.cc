@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_io.h"
@@ -250,6 +251,8 @@ std::unique_ptr<server::Server> StartServer(server::Pacing pacing, int max_batch
   server::ServerOptions o;
   o.port = 0;
   o.metrics_port = -1;
+  o.http_port = 0;
+  o.http_threads = 64;
   o.runner.pacing = pacing;
   o.runner.engine.model = "gpt3-7b";
   o.runner.engine.max_batch = max_batch;
@@ -460,6 +463,81 @@ TEST(LoadgenFailureTest, UnreachableServerFailsQuickly) {
   EXPECT_EQ(runs.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(runs.status().message(), HasSubstr("cannot reach neupims server at 127.0.0.1:1"));
   EXPECT_LT(elapsed, 5.0);
+}
+
+// The OpenAI backend (openai_client.h): the same workload over the server's HTTP API gives the
+// same requests, tokens and finish reasons as over gRPC, with both views filled.
+TEST_F(LoadgenServerTest, OpenAiBackendMatchesTheGrpcBackend) {
+  LoadOptions grpc_options = Synthetic(server_->address(), 20, "300");
+  LoadOptions http_options = grpc_options;
+  http_options.backend = Backend::kOpenAi;
+  http_options.base_url = absl::StrCat("http://127.0.0.1:", *server_->http_port());
+  LoadInfo info;
+  absl::StatusOr<std::vector<RunResult>> http = RunLoad(http_options, &info);
+  ASSERT_TRUE(http.ok()) << http.status();
+  absl::StatusOr<std::vector<RunResult>> grpc = RunLoad(grpc_options);
+  ASSERT_TRUE(grpc.ok()) << grpc.status();
+  EXPECT_EQ(info.server.model, "gpt3-7b");
+  EXPECT_EQ(info.server.max_seq_len, 2048);
+  EXPECT_EQ(info.server.pacing, "fast");
+  const RunResult& h = (*http)[0];
+  const RunResult& g = (*grpc)[0];
+  ASSERT_EQ(h.requests.size(), 20u);
+  EXPECT_EQ(h.summary.completed, 20);
+  EXPECT_EQ(h.summary.total_output_tokens, g.summary.total_output_tokens);
+  EXPECT_EQ(h.summary.total_input_tokens, g.summary.total_input_tokens);
+  for (size_t i = 0; i < h.requests.size(); ++i) {
+    const RequestResult& r = h.requests[i];
+    SCOPED_TRACE(r.request_id);
+    EXPECT_TRUE(r.ok) << r.error_code << " " << r.error_message;
+    EXPECT_EQ(r.prompt_tokens, g.requests[i].prompt_tokens);
+    EXPECT_EQ(r.output_tokens, g.requests[i].output_tokens);
+    EXPECT_EQ(r.finish_reason, "length");
+    EXPECT_EQ(r.itl_s.size(), static_cast<size_t>(r.output_tokens - 1));
+    EXPECT_GT(r.ttft_s, 0);
+    EXPECT_LE(r.ttft_s, r.e2el_s);
+    EXPECT_GT(r.sim_ttft_s, 0);
+    EXPECT_GE(r.sim_e2el_s, r.sim_ttft_s);
+    EXPECT_GE(r.pim_channel, 0);
+  }
+  const nlohmann::json j = ResultJson(*http, http_options, info);
+  EXPECT_EQ(j["backend"], "openai");
+  EXPECT_EQ(j["settings"]["server"], http_options.base_url);
+}
+
+TEST(LoadgenFailureTest, OpenAiRefusalsAreCountedByHttpStatus) {
+  std::unique_ptr<server::Server> server = StartServer(server::Pacing::kRealtime, 1, 1);
+  ASSERT_NE(server, nullptr);
+  LoadOptions o = Synthetic("", 20, "inf");
+  o.backend = Backend::kOpenAi;
+  o.base_url = absl::StrCat("http://127.0.0.1:", *server->http_port(), "/v1");
+  o.workload.synthetic = "32:8";
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  server->Shutdown();
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  const RunResult& run = (*runs)[0];
+  EXPECT_EQ(run.summary.completed + run.summary.failed, 20);
+  EXPECT_GE(run.summary.completed, 1);
+  EXPECT_GT(run.summary.failed, 0);
+  for (const RequestResult& r : run.requests) {
+    if (!r.ok) {
+      EXPECT_EQ(r.error_code, "HTTP_429");
+      EXPECT_THAT(r.error_message, HasSubstr("waiting queue is full"));
+    }
+  }
+}
+
+TEST(LoadgenFailureTest, OpenAiBadOrUnreachableBaseUrl) {
+  LoadOptions o = Synthetic("", 5, "inf");
+  o.backend = Backend::kOpenAi;
+  o.base_url = "https://127.0.0.1:1";
+  EXPECT_EQ(ValidateOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o.base_url = "http://127.0.0.1:1";
+  o.connect_timeout_s = 1;
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  ASSERT_FALSE(runs.ok());
+  EXPECT_EQ(runs.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(runs.status().message(), HasSubstr("http://127.0.0.1:1/v1/models"));
 }
 
 }  // namespace

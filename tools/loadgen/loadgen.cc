@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,10 +30,17 @@
 #include "common/stats.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
+#include "tools/loadgen/openai_client.h"
 
 namespace neupims::loadgen {
 namespace {
+
+constexpr EnumName<Backend> kBackends[] = {
+    {"grpc", Backend::kGrpc},
+    {"openai", Backend::kOpenAi},
+};
 
 using Clock = std::chrono::steady_clock;
 using neupims::v1::GenerateRequest;
@@ -219,11 +227,13 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
   double last_token_s_ = 0;
 };
 
-// Samples GetServerInfo and draws progress until stopped.
+// Samples the server (GetServerInfo over gRPC, /metrics over HTTP) and draws progress until
+// stopped. Exactly one of `stub` and `url` is set.
 class Monitor {
  public:
-  Monitor(LlmService::Stub* stub, RunState* run, const LoadOptions& o, std::string label)
-      : stub_(stub), run_(run), options_(o), label_(std::move(label)) {
+  Monitor(LlmService::Stub* stub, const BaseUrl* url, RunState* run, const LoadOptions& o,
+          std::string label)
+      : stub_(stub), url_(url), run_(run), options_(o), label_(std::move(label)) {
     tty_ = !o.quiet && o.progress && isatty(STDERR_FILENO);
     lines_ = !o.quiet && o.progress && !tty_;
     thread_ = std::thread([this] { Loop(); });
@@ -272,6 +282,11 @@ class Monitor {
   }
 
   void Sample() {
+    if (url_ != nullptr) {
+      std::optional<ServerSample> s = SampleOpenAiMetrics(*url_, run_->Now());
+      if (s.has_value()) samples_.push_back(*s);
+      return;
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(1.0));
     neupims::v1::GetServerInfoRequest req;
@@ -331,6 +346,7 @@ class Monitor {
   };
 
   LlmService::Stub* stub_;
+  const BaseUrl* url_;
   RunState* run_;
   const LoadOptions& options_;
   std::string label_;
@@ -402,8 +418,45 @@ std::string RateText(double rate) {
   return rate > 0 ? absl::StrFormat("%g", rate) : std::string("inf");
 }
 
+// How a run reaches the server: a gRPC stub or an OpenAI-compatible base URL (exactly one).
+struct Endpoint {
+  LlmService::Stub* stub = nullptr;
+  const BaseUrl* url = nullptr;
+};
+
+// Starts request `i` (its result in `r`), which calls state->Finished when it ends.
+void Send(const Endpoint& ep, OpenAiClientPool* pool, const LoadOptions& o,
+          const workload::RequestSpec& spec, size_t i, RunState* state, RequestResult* r) {
+  r->sent_s = state->Now();
+  state->sent.fetch_add(1, std::memory_order_relaxed);
+  if (ep.stub != nullptr) {
+    GenerateRequest req;
+    req.set_request_id(r->request_id);
+    if (!o.model.empty()) req.set_model(o.model);
+    req.set_prompt_length(spec.prompt_tokens);
+    req.set_max_new_tokens(spec.output_tokens);
+    req.set_ignore_eos(o.ignore_eos);
+    req.set_seed(static_cast<uint64_t>(i));
+    auto* call = new StreamCall(state, r, std::move(req));
+    call->Start(ep.stub, o.timeout_s);
+    return;
+  }
+  OpenAiRequest req;
+  req.model = o.model;
+  req.prompt_tokens = spec.prompt_tokens;
+  req.max_tokens = spec.output_tokens;
+  req.ignore_eos = o.ignore_eos;
+  req.seed = static_cast<uint64_t>(i);
+  req.timeout_s = o.timeout_s;
+  pool->Run([url = ep.url, req, state, r](httplib::Client& client) {
+    RunOpenAiRequest(
+        client, *url, req, [state] { return state->Now(); }, &state->tokens, r);
+    state->Finished(state->Now(), r->ok);
+  });
+}
+
 // Runs one workload against the server and fills a RunResult.
-RunResult RunOnce(LlmService::Stub* stub, const LoadOptions& o, const workload::Workload& w,
+RunResult RunOnce(const Endpoint& ep, const LoadOptions& o, const workload::Workload& w,
                   ClientStats* client) {
   RunResult run;
   const bool closed = w.arrivals.kind == workload::ArrivalKind::kClosedLoop;
@@ -434,7 +487,9 @@ RunResult RunOnce(LlmService::Stub* stub, const LoadOptions& o, const workload::
   run.wall_start_unix_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   state.t0 = Clock::now();
-  Monitor monitor(stub, &state, o, run.label);
+  Monitor monitor(ep.stub, ep.url, &state, o, run.label);
+  std::optional<OpenAiClientPool> pool;
+  if (ep.url != nullptr) pool.emplace(*ep.url);
 
   for (size_t i = 0; i < n; ++i) {
     const workload::RequestSpec& spec = w.requests[i];
@@ -451,17 +506,7 @@ RunResult RunOnce(LlmService::Stub* stub, const LoadOptions& o, const workload::
       std::lock_guard<std::mutex> l(state.mu);
       ++state.in_flight;
     }
-    GenerateRequest req;
-    req.set_request_id(r.request_id);
-    if (!o.model.empty()) req.set_model(o.model);
-    req.set_prompt_length(spec.prompt_tokens);
-    req.set_max_new_tokens(spec.output_tokens);
-    req.set_ignore_eos(o.ignore_eos);
-    req.set_seed(static_cast<uint64_t>(i));
-    r.sent_s = state.Now();
-    state.sent.fetch_add(1, std::memory_order_relaxed);
-    auto* call = new StreamCall(&state, &r, std::move(req));
-    call->Start(stub, o.timeout_s);
+    Send(ep, pool.has_value() ? &*pool : nullptr, o, spec, i, &state, &r);
   }
   {
     std::unique_lock<std::mutex> l(state.mu);
@@ -469,6 +514,7 @@ RunResult RunOnce(LlmService::Stub* stub, const LoadOptions& o, const workload::
     run.duration_s = state.last_done_s - (n > 0 ? run.requests[0].sent_s : 0.0);
   }
   run.samples = monitor.Stop();
+  pool.reset();  // joins the HTTP client threads
   // Streams release the lock in Finished() before returning; take it once more so none is
   // still inside it when `state` goes away.
   { std::lock_guard<std::mutex> l(state.mu); }
@@ -488,6 +534,20 @@ RunResult RunOnce(LlmService::Stub* stub, const LoadOptions& o, const workload::
   }
   Summarize(run, o.slo);
   return run;
+}
+
+absl::StatusOr<std::unique_ptr<LlmService::Stub>> ConnectGrpc(const LoadOptions& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(DeadlineIn(o.connect_timeout_s))) {
+    return Unreachable(
+        o.server, absl::StrFormat("no connection within %g s (channel %s); is `neupims serve` "
+                                  "running there? (--server)",
+                                  o.connect_timeout_s, ChannelStateName(channel->GetState(false))));
+  }
+  return LlmService::NewStub(channel);
 }
 
 std::string Centered(absl::string_view title, char fill) {
@@ -517,6 +577,11 @@ bool AnySlo(const SloTargets& slo) { return slo.ttft_ms > 0 || slo.tpot_ms > 0 |
 
 }  // namespace
 
+const EnumNames<Backend>& BackendNames() {
+  static constexpr EnumNames<Backend> kNames("backend", kBackends);
+  return kNames;
+}
+
 absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text) {
   std::vector<std::string> rates;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
@@ -538,7 +603,10 @@ absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text)
 }
 
 absl::Status ValidateOptions(const LoadOptions& o) {
-  if (o.server.empty()) return absl::InvalidArgumentError("--server is empty (host:port)");
+  if (o.backend == Backend::kGrpc && o.server.empty()) {
+    return absl::InvalidArgumentError("--server is empty (host:port)");
+  }
+  if (o.backend == Backend::kOpenAi) RETURN_IF_ERROR(ParseBaseUrl(o.base_url).status());
   if (o.timeout_s < 0 || !std::isfinite(o.timeout_s)) {
     return absl::InvalidArgumentError("--timeout-s must be >= 0");
   }
@@ -575,21 +643,23 @@ absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* i
   LoadInfo local;
   if (info == nullptr) info = &local;
 
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(DeadlineIn(o.connect_timeout_s))) {
-    return Unreachable(
-        o.server, absl::StrFormat("no connection within %g s (channel %s); is `neupims serve` "
-                                  "running there? (--server)",
-                                  o.connect_timeout_s, ChannelStateName(channel->GetState(false))));
+  // The backend's connection, and what the server says about itself.
+  std::unique_ptr<LlmService::Stub> stub;
+  std::optional<BaseUrl> url;
+  Endpoint ep;
+  if (o.backend == Backend::kOpenAi) {
+    ASSIGN_OR_RETURN(url, ParseBaseUrl(o.base_url));
+    ASSIGN_OR_RETURN(info->server, DescribeOpenAiServer(*url, o.connect_timeout_s));
+    ep.url = &*url;
+  } else {
+    ASSIGN_OR_RETURN(stub, ConnectGrpc(o));
+    ASSIGN_OR_RETURN(info->server, Describe(stub.get(), o.server, o.connect_timeout_s));
+    ep.stub = stub.get();
   }
-  std::unique_ptr<LlmService::Stub> stub = LlmService::NewStub(channel);
-  ASSIGN_OR_RETURN(info->server, Describe(stub.get(), o.server, o.connect_timeout_s));
+  const std::string& where = info->server.address;
   if (!o.model.empty() && o.model != info->server.model) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--model '", o.model, "': the server at ", o.server, " serves '", info->server.model, "'"));
+    return absl::FailedPreconditionError(absl::StrCat("--model '", o.model, "': the server at ",
+                                                      where, " serves '", info->server.model, "'"));
   }
 
   std::vector<std::string> rates = {o.workload.request_rate};
@@ -622,12 +692,12 @@ absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* i
     }
     if (!o.quiet) {
       std::fprintf(stderr, "run %zu/%zu: %zu requests, %s -> %s (%s, %s, %s pacing)\n", k + 1,
-                   rates.size(), w.requests.size(), w.description.c_str(), o.server.c_str(),
+                   rates.size(), w.requests.size(), w.description.c_str(), where.c_str(),
                    info->server.model.c_str(), info->server.mode.c_str(),
                    info->server.pacing.c_str());
     }
     ClientStats client;
-    runs.push_back(RunOnce(stub.get(), o, w, &client));
+    runs.push_back(RunOnce(ep, o, w, &client));
     if (!wf.trace.empty()) runs.back().label = "trace";
     info->client.push_back(client);
   }
@@ -704,7 +774,8 @@ void PrintSweepTable(const std::vector<RunResult>& runs, FILE* out) {
 nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions& o,
                           const LoadInfo& info) {
   nlohmann::json settings;
-  settings["server"] = o.server;
+  settings["backend"] = BackendNames().ToString(o.backend);
+  settings["server"] = o.backend == Backend::kOpenAi ? o.base_url : o.server;
   settings["server_version"] = info.server.version;
   settings["model"] = info.server.model;
   settings["max_seq_len"] = info.server.max_seq_len;
@@ -746,7 +817,7 @@ nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions&
     for (size_t i = 0; i < runs.size(); ++i) j["runs"].push_back(with_client(i));
   }
   j["date"] = date;
-  j["backend"] = "neupims";
+  j["backend"] = o.backend == Backend::kOpenAi ? "openai" : "neupims";
   j["model_id"] = info.server.model;
   j["tokenizer_id"] = info.server.tokenizer;
   j["burstiness"] = o.workload.burstiness;

@@ -1,6 +1,7 @@
-// neupims-bench: the gRPC load generator (vLLM benchmark_serving style) for `neupims serve`.
+// neupims-bench: the load generator (vLLM benchmark_serving style) for `neupims serve`.
 //
-// Role: builds a workload (tools/workload), sends every request as a neupims.v1 Generate stream at
+// Role: builds a workload (tools/workload), sends every request as a neupims.v1 Generate stream
+// (gRPC backend) or as a streamed POST /v1/completions (OpenAI backend, openai_client.h) at
 // its arrival time (open loop: Poisson / gamma / all at once) or keeps N in flight (closed loop),
 // measures each stream on the client's wall clock, keeps the simulated latencies the server
 // reports in the final message, samples GetServerInfo while it runs, and summarises the run in
@@ -21,14 +22,21 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/enum_names.h"
 #include "nlohmann/json.hpp"
 #include "tools/loadgen/results.h"
 #include "tools/workload/workload_flags.h"
 
 namespace neupims::loadgen {
 
+enum class Backend { kGrpc, kOpenAi };
+// "grpc", "openai".
+const EnumNames<Backend>& BackendNames();
+
 struct LoadOptions {
-  std::string server = "127.0.0.1:50051";  // host:port
+  Backend backend = Backend::kGrpc;
+  std::string server = "127.0.0.1:50051";          // host:port (gRPC backend)
+  std::string base_url = "http://127.0.0.1:8000";  // OpenAI backend
   workload::WorkloadFlags workload;
   // "1,2,4,8": one run per rate (each overrides --request-rate; "inf" allowed). Empty: one run
   // at workload.request_rate.

@@ -18,6 +18,7 @@
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/report.h"
 #include "tools/loadgen/results.h"
+#include "tools/neupims/enum_flag.h"
 #include "tools/workload/workload_flags.h"
 
 namespace {
@@ -51,10 +52,17 @@ int main(int argc, char** argv) {
   LoadOptions o;
   std::string result_json, result_csv, report_dir;
   CLI::App app(
-      "neupims-bench: replay a workload through a neupims server over gRPC and report latency "
-      "and throughput as the client sees it (wall clock) and as the simulated hardware does "
-      "(docs/loadgen.md)");
-  app.add_option("--server", o.server, "Server address host:port")->capture_default_str();
+      "neupims-bench: replay a workload through a neupims server over gRPC or its "
+      "OpenAI-compatible HTTP API and report latency and throughput as the client sees it (wall "
+      "clock) and as the simulated hardware does (docs/loadgen.md)");
+  neupims::cli::AddEnumFlag(&app, "--backend", neupims::loadgen::BackendNames(), &o.backend,
+                            "grpc: neupims.v1 Generate streams to --server; openai: streamed POST "
+                            "/v1/completions to --base-url");
+  app.add_option("--server", o.server, "gRPC server address host:port (--backend grpc)")
+      ->capture_default_str();
+  app.add_option("--base-url", o.base_url,
+                 "OpenAI-compatible server, http://host:port (--backend openai)")
+      ->capture_default_str();
   neupims::workload::AddWorkloadFlags(&app, &o.workload);
   app.add_option("--sweep-rates", o.sweep_rates,
                  "Comma-separated request rates, one run each (e.g. 1,2,4,8; inf allowed); "
@@ -136,7 +144,7 @@ int main(int argc, char** argv) {
   }
   if (!report_dir.empty()) {
     neupims::loadgen::ReportInfo ri;
-    ri.server = o.server;
+    ri.server = o.backend == neupims::loadgen::Backend::kOpenAi ? o.base_url : o.server;
     ri.model = info.server.model;
     ri.device = info.server.device;
     ri.mode = info.server.mode;

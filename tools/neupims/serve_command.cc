@@ -18,6 +18,7 @@ struct ServeFlags {
   std::string bind = "127.0.0.1";
   int port = 50051;
   int metrics_port = 9400;
+  int http_port = 8000;
   server::Pacing pacing = server::Pacing::kRealtime;
   double speed = 1.0;
   int64_t max_waiting = 4096;
@@ -32,7 +33,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* c = app.add_subcommand(
       "serve",
       "Serve neupims.v1.LlmService over gRPC (with health, reflection and Prometheus /metrics) "
-      "on the simulated device; SIGTERM / SIGINT drain and stop");
+      "and the OpenAI-compatible HTTP API on the simulated device; SIGTERM / SIGINT drain and "
+      "stop");
   c->add_option("--config", f->config,
                 "Server config JSON (docs/api.md); flags given on the command line override it");
   AddEngineFlags(c, &f->engine);
@@ -42,6 +44,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--metrics-port", f->metrics_port,
                 "Prometheus /metrics port (0: any free port, -1: none)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  c->add_option("--http-port", f->http_port,
+                "OpenAI-compatible HTTP API port (/v1/completions, /v1/chat/completions, "
+                "/v1/models, /health, /metrics; 0: any free port, -1: none)")
       ->check(CLI::Range(-1, 65535))
       ->capture_default_str();
   AddEnumFlag(c, "--pacing", server::PacingNames(), &f->pacing,
@@ -100,6 +107,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (f->config.empty() || given("--bind")) o.bind_address = f->bind;
     if (f->config.empty() || given("--port")) o.port = f->port;
     if (f->config.empty() || given("--metrics-port")) o.metrics_port = f->metrics_port;
+    if (f->config.empty() || given("--http-port")) {
+      o.http_port = f->http_port >= 0 ? std::optional<int>(f->http_port) : std::nullopt;
+    }
     if (f->config.empty() || given("--pacing")) o.runner.pacing = f->pacing;
     if (f->config.empty() || given("--speed")) o.runner.speed = f->speed;
     if (given("--max-waiting")) e.max_waiting = max_waiting_flag;

@@ -1,0 +1,629 @@
+#include "server/openai_api.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "prometheus/text_serializer.h"
+#include "server/generate_request.h"
+#include "server/status_map.h"
+
+namespace neupims::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kJson[] = "application/json";
+// OpenAI's legacy completions default; chat defaults to the rest of the context.
+constexpr int64_t kDefaultCompletionTokens = 16;
+// Fast pacing: tokens a stream's thread lets accumulate before it is woken (HttpRequestState).
+constexpr size_t kFastWakeBatch = 32;
+constexpr absl::Duration kFastWakeInterval = absl::Milliseconds(20);
+
+// ---- Errors ----------------------------------------------------------------------------------
+
+// A request error with the OpenAI "param" it concerns (empty: none).
+struct ApiError {
+  absl::Status status;
+  std::string param;
+};
+
+ApiError BadField(std::string param, absl::string_view message) {
+  return {absl::InvalidArgumentError(absl::StrCat(param, ": ", message)), std::move(param)};
+}
+
+void SendError(const ApiError& e, httplib::Response& res) {
+  const HttpError h = ToHttpError(e.status);
+  json err = {{"message", std::string(e.status.message())},
+              {"type", h.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", h.http_status}};
+  res.status = h.http_status;
+  res.set_content(json{{"error", std::move(err)}}.dump(), kJson);
+}
+
+// ---- Requests --------------------------------------------------------------------------------
+
+enum class Api { kCompletions, kChat };
+
+struct ParsedRequest {
+  GenerateInput input;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Reads an optional field of the expected JSON type; a wrong type is an error naming it.
+template <typename T>
+std::optional<ApiError> Read(const json& body, const char* key, std::optional<T>* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  bool ok = false;
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = it->is_boolean();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    ok = it->is_string();
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = it->is_number_integer();
+  } else {
+    ok = it->is_number();
+  }
+  if (!ok) return BadField(key, absl::StrCat("has the wrong type (", it->type_name(), ")"));
+  *out = it->get<T>();
+  return std::nullopt;
+}
+
+// `prompt`: a string, a list of token ids (as vLLM accepts), or a list of one of either.
+std::optional<ApiError> ReadPrompt(const json& body, Prompt* prompt) {
+  auto it = body.find("prompt");
+  if (it == body.end()) return BadField("prompt", "is required");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    p = &(*p)[0];  // a batch of one prompt
+  }
+  if (p->is_string()) {
+    *prompt = p->get<std::string>();
+    return std::nullopt;
+  }
+  if (p->is_array()) {
+    std::vector<int64_t> ids;
+    ids.reserve(p->size());
+    for (const json& id : *p) {
+      if (!id.is_number_integer()) {
+        return BadField("prompt", "must be a string or a list of token ids (one prompt only)");
+      }
+      ids.push_back(id.get<int64_t>());
+    }
+    *prompt = std::move(ids);
+    return std::nullopt;
+  }
+  return BadField("prompt", "must be a string or a list of token ids");
+}
+
+// The documented chat template (docs/api.md): every message as "<|role|>\n" + its content +
+// "\n", then "<|assistant|>\n" for the reply. A content may be a string or a list of text parts.
+std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
+  auto it = body.find("messages");
+  if (it == body.end() || !it->is_array() || it->empty()) {
+    return BadField("messages", "must be a non-empty list of {role, content}");
+  }
+  for (const json& m : *it) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return BadField("messages", "every message needs a string role");
+    }
+    absl::StrAppend(text, "<|", m["role"].get<std::string>(), "|>\n");
+    const json content = m.value("content", json(nullptr));
+    if (content.is_string()) {
+      absl::StrAppend(text, content.get<std::string>());
+    } else if (content.is_array()) {
+      for (const json& part : content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          return BadField("messages", "content parts must be {\"type\": \"text\", \"text\": ...}");
+        }
+        absl::StrAppend(text, part["text"].get<std::string>());
+      }
+    } else if (!content.is_null()) {
+      return BadField("messages", "a content must be a string or a list of text parts");
+    }
+    absl::StrAppend(text, "\n");
+  }
+  absl::StrAppend(text, "<|assistant|>\n");
+  return std::nullopt;
+}
+
+// Translates the fields this server honours; the sampling ones (temperature, top_p, stop...)
+// are accepted and have no effect, since no real token is computed (tokenizer.h).
+std::optional<ApiError> ParseBody(Api api, const json& body, const ServedEngine& served,
+                                  const ByteTokenizer& tokenizer, uint64_t default_seed,
+                                  ParsedRequest* out) {
+  if (!body.is_object()) return BadField("body", "must be a JSON object");
+  std::optional<std::string> model;
+  std::optional<bool> stream, ignore_eos;
+  std::optional<int64_t> n, max_tokens, max_completion_tokens, seed;
+  for (auto e :
+       {Read(body, "model", &model), Read(body, "stream", &stream),
+        Read(body, "ignore_eos", &ignore_eos), Read(body, "n", &n),
+        Read(body, "max_tokens", &max_tokens),
+        Read(body, "max_completion_tokens", &max_completion_tokens), Read(body, "seed", &seed)}) {
+    if (e.has_value()) return e;
+  }
+  if (n.value_or(1) != 1) return BadField("n", "only n = 1 is supported");
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) return BadField("stream_options", "must be an object");
+    std::optional<bool> usage;
+    if (auto e = Read(*so, "include_usage", &usage)) return e;
+    out->include_usage = usage.value_or(false);
+  }
+  GenerateInput& in = out->input;
+  if (api == Api::kChat) {
+    std::string text;
+    if (auto e = FlattenMessages(body, &text)) return e;
+    in.prompt = std::move(text);
+  } else if (auto e = ReadPrompt(body, &in.prompt)) {
+    return e;
+  }
+  std::optional<int64_t> limit =
+      max_completion_tokens.has_value() ? max_completion_tokens : max_tokens;
+  if (!limit.has_value() && api == Api::kChat) {
+    const std::string& text = std::get<std::string>(in.prompt);
+    const int64_t prompt_tokens = static_cast<int64_t>(tokenizer.Encode(text).size());
+    limit = std::max<int64_t>(1, served.model.max_seq_len - prompt_tokens);
+  }
+  in.model = model.value_or("");
+  in.max_new_tokens = limit.value_or(kDefaultCompletionTokens);
+  in.ignore_eos = ignore_eos.value_or(false);
+  in.seed = seed.has_value() ? static_cast<uint64_t>(*seed) : default_seed;
+  out->stream = stream.value_or(false);
+  return std::nullopt;
+}
+
+// ---- Responses -------------------------------------------------------------------------------
+
+const char* FinishName(Finish f) {
+  switch (f) {
+    case Finish::kLength:
+      return "length";
+    case Finish::kStop:
+      return "stop";
+    case Finish::kAborted:
+      return "abort";  // as vLLM reports it
+    case Finish::kRejected:
+      return "rejected";
+  }
+  return "stop";
+}
+
+// Appends `text` as the inside of a JSON string.
+void AppendJsonEscaped(absl::string_view text, std::string* out) {
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(ch);
+    } else if (c < 0x20 || c >= 0x80) {
+      // Bytes of the byte-level tokenizer stand alone: >= 0x80 is not UTF-8 by itself, so it is
+      // sent as the code point of the same value.
+      absl::StrAppendFormat(out, "\\u%04x", c);
+    } else {
+      out->push_back(ch);
+    }
+  }
+}
+
+json Usage(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+// The simulated hardware's view of the request (an extension field; OpenAI clients ignore it).
+json SimulatedTimes(const Completion& c) {
+  return {{"queue_time_s", c.queue_time_s},
+          {"ttft_s", c.ttft_s},
+          {"tpot_s", c.tpot_s},
+          {"e2e_latency_s", c.e2e_latency_s},
+          {"pim_channel", c.pim_channel},
+          {"preemptions", c.preemptions},
+          {"error", c.error}};
+}
+
+// Per-response constants: the id, object names and the fixed JSON around each token's text.
+struct ResponseShape {
+  Api api = Api::kCompletions;
+  std::string id, model;
+  int64_t created = 0;
+  bool usage_null = false;  // include_usage: every chunk carries "usage": null
+
+  json Header(bool chunk) const {
+    const char* object = api == Api::kChat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                           : "text_completion";
+    return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+  }
+};
+
+// Formats a stream's SSE events: one chunk per token, as OpenAI and vLLM stream them.
+class SseWriter {
+ public:
+  explicit SseWriter(const ResponseShape& shape) : shape_(shape) {
+    std::string head = shape.Header(true).dump();
+    head.pop_back();  // the closing brace: choices follow
+    prefix_ = absl::StrCat("data: ", head, ",\"choices\":[{\"index\":0,",
+                           shape.api == Api::kChat ? "\"delta\":{\"content\":\"" : "\"text\":\"");
+    suffix_ = absl::StrCat(shape.api == Api::kChat ? "\"}" : "\"",
+                           ",\"logprobs\":null,\"finish_reason\":null}]",
+                           shape.usage_null ? ",\"usage\":null" : "", "}\n\n");
+  }
+
+  // Chat streams open with the assistant's role, as OpenAI's do.
+  void AppendRole(std::string* out) const {
+    json chunk = shape_.Header(true);
+    chunk["choices"] = json::array({{{"index", 0},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    if (shape_.usage_null) chunk["usage"] = nullptr;
+    AppendEvent(chunk, out);
+  }
+
+  void AppendToken(absl::string_view text, std::string* out) const {
+    out->append(prefix_);
+    AppendJsonEscaped(text, out);
+    out->append(suffix_);
+  }
+
+  // The chunk with the finish reason, the usage chunk when asked for, and [DONE].
+  void AppendEnd(const Completion& c, int64_t streamed, bool include_usage,
+                 std::string* out) const {
+    json chunk = shape_.Header(true);
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishName(c.reason)}};
+    if (shape_.api == Api::kChat) {
+      choice["delta"] = json::object();
+    } else {
+      choice["text"] = "";
+    }
+    chunk["choices"] = json::array({std::move(choice)});
+    if (shape_.usage_null) chunk["usage"] = nullptr;
+    chunk["neupims"] = SimulatedTimes(c);
+    AppendEvent(chunk, out);
+    if (include_usage) {
+      json usage = shape_.Header(true);
+      usage["choices"] = json::array();
+      usage["usage"] = Usage(c.prompt_tokens, streamed);
+      AppendEvent(usage, out);
+    }
+    out->append("data: [DONE]\n\n");
+  }
+
+ private:
+  static void AppendEvent(const json& j, std::string* out) {
+    absl::StrAppend(out, "data: ", j.dump(), "\n\n");
+  }
+
+  const ResponseShape& shape_;
+  std::string prefix_, suffix_;
+};
+
+json FullResponse(const ResponseShape& shape, const std::string& text, const Completion& c,
+                  int64_t completion_tokens) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishName(c.reason)}};
+  if (shape.api == Api::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  json j = shape.Header(false);
+  j["choices"] = json::array({std::move(choice)});
+  j["usage"] = Usage(c.prompt_tokens, completion_tokens);
+  j["neupims"] = SimulatedTimes(c);
+  return j;
+}
+
+// ---- One request's output ----------------------------------------------------------------------
+
+// Filled by the engine thread (token ids only: formatting happens on the connection's thread, so
+// the engine thread, which every request shares, does as little as possible per token).
+//
+// Waking a connection's thread costs the engine thread a futex call and both a context switch,
+// per write. In fast pacing (simulated time only; wall-clock latency means nothing there) a
+// stream therefore wakes for its first token and then only once `wake_batch` tokens are waiting,
+// the request is complete or 2 ms have passed: fewer, larger writes of the same per-token SSE
+// events, as gRPC coalesces the tokens that arrive while a write is in flight. absl::Mutex
+// evaluates the condition in the engine thread at unlock and wakes no one while it is false.
+// In realtime pacing `wake_batch` is 1: every token is written when it is due.
+class HttpRequestState : public RequestSink {
+ public:
+  explicit HttpRequestState(size_t wake_batch) : wake_batch_(wake_batch) {}
+
+  void OnTokens(const std::vector<GeneratedToken>& tokens) override {
+    absl::MutexLock l(&mu_);
+    for (const GeneratedToken& t : tokens) ids_.push_back(t.id);
+  }
+  void OnComplete(const Completion& c) override {
+    absl::MutexLock l(&mu_);
+    completion_ = c;
+  }
+
+  // Waits for output, then moves it into `ids` (appended) and `completion` (once complete).
+  void Take(std::vector<int64_t>* ids, std::optional<Completion>* completion) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !ids_.empty() || completion_.has_value();
+    };
+    auto batch_ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ids_.size() >= wake_batch_ || completion_.has_value();
+    };
+    absl::MutexLock l(&mu_);
+    if (wake_batch_ > 1 && started_) {
+      mu_.AwaitWithTimeout(absl::Condition(&batch_ready), kFastWakeInterval);
+    }
+    mu_.Await(absl::Condition(&ready));
+    started_ = true;
+    ids->insert(ids->end(), ids_.begin(), ids_.end());
+    ids_.clear();
+    if (completion_.has_value()) *completion = std::move(completion_);
+  }
+
+ private:
+  const size_t wake_batch_;
+  absl::Mutex mu_;
+  std::vector<int64_t> ids_ ABSL_GUARDED_BY(mu_);
+  std::optional<Completion> completion_ ABSL_GUARDED_BY(mu_);
+  bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
+};
+
+// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
+// library): a burst of new connections (hundreds of streams opened at once) would overflow it and
+// the kernel would drop SYNs, which clients retry only after a second. listen() again on the bound
+// socket raises the backlog (the kernel caps it at net.core.somaxconn).
+class BackloggedServer : public httplib::Server {
+ public:
+  bool RaiseBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+};
+
+}  // namespace
+
+struct OpenAiHttpServer::Impl {
+  HttpOptions options;
+  EngineRunner* runner = nullptr;
+  ServerMetrics* metrics = nullptr;
+  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<const ServedEngine> served;
+  int64_t started_unix_s = 0;
+  std::atomic<uint64_t> next_id{0};
+  BackloggedServer http;
+  std::thread listener;
+  bool stopped = false;
+
+  void Routes();
+  void Generate(Api api, const httplib::Request& req, httplib::Response& res);
+  void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
+              const std::string& request_id, httplib::Response& res);
+  void Models(httplib::Response& res) const;
+};
+
+void OpenAiHttpServer::Impl::Routes() {
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(Api::kCompletions, req, res);
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(Api::kChat, req, res);
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (runner->Snapshot().draining) {
+      SendError({absl::UnavailableError("the server is draining"), ""}, res);
+    } else {
+      res.status = 200;
+    }
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    if (registry == nullptr) {
+      SendError({absl::NotFoundError("no metrics registry"), ""}, res);
+      return;
+    }
+    res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
+                    "text/plain; version=0.0.4");
+  });
+  // Unknown paths and methods, and httplib's own refusals, as OpenAI error objects.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const int status = res.status;
+    const std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
+    SendError({status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""},
+              res);
+    res.status = status;  // httplib's own (405, 413, 414...), whatever the error type says
+  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError({absl::InternalError(what), ""}, res);
+      });
+}
+
+void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
+  const RunnerOptions& ro = runner->options();
+  json model = {{"id", served->model.name},
+                {"object", "model"},
+                {"created", started_unix_s},
+                {"owned_by", "neupims"},
+                {"root", served->model.name},
+                {"max_model_len", served->model.max_seq_len},
+                {"neupims",
+                 {{"version", options.version},
+                  {"device", served->device.name},
+                  {"mode", served->mode},
+                  {"pacing", ToString(ro.pacing)},
+                  {"speed", ro.speed},
+                  {"tensor_parallel", served->parallelism.tp},
+                  {"pipeline_parallel", served->parallelism.pp},
+                  {"tokenizer", runner->tokenizer().name()}}}};
+  res.set_content(json{{"object", "list"}, {"data", json::array({std::move(model)})}}.dump(),
+                  kJson);
+}
+
+void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
+                                      httplib::Response& res) {
+  const uint64_t n = next_id.fetch_add(1, std::memory_order_relaxed);
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  ParsedRequest p;
+  std::optional<ApiError> bad =
+      body.is_discarded()
+          ? std::optional<ApiError>(BadField("body", "is not valid JSON"))
+          : ParseBody(api, body, *served, runner->tokenizer(), /*default_seed=*/n, &p);
+  if (bad.has_value()) {
+    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(bad->status.code()));
+    SendError(*bad, res);
+    return;
+  }
+  ResponseShape shape;
+  shape.api = api;
+  shape.id =
+      absl::StrFormat("%s-%x-%d", api == Api::kChat ? "chatcmpl" : "cmpl", started_unix_s, n);
+  shape.model = served->model.name;
+  shape.created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  shape.usage_null = p.stream && p.include_usage;
+  p.input.request_id = shape.id;
+  auto state = std::make_shared<HttpRequestState>(
+      runner->options().pacing == Pacing::kFast ? kFastWakeBatch : 1);
+  absl::StatusOr<std::string> id = SubmitGenerate(runner, metrics, p.input, state);
+  if (!id.ok()) {
+    SendError({id.status(), ""}, res);
+    return;
+  }
+  if (p.stream) {
+    Stream(p, std::move(shape), std::move(state), *id, res);
+    return;
+  }
+  // Not streamed: the connection's thread waits for the whole completion.
+  const ByteTokenizer& tok = runner->tokenizer();
+  std::vector<int64_t> ids;
+  std::optional<Completion> done;
+  while (!done.has_value()) state->Take(&ids, &done);
+  std::string text;
+  for (int64_t t : ids) text += tok.Decode(t);
+  res.set_content(FullResponse(shape, text, *done, static_cast<int64_t>(ids.size())).dump(), kJson);
+}
+
+void OpenAiHttpServer::Impl::Stream(const ParsedRequest& p, ResponseShape shape,
+                                    std::shared_ptr<HttpRequestState> state,
+                                    const std::string& request_id, httplib::Response& res) {
+  // Shared by the provider (called until it finishes) and the releaser (called once at the end).
+  struct StreamContext {
+    ResponseShape shape;
+    SseWriter writer;
+    std::shared_ptr<HttpRequestState> state;
+    bool include_usage = false;
+    bool chat_role_sent = false;
+    bool completed = false;
+    int64_t streamed = 0;
+    std::vector<int64_t> ids;
+    std::string out;
+    explicit StreamContext(ResponseShape s) : shape(std::move(s)), writer(shape) {}
+  };
+  auto ctx = std::make_shared<StreamContext>(std::move(shape));
+  ctx->state = std::move(state);
+  ctx->include_usage = p.include_usage;
+  ctx->chat_role_sent = ctx->shape.api != Api::kChat;
+  const ByteTokenizer* tok = &runner->tokenizer();
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [ctx, tok](size_t /*offset*/, httplib::DataSink& sink) {
+        StreamContext& c = *ctx;
+        c.out.clear();
+        if (!c.chat_role_sent) {
+          c.writer.AppendRole(&c.out);
+          c.chat_role_sent = true;
+        } else {
+          std::optional<Completion> done;
+          c.ids.clear();
+          c.state->Take(&c.ids, &done);
+          for (int64_t id : c.ids) c.writer.AppendToken(tok->Decode(id), &c.out);
+          c.streamed += static_cast<int64_t>(c.ids.size());
+          if (done.has_value()) {
+            c.writer.AppendEnd(*done, c.streamed, c.include_usage, &c.out);
+            c.completed = true;
+          }
+        }
+        // A failed write means the client went away: returning false ends the response and the
+        // releaser aborts the request.
+        if (!sink.write(c.out.data(), c.out.size())) return false;
+        if (c.completed) sink.done();
+        return true;
+      },
+      [ctx, runner = runner, request_id](bool /*success*/) {
+        // Ended before the completion: the client left; free the request's KV blocks.
+        if (!ctx->completed) runner->AbortAsync(request_id);
+      });
+}
+
+OpenAiHttpServer::OpenAiHttpServer() : impl_(std::make_unique<Impl>()) {}
+
+OpenAiHttpServer::~OpenAiHttpServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
+    const HttpOptions& options, EngineRunner* runner, ServerMetrics* metrics,
+    std::shared_ptr<prometheus::Registry> registry) {
+  std::unique_ptr<OpenAiHttpServer> s(new OpenAiHttpServer());
+  Impl& im = *s->impl_;
+  im.options = options;
+  im.runner = runner;
+  im.metrics = metrics;
+  im.registry = std::move(registry);
+  im.served = runner->Snapshot().served;
+  im.started_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const size_t threads = static_cast<size_t>(std::max(1, options.threads));
+  im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
+  im.http.set_tcp_nodelay(true);
+  im.http.set_keep_alive_max_count(1 << 20);
+  im.Routes();
+  if (options.port == 0) {
+    s->port_ = im.http.bind_to_any_port(options.bind_address);
+  } else if (im.http.bind_to_port(options.bind_address, options.port)) {
+    s->port_ = options.port;
+  } else {
+    s->port_ = -1;
+  }
+  if (s->port_ <= 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve HTTP on ", options.bind_address, ":",
+                                               options.port, " (in use or not permitted)"));
+  }
+  if (!im.http.RaiseBacklog(4096)) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
+                                               s->port_, " with a larger backlog"));
+  }
+  im.listener = std::thread([&http = im.http] { http.listen_after_bind(); });
+  return s;
+}
+
+void OpenAiHttpServer::Stop() {
+  Impl& im = *impl_;
+  if (im.stopped) return;
+  im.stopped = true;
+  im.http.stop();
+  if (im.listener.joinable()) im.listener.join();
+}
+
+}  // namespace neupims::server

@@ -1,0 +1,62 @@
+// OpenAiHttpServer: the OpenAI-compatible HTTP/1.1 API (cpp-httplib), next to gRPC in the same
+// process and over the same EngineRunner (docs/api.md).
+//
+// Endpoints: POST /v1/completions and /v1/chat/completions (stream or not; Server-Sent Events
+// `data: {...}` chunks closed by `data: [DONE]`), GET /v1/models, GET /health (200 serving, 503
+// draining) and GET /metrics (the Prometheus registry's exposition text, as on the metrics port).
+//
+// Requests take the same path as gRPC's (generate_request.h: SubmitGenerate), so validation is
+// the engine's one check and errors are absl::Status mapped to HTTP in status_map.h, reported as
+// OpenAI's error object {"error": {"message", "type", "param", "code"}}.
+//
+// Threads: httplib serves each connection on a thread of its pool (`threads`), so that many
+// streams can be open at once. A stream's thread waits for its request's output, which the engine
+// thread hands over as token ids (RequestSink); the stream's thread formats and writes the SSE
+// chunks, everything that arrived since its last write in one write. A write that fails (the
+// client went away) aborts the request in the engine, which frees its KV blocks, as a gRPC cancel
+// does. Without output there is nothing to write, so a client that leaves while its request is
+// still queued is noticed at the request's first token.
+#ifndef NEUPIMS_SERVER_OPENAI_API_H_
+#define NEUPIMS_SERVER_OPENAI_API_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "prometheus/registry.h"
+#include "server/engine_runner.h"
+#include "server/metrics.h"
+
+namespace neupims::server {
+
+struct HttpOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 8000;    // 0: pick a free port (OpenAiHttpServer::port())
+  int threads = 512;  // connections served at once (each open stream holds one)
+  std::string version;
+};
+
+class OpenAiHttpServer {
+ public:
+  // Binds and serves on its own threads; UNAVAILABLE if the address cannot be bound. `metrics`
+  // and `registry` may be null (no error counts; /metrics answers 404).
+  static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(
+      const HttpOptions& options, EngineRunner* runner, ServerMetrics* metrics,
+      std::shared_ptr<prometheus::Registry> registry);
+  ~OpenAiHttpServer();
+
+  int port() const { return port_; }
+  // Stops listening and waits for the connections' threads. Streams still open must have been
+  // ended first (EngineRunner::Stop completes every request). Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  OpenAiHttpServer();
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace neupims::server
+
+#endif  // NEUPIMS_SERVER_OPENAI_API_H_

@@ -1,0 +1,530 @@
+// Integration tests of the OpenAI-compatible HTTP API (server/openai_api.h): the real
+// server::Server with its HTTP port on an ephemeral loopback port, driven by httplib clients.
+//
+// Timing: "fast" pacing wherever wall time does not matter. Tests that need requests to stay
+// live (queue full, client disconnect) use realtime pacing at kSlowSpeed with a long request, so
+// it cannot end on its own within the 15 s they poll; the server's shutdown ends it.
+#include "server/openai_api.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "server/server.h"
+
+namespace neupims::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kModel[] = "gpt3-7b";
+constexpr double kSlowSpeed = 0.2;
+constexpr int64_t kLongTokens = 2000;
+
+ServerOptions FastOptions() {
+  ServerOptions o;
+  o.port = 0;
+  o.metrics_port = -1;
+  o.http_port = 0;
+  o.http_threads = 64;
+  o.runner.pacing = Pacing::kFast;
+  o.drain_timeout = std::chrono::milliseconds(5000);
+  return o;
+}
+
+ServerOptions SlowOptions() {
+  ServerOptions o = FastOptions();
+  o.runner.pacing = Pacing::kRealtime;
+  o.runner.speed = kSlowSpeed;
+  return o;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+// A stream's body split into its SSE events (the text after "data: ").
+struct SseResult {
+  int status = 0;
+  std::vector<std::string> events;
+  std::string raw;
+  bool framing_ok = true;  // every event is exactly "data: ...\n\n"
+};
+
+SseResult ParseSse(int status, const std::string& raw) {
+  SseResult r;
+  r.status = status;
+  r.raw = raw;
+  if (!absl::EndsWith(raw, "\n\n")) r.framing_ok = false;
+  for (absl::string_view event : absl::StrSplit(raw, "\n\n", absl::SkipEmpty())) {
+    if (!absl::StartsWith(event, "data: ") || absl::StrContains(event, "\n")) {
+      r.framing_ok = false;
+      continue;
+    }
+    r.events.emplace_back(event.substr(6));
+  }
+  return r;
+}
+
+// What a stream carried, decoded.
+struct StreamSummary {
+  std::string text;
+  int64_t token_chunks = 0;
+  std::string finish_reason;
+  std::optional<json> usage;
+  std::set<std::string> ids, objects;
+  bool role_first = false;
+  bool done_last = false;
+  int usage_null_chunks = 0;
+};
+
+StreamSummary Summarize(const SseResult& r, bool chat) {
+  StreamSummary s;
+  s.done_last = !r.events.empty() && r.events.back() == "[DONE]";
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    if (r.events[i] == "[DONE]") continue;
+    const json j = json::parse(r.events[i]);
+    s.ids.insert(j["id"].get<std::string>());
+    s.objects.insert(j["object"].get<std::string>());
+    EXPECT_EQ(j["model"], kModel);
+    EXPECT_GT(j["created"].get<int64_t>(), 1600000000);
+    if (j.contains("usage") && j["usage"].is_null()) ++s.usage_null_chunks;
+    if (j.contains("usage") && j["usage"].is_object()) s.usage = j["usage"];
+    for (const json& c : j["choices"]) {
+      if (!c["finish_reason"].is_null()) s.finish_reason = c["finish_reason"];
+      const std::string piece =
+          chat ? c["delta"].value("content", std::string()) : c.value("text", std::string());
+      if (chat && i == 0 && c["delta"].value("role", "") == "assistant") s.role_first = true;
+      if (!piece.empty()) {
+        s.text += piece;
+        ++s.token_chunks;
+      }
+    }
+  }
+  return s;
+}
+
+class OpenAiApiTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  void StartServer(const ServerOptions& options) {
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    ASSERT_TRUE(server_->http_port().has_value());
+    ASSERT_GT(*server_->http_port(), 0);
+  }
+
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", *server_->http_port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+  HttpResult Post(const std::string& path, const std::string& body) {
+    httplib::Client c = Client();
+    httplib::Result r = c.Post(path, body, "application/json");
+    if (!r) return {-1, absl::StrCat("transport error ", static_cast<int>(r.error())), ""};
+    return {r->status, r->body, r->get_header_value("Content-Type")};
+  }
+  HttpResult Post(const std::string& path, const json& body) { return Post(path, body.dump()); }
+
+  HttpResult Get(const std::string& path) {
+    httplib::Client c = Client();
+    httplib::Result r = c.Get(path);
+    if (!r) return {-1, "transport error", ""};
+    return {r->status, r->body, r->get_header_value("Content-Type")};
+  }
+
+  // A streamed POST read to its end.
+  SseResult Stream(const std::string& path, const json& body) {
+    httplib::Client c = Client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    std::string raw;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      raw.append(data, n);
+      return true;
+    };
+    httplib::Result r = c.send(req);
+    EXPECT_TRUE(r) << "transport error " << static_cast<int>(r.error());
+    return ParseSse(r ? r->status : -1, raw);
+  }
+
+  ServerSnapshot Snapshot() { return server_->runner().Snapshot(); }
+
+  // Polls the engine's snapshot until `pred` holds, for up to 15 s.
+  template <typename Pred>
+  bool PollSnapshot(Pred pred, ServerSnapshot* last) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < deadline) {
+      *last = Snapshot();
+      if (pred(*last)) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
+  // The error object of an error response, after checking its shape.
+  json ExpectError(const HttpResult& r, int status) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << r.body;
+    if (!j.is_object() || !j.contains("error")) return json::object();
+    const json& e = j["error"];
+    EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r.body;
+    EXPECT_TRUE(e["type"].is_string()) << r.body;
+    EXPECT_TRUE(e.contains("param")) << r.body;
+    EXPECT_EQ(e["code"], status) << r.body;
+    EXPECT_THAT(r.content_type, HasSubstr("application/json"));
+    return e;
+  }
+
+  std::unique_ptr<Server> server_;
+};
+
+// ---- Completions.
+
+TEST_F(OpenAiApiTest, CompletionNotStreamed) {
+  StartServer(FastOptions());
+  const HttpResult r =
+      Post("/v1/completions",
+           json{{"model", kModel}, {"prompt", "Hello"}, {"max_tokens", 8}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.content_type, HasSubstr("application/json"));
+  const json j = json::parse(r.body);
+  EXPECT_THAT(j["id"].get<std::string>(), StartsWith("cmpl-"));
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], kModel);
+  EXPECT_GT(j["created"].get<int64_t>(), 1600000000);
+  ASSERT_EQ(j["choices"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["text"].get<std::string>().size(), 8u);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"],
+            (json{{"prompt_tokens", 5}, {"completion_tokens", 8}, {"total_tokens", 13}}));
+  EXPECT_GT(j["neupims"]["ttft_s"].get<double>(), 0);
+}
+
+TEST_F(OpenAiApiTest, CompletionStreamedWithUsage) {
+  StartServer(FastOptions());
+  const SseResult r =
+      Stream("/v1/completions", json{{"prompt", "Hello, world"},
+                                     {"max_tokens", 16},
+                                     {"ignore_eos", true},
+                                     {"stream", true},
+                                     {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(r.framing_ok) << r.raw;
+  const StreamSummary s = Summarize(r, /*chat=*/false);
+  EXPECT_TRUE(s.done_last);
+  EXPECT_EQ(s.token_chunks, 16);
+  EXPECT_EQ(s.text.size(), 16u);
+  EXPECT_EQ(s.finish_reason, "length");
+  ASSERT_TRUE(s.usage.has_value());
+  EXPECT_EQ((*s.usage)["completion_tokens"], s.token_chunks);
+  EXPECT_EQ((*s.usage)["prompt_tokens"], 12);
+  EXPECT_EQ((*s.usage)["total_tokens"], 28);
+  ASSERT_EQ(s.ids.size(), 1u);
+  EXPECT_THAT(*s.ids.begin(), StartsWith("cmpl-"));
+  EXPECT_EQ(s.objects, std::set<std::string>{"text_completion"});
+  // include_usage: every chunk but the usage chunk carries "usage": null, as OpenAI's do.
+  EXPECT_EQ(s.usage_null_chunks, static_cast<int>(r.events.size()) - 2);
+}
+
+TEST_F(OpenAiApiTest, StreamWithoutUsageHasNoUsageChunk) {
+  StartServer(FastOptions());
+  const SseResult r =
+      Stream("/v1/completions",
+             json{{"prompt", "Hi"}, {"max_tokens", 4}, {"ignore_eos", true}, {"stream", true}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_TRUE(r.framing_ok) << r.raw;
+  const StreamSummary s = Summarize(r, false);
+  EXPECT_FALSE(s.usage.has_value());
+  EXPECT_EQ(s.usage_null_chunks, 0);
+  EXPECT_EQ(s.token_chunks, 4);
+  EXPECT_EQ(r.events.size(), 6u);  // 4 tokens, the finish chunk, [DONE]
+}
+
+TEST_F(OpenAiApiTest, TokenIdPrompts) {
+  StartServer(FastOptions());
+  for (const json& prompt : {json{1, 2, 3}, json{json{1, 2, 3}}}) {
+    const HttpResult r = Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens"], 3) << prompt;
+  }
+  const SseResult s =
+      Stream("/v1/completions", json{{"prompt", json{7, 8, 9, 10}},
+                                     {"max_tokens", 3},
+                                     {"ignore_eos", true},
+                                     {"stream", true},
+                                     {"stream_options", {{"include_usage", true}}}});
+  const StreamSummary sum = Summarize(s, false);
+  ASSERT_TRUE(sum.usage.has_value());
+  EXPECT_EQ((*sum.usage)["prompt_tokens"], 4);
+  EXPECT_EQ((*sum.usage)["completion_tokens"], 3);
+  // Outside the vocabulary: the same check as gRPC's token ids.
+  const json e = ExpectError(
+      Post("/v1/completions", json{{"prompt", json{1, 99999999}}, {"max_tokens", 2}}), 400);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("outside"));
+}
+
+TEST_F(OpenAiApiTest, SyntheticEndOfSequenceFinishesWithStop) {
+  ServerOptions o = FastOptions();
+  o.runner.mean_output_tokens = 4;
+  StartServer(o);
+  const SseResult r =
+      Stream("/v1/completions", json{{"prompt", "Hello"},
+                                     {"max_tokens", 500},
+                                     {"seed", 3},
+                                     {"stream", true},
+                                     {"stream_options", {{"include_usage", true}}}});
+  const StreamSummary s = Summarize(r, false);
+  EXPECT_EQ(s.finish_reason, "stop");
+  ASSERT_TRUE(s.usage.has_value());
+  EXPECT_LT((*s.usage)["completion_tokens"].get<int64_t>(), 500);
+  EXPECT_EQ((*s.usage)["completion_tokens"], s.token_chunks);
+}
+
+// ---- Chat.
+
+TEST_F(OpenAiApiTest, ChatNotStreamed) {
+  StartServer(FastOptions());
+  const json messages = json::array(
+      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  const HttpResult r = Post("/v1/chat/completions", json{{"model", kModel},
+                                                         {"messages", messages},
+                                                         {"max_completion_tokens", 6},
+                                                         {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_THAT(j["id"].get<std::string>(), StartsWith("chatcmpl-"));
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"].get<std::string>().size(), 6u);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  // The documented template, tokenised byte by byte.
+  const std::string flat = "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n";
+  EXPECT_EQ(j["usage"]["prompt_tokens"], static_cast<int64_t>(flat.size()));
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+}
+
+TEST_F(OpenAiApiTest, ChatStreamed) {
+  StartServer(FastOptions());
+  const json messages =
+      json::array({{{"role", "user"},
+                    {"content", json::array({{{"type", "text"}, {"text", "Hello "}},
+                                             {{"type", "text"}, {"text", "there"}}})}}});
+  const SseResult r =
+      Stream("/v1/chat/completions", json{{"messages", messages},
+                                          {"max_tokens", 10},
+                                          {"ignore_eos", true},
+                                          {"stream", true},
+                                          {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(r.framing_ok) << r.raw;
+  const StreamSummary s = Summarize(r, /*chat=*/true);
+  EXPECT_TRUE(s.role_first);
+  EXPECT_TRUE(s.done_last);
+  EXPECT_EQ(s.token_chunks, 10);
+  EXPECT_EQ(s.finish_reason, "length");
+  EXPECT_EQ(s.objects, std::set<std::string>{"chat.completion.chunk"});
+  ASSERT_TRUE(s.usage.has_value());
+  EXPECT_EQ((*s.usage)["completion_tokens"], s.token_chunks);
+  const std::string flat = "<|user|>\nHello there\n<|assistant|>\n";
+  EXPECT_EQ((*s.usage)["prompt_tokens"], static_cast<int64_t>(flat.size()));
+}
+
+// ---- Errors: OpenAI's error object with the status of the absl::Status.
+
+TEST_F(OpenAiApiTest, BadRequestsAre400) {
+  StartServer(FastOptions());
+  EXPECT_EQ(ExpectError(Post("/v1/completions", std::string("{not json")), 400)["type"],
+            "invalid_request_error");
+  EXPECT_EQ(ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"n", 2}}), 400)["param"],
+            "n");
+  EXPECT_EQ(ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", "many"}}),
+                        400)["param"],
+            "max_tokens");
+  EXPECT_EQ(ExpectError(Post("/v1/completions", json{{"max_tokens", 3}}), 400)["param"], "prompt");
+  EXPECT_EQ(
+      ExpectError(Post("/v1/chat/completions", json{{"messages", json::array()}}), 400)["param"],
+      "messages");
+  // The engine's one check (Engine::CheckRequest) judges lengths.
+  const json e =
+      ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 0}}), 400);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("max_new_tokens must be >= 1"));
+  ExpectError(Post("/v1/completions", json{{"prompt", ""}, {"max_tokens", 3}}), 400);
+  // Refused before the stream starts: a plain JSON error, not SSE.
+  const HttpResult streamed =
+      Post("/v1/completions", json{{"prompt", "x"}, {"n", 3}, {"stream", true}});
+  ExpectError(streamed, 400);
+}
+
+TEST_F(OpenAiApiTest, UnknownModelAndPathAre404) {
+  StartServer(FastOptions());
+  const json e = ExpectError(
+      Post("/v1/completions", json{{"model", "gpt5"}, {"prompt", "x"}, {"max_tokens", 2}}), 404);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("not served here"));
+  ExpectError(Get("/v1/nothing-here"), 404);
+}
+
+TEST_F(OpenAiApiTest, TooLargeIs413) {
+  StartServer(FastOptions());
+  const json e = ExpectError(
+      Post("/v1/completions", json{{"prompt", std::string(2000, 'a')}, {"max_tokens", 100}}), 413);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("exceeds the context"));
+}
+
+// Streams that stay open on other threads until the server ends them (Shutdown).
+class OpenStreams {
+ public:
+  OpenStreams(int port, int count, const json& body) {
+    for (int i = 0; i < count; ++i) {
+      threads_.emplace_back([this, port, body] {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(120, 0);
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = body.dump();
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [this](const char*, size_t, uint64_t, uint64_t) {
+          ++chunks_;
+          return !stop_.load();
+        };
+        c.send(req);
+      });
+    }
+  }
+  ~OpenStreams() { Join(); }
+  void Stop() { stop_ = true; }
+  void Join() {
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  int64_t chunks() const { return chunks_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> chunks_{0};
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(OpenAiApiTest, QueueFullIs429) {
+  ServerOptions o = SlowOptions();
+  o.runner.engine.max_batch = 1;
+  o.runner.engine.max_waiting = 1;
+  StartServer(o);
+  const json longer = {
+      {"prompt", "x"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
+  OpenStreams open(*server_->http_port(), 2, longer);  // one running, one waiting
+  ServerSnapshot last;
+  ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.live == 2; }, &last))
+      << "live " << last.live;
+  const json e =
+      ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}), 429);
+  EXPECT_EQ(e["type"], "rate_limit_error");
+  server_->Shutdown();  // ends both streams
+}
+
+TEST_F(OpenAiApiTest, HealthAndRequestsAcrossADrain) {
+  StartServer(FastOptions());
+  EXPECT_EQ(Get("/health").status, 200);
+  EXPECT_TRUE(server_->Drain());
+  ExpectError(Get("/health"), 503);
+  const json e =
+      ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}), 503);
+  EXPECT_EQ(e["type"], "service_unavailable_error");
+}
+
+// ---- Client disconnect.
+
+TEST_F(OpenAiApiTest, ClientDisconnectAbortsTheRequestAndFreesItsKvBlocks) {
+  StartServer(SlowOptions());
+  const json longer = {
+      {"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
+  OpenStreams open(*server_->http_port(), 1, longer);
+  ServerSnapshot last;
+  ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &last));
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (open.chunks() < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GE(open.chunks(), 3);
+  open.Stop();  // the client returns false from its receiver and closes the connection
+  open.Join();
+  EXPECT_TRUE(PollSnapshot(
+      [](const ServerSnapshot& s) { return s.kv_blocks_used == 0 && s.live == 0; }, &last))
+      << "the request was not aborted: kv_blocks_used " << last.kv_blocks_used << ", live "
+      << last.live;
+  EXPECT_EQ(last.running, 0);
+}
+
+// ---- Models, metrics.
+
+TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
+  StartServer(FastOptions());
+  const HttpResult r = Get("/v1/models");
+  ASSERT_EQ(r.status, 200);
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  const json& m = j["data"][0];
+  EXPECT_EQ(m["id"], kModel);
+  EXPECT_EQ(m["object"], "model");
+  EXPECT_EQ(m["max_model_len"], Snapshot().served->model.max_seq_len);
+  EXPECT_EQ(m["neupims"]["pacing"], "fast");
+}
+
+TEST_F(OpenAiApiTest, MetricsAsOnTheMetricsPort) {
+  ServerOptions o = FastOptions();
+  o.metrics_port = 0;
+  StartServer(o);
+  ASSERT_EQ(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
+  ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"n", 2}}), 400);
+  const HttpResult http = Get("/metrics");
+  ASSERT_EQ(http.status, 200);
+  EXPECT_THAT(http.content_type, HasSubstr("text/plain"));
+  httplib::Client metrics_client("127.0.0.1", server_->metrics_port());
+  httplib::Result exposer = metrics_client.Get("/metrics");
+  ASSERT_TRUE(exposer);
+  // The same registry: every neupims family line of one is in the other.
+  auto families = [](const std::string& text) {
+    std::set<std::string> out;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::StartsWith(line, "# TYPE neupims:")) out.emplace(line);
+    }
+    return out;
+  };
+  EXPECT_FALSE(families(http.body).empty());
+  EXPECT_EQ(families(http.body), families(exposer->body));
+  EXPECT_THAT(http.body, HasSubstr("neupims:request_errors_total{code=\"INVALID_ARGUMENT\""));
+}
+
+}  // namespace
+}  // namespace neupims::server

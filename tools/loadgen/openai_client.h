@@ -1,0 +1,92 @@
+// neupims-bench's OpenAI backend (--backend openai): the same workloads as the gRPC backend,
+// sent as streamed POST /v1/completions to an OpenAI-compatible HTTP server (`neupims serve
+// --http-port`, or any server that speaks the API, such as vLLM).
+//
+// Each request is a blocking cpp-httplib call on a thread of an OpenAiClientPool (one keep-alive
+// connection per thread; threads are added when none is idle, so there are as many as requests
+// in flight). The prompt is sent as token ids of the workload's exact length (as vLLM accepts),
+// with max_tokens, ignore_eos, a per-request seed and stream_options.include_usage. Every SSE
+// chunk with text is one token (as vLLM's benchmark counts them); the final chunks give the
+// finish reason, the usage and, from neupims, the simulated times (the "neupims" extension).
+// Server samples come from GET /metrics (the neupims gauges; none from other servers).
+#ifndef NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
+#define NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tools/loadgen/loadgen.h"
+#include "tools/loadgen/results.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace neupims::loadgen {
+
+// "http://host:port[/prefix]": where to connect and the path before /v1/... ("/v1" at the end of
+// the prefix is accepted and not doubled).
+struct BaseUrl {
+  std::string scheme_host_port;  // "http://127.0.0.1:8000"
+  std::string prefix;            // "" or "/some/prefix"
+};
+absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
+
+// GET /v1/models (retried until `timeout_s`): the served model and its context length, plus the
+// neupims extension fields when the server is neupims. Unavailable naming the URL otherwise.
+absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s);
+
+// Samples the neupims gauges from GET /metrics; nullopt if unreachable or not neupims.
+std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s);
+
+// One streamed completion request as the load generator sends it.
+struct OpenAiRequest {
+  std::string model;  // empty: left out (the server's)
+  int64_t prompt_tokens = 1;
+  int64_t max_tokens = 1;
+  bool ignore_eos = true;
+  uint64_t seed = 0;
+  double timeout_s = 0;  // <= 0: none
+};
+
+// Sends `req` on `client` and fills `out` as the gRPC backend does (client view from the SSE
+// chunks' arrival times on `now`, hardware view from the "neupims" extension). `tokens` counts
+// tokens as they arrive (progress).
+void RunOpenAiRequest(httplib::Client& client, const BaseUrl& url, const OpenAiRequest& req,
+                      const std::function<double()>& now, std::atomic<int64_t>* tokens,
+                      RequestResult* out);
+
+// Threads for blocking HTTP calls, each with its own keep-alive client. Run() hands a job to an
+// idle thread or starts a new one; the destructor waits for every job.
+class OpenAiClientPool {
+ public:
+  explicit OpenAiClientPool(BaseUrl url) : url_(std::move(url)) {}
+  ~OpenAiClientPool();
+  void Run(std::function<void(httplib::Client&)> job);
+
+ private:
+  void Worker();
+
+  BaseUrl url_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void(httplib::Client&)>> jobs_;  // guarded by mu_, as are the next two
+  size_t idle_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace neupims::loadgen
+
+#endif  // NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
