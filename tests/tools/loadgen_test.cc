@@ -224,6 +224,19 @@ TEST(LoadgenResultsTest, SuffixedPathTagsTheRate) {
   EXPECT_EQ(SuffixedPath("r.csv", run), "r.rateinf.csv");
 }
 
+TEST(LoadgenResultsTest, SweepPathsNumberRunsWhoseTagsRepeat) {
+  // A closed-loop sweep (--max-concurrency 4 --sweep-rates inf,inf): both runs tag conc4.
+  RunResult closed;
+  closed.max_concurrency = 4;
+  EXPECT_EQ(SweepPaths("out/r.csv", {closed, closed}),
+            (std::vector<std::string>{"out/r.conc4.run1.csv", "out/r.conc4.run2.csv"}));
+  RunResult a, b;
+  a.request_rate = 2;
+  b.request_rate = 0;
+  EXPECT_EQ(SweepPaths("r.csv", {a, b}),
+            (std::vector<std::string>{"r.rate2.csv", "r.rateinf.csv"}));
+}
+
 TEST(LoadgenOptionsTest, BadFlagsAreInvalidArgumentNamingTheFlag) {
   LoadOptions o;
   o.sweep_rates = "1,x";

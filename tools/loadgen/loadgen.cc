@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -754,12 +755,17 @@ nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions&
   return j;
 }
 
-std::string SuffixedPath(const std::string& path, const RunResult& run) {
-  const std::string tag =
-      run.max_concurrency > 0
-          ? absl::StrCat("conc", run.max_concurrency)
-          : absl::StrCat("rate", run.request_rate > 0 ? absl::StrFormat("%g", run.request_rate)
-                                                      : std::string("inf"));
+namespace {
+
+std::string RunTag(const RunResult& run) {
+  return run.max_concurrency > 0
+             ? absl::StrCat("conc", run.max_concurrency)
+             : absl::StrCat("rate", run.request_rate > 0 ? absl::StrFormat("%g", run.request_rate)
+                                                         : std::string("inf"));
+}
+
+// `path` with `.tag` before its extension (or at its end).
+std::string WithTag(const std::string& path, const std::string& tag) {
   const size_t slash = path.find_last_of('/');
   const size_t dot = path.find_last_of('.');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
@@ -767,6 +773,23 @@ std::string SuffixedPath(const std::string& path, const RunResult& run) {
     return absl::StrCat(path, ".", tag);
   }
   return absl::StrCat(path.substr(0, dot), ".", tag, path.substr(dot));
+}
+
+}  // namespace
+
+std::string SuffixedPath(const std::string& path, const RunResult& run) {
+  return WithTag(path, RunTag(run));
+}
+
+std::vector<std::string> SweepPaths(const std::string& path, const std::vector<RunResult>& runs) {
+  std::map<std::string, int> uses, seen;
+  for (const RunResult& run : runs) ++uses[RunTag(run)];
+  std::vector<std::string> out;
+  for (const RunResult& run : runs) {
+    const std::string tag = RunTag(run);
+    out.push_back(WithTag(path, uses[tag] > 1 ? absl::StrCat(tag, ".run", ++seen[tag]) : tag));
+  }
+  return out;
 }
 
 }  // namespace neupims::loadgen

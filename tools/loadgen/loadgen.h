@@ -91,6 +91,10 @@ nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions&
 
 // "out.csv" + run at 4 req/s -> "out.rate4.csv" (used for sweeps).
 std::string SuffixedPath(const std::string& path, const RunResult& run);
+// The per-run files of a sweep: SuffixedPath for each run, and where runs share a tag (with
+// --max-concurrency every rate is `inf`, so all runs do), `.run<k>` after it (k from 1, in run
+// order), so no run overwrites another's file.
+std::vector<std::string> SweepPaths(const std::string& path, const std::vector<RunResult>& runs);
 
 }  // namespace neupims::loadgen
 

@@ -1,5 +1,7 @@
 #include "tools/neupims/experiments_command.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -33,6 +35,7 @@ struct ExperimentFlags {
   uint64_t seed = 1;
   bool quick = false;
   int jobs = DefaultJobs();  // engine configurations simulated at once
+  bool no_progress = false;
 };
 
 // Decode batches in steady state, as NeuPIMs sec. 8.1 builds them ("simulate the inference
@@ -130,13 +133,21 @@ void Execute(EngineRun& run) {
   for (const Batches* b : run.points) run.results.push_back(Evaluate(**e, *b));
 }
 
-void ExecuteAll(std::vector<EngineRun>& runs, int jobs) {
+// Progress is a line redrawn with '\r', so only for a terminal: in a log file or a CI capture
+// the carriage returns would pile up into one unreadable line.
+bool ShowProgress(const ExperimentFlags& f) { return !f.no_progress && isatty(STDERR_FILENO); }
+
+void ExecuteAll(std::vector<EngineRun>& runs, int jobs, bool progress) {
   std::atomic<int> done = 0;
   ParallelFor(static_cast<int>(runs.size()), jobs, [&](int i) {
     Execute(runs[i]);
-    std::fprintf(stderr, "\rexperiments: %d of %zu engine configurations        ", ++done,
-                 runs.size());
+    const int n = ++done;
+    if (progress) {
+      std::fprintf(stderr, "\rexperiments: %d of %zu engine configurations        ", n,
+                   runs.size());
+    }
   });
+  if (progress) std::fprintf(stderr, "\r%*s\r", 60, "");
 }
 
 std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
@@ -228,7 +239,7 @@ int RunExperiments(const ExperimentFlags& f) {
     run.points.push_back(&batches[{"sharegpt", 256}]);
     runs.push_back(std::move(run));
   }
-  ExecuteAll(runs, f.jobs);
+  ExecuteAll(runs, f.jobs, ShowProgress(f));
 
   auto next_run = runs.begin();
   std::map<std::tuple<std::string, std::string, int, std::string>, StepResult> fig12;
@@ -268,7 +279,6 @@ int RunExperiments(const ExperimentFlags& f) {
   }
   if (!next_run->engine_status.ok()) return ReportError(next_run->engine_status);
   const StepResult table4_sbi = next_run->results.front();
-  std::fprintf(stderr, "\r%*s\r", 60, "");
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -564,8 +574,11 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
   CLI::App* c = app.add_subcommand(
       "experiments",
       "Regenerate the NeuPIMs paper's experiments (Figures 12-14, Table 4) from the shipped "
-      "configs and datasets and write docs/results.md");
-  c->add_option("--out", f->out, "Markdown file to write")->capture_default_str();
+      "configs and datasets and write them as Markdown (--out, by default the tracked "
+      "docs/results.md)");
+  c->add_option("--out", f->out,
+                "Markdown file to write (the default overwrites the tracked docs/results.md)")
+      ->capture_default_str();
   c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON");
   c->add_option("--samples", f->samples, "Batches sampled per point")
       ->check(CLI::Range(1, 100))
@@ -577,6 +590,8 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
                 "The results do not depend on it")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  c->add_flag("--no-progress", f->no_progress,
+              "No progress line on stderr (it is only drawn when stderr is a terminal)");
   c->callback([f, exit_code] { *exit_code = RunExperiments(*f); });
 }
 
