@@ -5,6 +5,7 @@
 #include "tools/neupims/serve_command.h"
 #include "tools/neupims/simulate_command.h"
 #include "tools/neupims/step_command.h"
+#include "tools/neupims/sweep_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   neupims::cli::RegisterStepCommand(app, &exit_code);
   neupims::cli::RegisterExperimentsCommand(app, &exit_code);
   neupims::cli::RegisterServeCommand(app, &exit_code);
+  neupims::cli::RegisterSweepCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
