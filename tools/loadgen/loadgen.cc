@@ -578,6 +578,10 @@ absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* i
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  // Per-request balancing over every address the name resolves to: with a headless Service
+  // (`dns:///neupims.<ns>.svc.cluster.local:50051`) the streams spread over all replicas; with
+  // one address it changes nothing (docs/deploy.md).
+  args.SetLoadBalancingPolicyName("round_robin");
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(DeadlineIn(o.connect_timeout_s))) {
