@@ -31,6 +31,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
+#include "tools/loadgen/metrics_scrape.h"
 
 namespace neupims::loadgen {
 namespace {
@@ -284,7 +285,24 @@ class Monitor {
     s.running = info.running();
     s.waiting = info.waiting();
     s.kv_cache_usage = info.kv_cache_usage();
+    s.channel_kv_usage.assign(info.channel_kv_usage().begin(), info.channel_kv_usage().end());
     s.sim_time_s = info.sim_time_s();
+    if (!options_.metrics.empty()) {
+      // A failed scrape leaves this sample without the hardware view; the run goes on.
+      absl::StatusOr<std::string> text = FetchMetrics(options_.metrics, 1.0);
+      absl::StatusOr<HardwareReading> hw =
+          text.ok() ? ParseHardwareReading(*text) : absl::StatusOr<HardwareReading>(text.status());
+      if (hw.ok()) {
+        s.has_hardware = true;
+        s.npu_systolic = hw->npu_systolic;
+        s.npu_vector = hw->npu_vector;
+        s.pim = hw->pim;
+        s.hbm_bandwidth = hw->hbm_bandwidth;
+        s.power_w = hw->power_w;
+        s.energy_j = hw->energy_j;
+        s.generation_tokens = hw->generation_tokens;
+      }
+    }
     samples_.push_back(s);
   }
 

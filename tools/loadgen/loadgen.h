@@ -39,6 +39,9 @@ struct LoadOptions {
   double timeout_s = 600;        // per-request deadline; <= 0: none
   double connect_timeout_s = 3;  // reaching the server before the run
   double sample_interval_s = 0.25;
+  // host:port of the server's Prometheus endpoint: sampled with GetServerInfo for the report's
+  // hardware view (utilisation, power, energy per token). Empty: not read.
+  std::string metrics;
   bool quiet = false;    // nothing on stderr (workload report, progress)
   bool progress = true;  // progress bar on a terminal / periodic lines otherwise
 };

@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--result-csv", result_csv,
                  "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)");
   app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html");
+  app.add_option("--metrics", o.metrics,
+                 "The server's Prometheus endpoint HOST:PORT (neupims serve --metrics-port), read "
+                 "with every server sample: the report's hardware view (utilisation, power, "
+                 "energy per token)");
   app.add_option("--timeout-s", o.timeout_s, "Per-request deadline in seconds (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
