@@ -243,6 +243,18 @@ TEST(LoadgenResultsTest, SweepPathsNumberRunsWhoseTagsRepeat) {
             (std::vector<std::string>{"r.rate2.csv", "r.rateinf.csv"}));
 }
 
+TEST(LoadgenOptionsTest, MetricsMustBeHostAndPort) {
+  LoadOptions o;
+  for (const char* bad : {"localhost", "127.0.0.1:"}) {
+    o.metrics = bad;
+    const absl::Status s = ValidateOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--metrics")) << bad;
+  }
+  o.metrics = "127.0.0.1:9400";
+  EXPECT_TRUE(ValidateOptions(o).ok());
+}
+
 TEST(LoadgenOptionsTest, BadFlagsAreInvalidArgumentNamingTheFlag) {
   LoadOptions o;
   o.sweep_rates = "1,x";

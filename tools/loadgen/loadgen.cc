@@ -558,6 +558,11 @@ absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text)
 
 absl::Status ValidateOptions(const LoadOptions& o) {
   if (o.server.empty()) return absl::InvalidArgumentError("--server is empty (host:port)");
+  if (!o.metrics.empty() &&
+      (o.metrics.rfind(':') == std::string::npos || o.metrics.rfind(':') + 1 == o.metrics.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics '", o.metrics, "': expected HOST:PORT of the metrics endpoint"));
+  }
   if (o.timeout_s < 0 || !std::isfinite(o.timeout_s)) {
     return absl::InvalidArgumentError("--timeout-s must be >= 0");
   }
