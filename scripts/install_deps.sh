@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of the project from Debian's packages.
+# Installs every build and test dependency of the project from Debian's packages, and the npm
+# packages of the deploy/ checks (deploy/lint, when npm is available).
 # Idempotent: packages already present are skipped, so a second run is a no-op.
+# --build-only: only what building needs (the container image's build stage).
 set -euo pipefail
+
+BUILD_ONLY=0
+if [ "${1:-}" = "--build-only" ]; then
+  BUILD_ONLY=1
+fi
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -11,6 +18,25 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   clang-format
 )
+if [ "$BUILD_ONLY" -eq 0 ]; then
+  # Tests of deploy/: promtool and a real Prometheus server (tests/deploy).
+  PACKAGES+=(prometheus)
+fi
+
+# The deploy/ type checks (Grafana dashboard, Kubernetes manifests) use pinned npm packages.
+install_deploy_lint() {
+  if [ "$BUILD_ONLY" -eq 1 ]; then return; fi
+  local lint
+  lint="$(cd "$(dirname "$0")/.." && pwd)/deploy/lint"
+  if ! command -v npm > /dev/null; then
+    echo "install_deps: npm not found; the deploy/ type checks will be skipped"
+    return
+  fi
+  if [ ! -d "$lint/node_modules" ]; then
+    echo "install_deps: npm ci --prefix deploy/lint"
+    npm ci --prefix "$lint" --no-audit --no-fund --loglevel=error
+  fi
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -21,6 +47,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all ${#PACKAGES[@]} packages present"
+  install_deploy_lint
   exit 0
 fi
 
@@ -31,3 +58,4 @@ fi
 echo "install_deps: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_deploy_lint

@@ -133,10 +133,26 @@ absl::StatusOr<std::unique_ptr<EngineRunner>> EngineRunner::Create(const RunnerO
 EngineRunner::~EngineRunner() { Stop(); }
 
 engine::SimTime EngineRunner::SimNow() const {
-  const double wall_ns =
-      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall_start_)
-          .count();
-  return static_cast<engine::SimTime>(wall_ns * options_.speed);
+  return static_cast<engine::SimTime>(WallSeconds() * 1e9 * options_.speed);
+}
+
+double EngineRunner::WallSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+}
+
+double EngineRunner::CurrentSimSeconds() const {
+  const engine::SimTime engine_now = engine_->now();
+  if (options_.pacing == Pacing::kFast) return static_cast<double>(engine_now) / 1e9;
+  return static_cast<double>(std::max(engine_now, SimNow())) / 1e9;
+}
+
+bool EngineRunner::HasWork() const {
+  return !live_.empty() || engine_->NextEventTime() != scheduler::kNoTime;
+}
+
+void EngineRunner::ObserveBusy() {
+  busy_ = HasWork();
+  busy_clock_.Observe(busy_, {.wall_s = WallSeconds(), .sim_s = CurrentSimSeconds()});
 }
 
 void EngineRunner::Post(std::function<void()> fn) {
@@ -235,9 +251,7 @@ void EngineRunner::AbortAsync(const std::string& request_id) {
 
 void EngineRunner::RecordSendLag(double first_token_sim_time_s) {
   if (options_.pacing != Pacing::kRealtime) return;
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
-  const double lag_s = wall_s - first_token_sim_time_s / options_.speed;
+  const double lag_s = WallSeconds() - first_token_sim_time_s / options_.speed;
   if (metrics_ != nullptr) metrics_->OnTokenSendLag(lag_s);
   if (options_.record_send_lag) {
     absl::MutexLock l(&lag_mu_);
@@ -259,6 +273,10 @@ void EngineRunner::SetMetrics(ServerMetrics* metrics) {
 ServerSnapshot EngineRunner::Snapshot() {
   absl::MutexLock l(&mu_);
   ServerSnapshot s = snapshot_;
+  // Realtime: the simulated clock runs on between the engine thread's updates.
+  if (options_.pacing == Pacing::kRealtime) {
+    s.sim_time_s = std::max(s.sim_time_s, static_cast<double>(SimNow()) / 1e9);
+  }
   s.live = live_count_;
   s.draining = draining_;
   return s;
@@ -274,14 +292,11 @@ void EngineRunner::UpdateLoadMetrics() {
   s.channel_kv_usage = load.channel_kv_usage;
   s.kv_blocks_used = load.kv_blocks_used;
   s.kv_blocks_total = load.kv_blocks_total;
-  s.sim_time_s = engine_->now() / 1e9;
+  s.sim_time_s = CurrentSimSeconds();
   s.iterations = engine_->stats().iterations;
   s.served = served_;
-  if (metrics_ != nullptr) {
-    const double wall_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
-    metrics_->SetLoad(load, s.sim_time_s, wall_s);
-  }
+  ObserveBusy();
+  if (metrics_ != nullptr) metrics_->SetLoad(load, s.sim_time_s, busy_clock_.ratio());
   absl::MutexLock l(&mu_);
   snapshot_ = std::move(s);
 }
@@ -297,6 +312,8 @@ void EngineRunner::Loop() {
       if (stop_ && cmds.empty()) break;
     }
     for (Command& c : cmds) c.run();
+    // The busy clock hears of every change between idle and busy, and of the load updates.
+    if (HasWork() != busy_) ObserveBusy();
     bool progressed = false;
     if (fast) {
       if (engine_->NextEventTime() != scheduler::kNoTime) {
@@ -335,6 +352,7 @@ void EngineRunner::Loop() {
       }
       wait = absl::Nanoseconds(remaining - kSpinNs);
     }
+    if (!fast) wait = std::min(wait, kIdleRefresh);
     absl::MutexLock l(&mu_);
     auto ready = [this]()
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !commands_.empty() || stop_; };

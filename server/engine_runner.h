@@ -8,10 +8,12 @@
 //
 // Pacing: in "realtime" simulated time follows the wall clock (times `speed`): the engine thread
 // sleeps until the wall time at which the next simulated event is due, so tokens reach clients
-// when the modelled hardware would emit them. In "fast" the engine runs events as fast as it can
-// and new requests arrive at the engine's current simulated time. Both give identical simulated
-// results for identical arrivals. This is the only place below the gRPC layer that reads the
-// wall clock.
+// when the modelled hardware would emit them. It wakes at least every kIdleRefresh even without
+// events, so that the simulated clock and the load gauges keep moving on an idle server (the
+// utilisation and power gauges decay to 0 once their window holds no iteration). In "fast" the
+// engine runs events as fast as it can and new requests arrive at the engine's current simulated
+// time. Both give identical simulated results for identical arrivals. This is the only place below
+// the gRPC layer that reads the wall clock.
 //
 // Shutdown: BeginDrain() makes Submit fail with UNAVAILABLE; WaitDrained() waits until no request
 // is live (or a timeout), Stop() aborts what is left and joins the thread.
@@ -30,8 +32,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/enum_names.h"
 #include "engine/engine.h"
+#include "server/busy_clock.h"
 #include "server/tokenizer.h"
 
 namespace neupims::server {
@@ -112,6 +116,9 @@ struct RunnerOptions {
 
 class EngineRunner {
  public:
+  // Realtime pacing: the longest the engine thread sleeps without an event or a command.
+  static constexpr absl::Duration kIdleRefresh = absl::Milliseconds(250);
+
   // Creates the engine (errors: bad model/device/mode...) and starts the engine thread.
   static absl::StatusOr<std::unique_ptr<EngineRunner>> Create(const RunnerOptions& options,
                                                               ServerMetrics* metrics);
@@ -167,6 +174,12 @@ class EngineRunner {
   // Runs `fn` on the engine thread and waits for it.
   void Call(std::function<void()> fn);
   engine::SimTime SimNow() const;  // realtime: wall-clock-mapped simulated time
+  double WallSeconds() const;      // since the engine started
+  // The simulated time a client would see now: the wall-mapped time under realtime pacing (the
+  // engine's clock only moves when the engine thread wakes), the engine's clock under fast.
+  double CurrentSimSeconds() const;
+  bool HasWork() const;  // live requests or pending events (engine thread)
+  void ObserveBusy();    // feeds busy_clock_ (engine thread)
   void UpdateLoadMetrics();
 
   RunnerOptions options_;
@@ -191,6 +204,8 @@ class EngineRunner {
   absl::flat_hash_map<std::string, int64_t> by_name_;  // request id -> engine id
   int64_t next_engine_id_ = 1;
   int64_t next_name_ = 1;
+  BusyClock busy_clock_;
+  bool busy_ = false;
   std::thread thread_;
 };
 

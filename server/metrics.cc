@@ -122,7 +122,7 @@ struct ServerMetrics::Impl {
        const hw::DeviceConfig& device, int device_count);
 
   void OnIteration(const engine::IterationRecord& it, const engine::EngineStats& stats);
-  void SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s);
+  void SetLoad(const engine::EngineLoad& load, double sim_time_s, double sim_wall_ratio);
   void UpdateWindow(engine::SimTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   template <typename T>
@@ -150,7 +150,8 @@ struct ServerMetrics::Impl {
   Gauge* kv_usage = nullptr;
   prometheus::Family<Gauge>* channel_kv_family = nullptr;
   Gauge* sim_time = nullptr;
-  Gauge* sim_wall_ratio = nullptr;
+  Gauge* sim_wall_ratio_gauge = nullptr;
+  Gauge* draining = nullptr;
   // Tokens and requests.
   Counter* prompt_tokens = nullptr;
   Counter* generation_tokens = nullptr;
@@ -230,9 +231,14 @@ ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::
   sim_time =
       &Build(BuildGauge(), "neupims:sim_time_seconds", "Simulated time of the engine, seconds.")
            .Add(With({}));
-  sim_wall_ratio = &Build(BuildGauge(), "neupims:sim_wall_time_ratio",
-                          "Simulated seconds per wall-clock second since the engine started.")
-                        .Add(With({}));
+  sim_wall_ratio_gauge = &Build(BuildGauge(), "neupims:sim_wall_time_ratio",
+                                "Simulated seconds per wall-clock second while the engine has "
+                                "work (idle wall time is not counted).")
+                              .Add(With({}));
+
+  draining = &Build(BuildGauge(), "neupims:server_draining",
+                    "1 once the server drains (refuses new requests, finishes in-flight ones).")
+                  .Add(With({}));
 
   // Tokens and requests (vLLM).
   prompt_tokens = &Build(BuildCounter(), "neupims:prompt_tokens_total",
@@ -436,13 +442,13 @@ void ServerMetrics::Impl::UpdateWindow(engine::SimTime t) {
 }
 
 void ServerMetrics::Impl::SetLoad(const engine::EngineLoad& load, double sim_time_s,
-                                  double wall_time_s) {
+                                  double sim_wall_ratio) {
   running->Set(static_cast<double>(load.running));
   waiting->Set(static_cast<double>(load.waiting));
   prefilling->Set(static_cast<double>(load.prefilling));
   kv_usage->Set(load.kv_usage);
   sim_time->Set(sim_time_s);
-  sim_wall_ratio->Set(wall_time_s > 0 ? sim_time_s / wall_time_s : 0.0);
+  sim_wall_ratio_gauge->Set(std::isfinite(sim_wall_ratio) ? sim_wall_ratio : 0.0);
 
   absl::MutexLock l(&mu);
   for (size_t c = 0; c < load.channel_kv_usage.size(); ++c) {
@@ -489,14 +495,17 @@ void ServerMetrics::OnIteration(const engine::IterationRecord& it,
   impl_->OnIteration(it, stats);
 }
 
-void ServerMetrics::SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s) {
-  impl_->SetLoad(load, sim_time_s, wall_time_s);
+void ServerMetrics::SetLoad(const engine::EngineLoad& load, double sim_time_s,
+                            double sim_wall_ratio) {
+  impl_->SetLoad(load, sim_time_s, sim_wall_ratio);
 }
 
 void ServerMetrics::OnRequestError(const std::string& code) {
   impl_->errors_family->Add(impl_->With({{"code", code.empty() ? std::string("UNKNOWN") : code}}))
       .Increment();
 }
+
+void ServerMetrics::SetDraining(bool draining) { impl_->draining->Set(draining ? 1.0 : 0.0); }
 
 void ServerMetrics::OnTokenSendLag(double seconds) {
   if (std::isfinite(seconds)) impl_->send_lag->Observe(std::max(0.0, seconds));

@@ -44,10 +44,13 @@ class ServerMetrics {
   // PIM commands, energy, power).
   void OnIteration(const engine::IterationRecord& it, const engine::EngineStats& stats);
   // Load gauges: running / waiting / prefilling requests, KV usage (total and per channel),
-  // simulated time and its ratio to wall time.
-  void SetLoad(const engine::EngineLoad& load, double sim_time_s, double wall_time_s);
+  // simulated time, and simulated seconds per wall second while busy (BusyClock::ratio). A later
+  // simulated time also moves the sliding window on, so idle gauges decay to 0.
+  void SetLoad(const engine::EngineLoad& load, double sim_time_s, double sim_wall_ratio);
   // A request refused before reaching the engine or failed by the API, by gRPC code name.
   void OnRequestError(const std::string& code);
+  // The server stopped accepting requests (SIGTERM, Server::Drain): neupims:server_draining 1.
+  void SetDraining(bool draining);
   // Realtime pacing: wall seconds between a token's scheduled time and its hand-off to gRPC
   // (neupims:token_send_lag_seconds; called from the engine and gRPC threads).
   void OnTokenSendLag(double seconds);

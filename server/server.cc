@@ -54,6 +54,22 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   }
   e->max_batch =
       static_cast<int>(root.OptionalInt("max_batch", e->max_batch, {.min = 1, .max = 1 << 16}));
+  e->sbi_min_batch = static_cast<int>(
+      root.OptionalInt("sbi_min_batch", e->sbi_min_batch, {.min = 1, .max = 1 << 20}));
+  e->max_prefill_tokens = root.OptionalInt("max_prefill_tokens", e->max_prefill_tokens,
+                                           {.min = 1, .max = int64_t{1} << 30});
+  e->block_tokens =
+      static_cast<int>(root.OptionalInt("block_tokens", e->block_tokens, {.min = 1, .max = 4096}));
+  e->prefill_groups = static_cast<int>(
+      root.OptionalInt("prefill_groups", e->prefill_groups, {.min = 1, .max = 1024}));
+  // Bandwidths must be positive; the range's lower bound is inclusive, so use the smallest one.
+  constexpr double kMinGbps = 1e-9;
+  e->prefill_link.gb_per_s =
+      root.OptionalDouble("prefill_link_gbps", e->prefill_link.gb_per_s, {.min = kMinGbps});
+  e->interconnect.gb_per_s =
+      root.OptionalDouble("interconnect_gbps", e->interconnect.gb_per_s, {.min = kMinGbps});
+  e->interconnect.latency_ns =
+      root.OptionalDouble("interconnect_latency_ns", e->interconnect.latency_ns, {.min = 0});
   ReadEnum(root, "prefill", engine::PrefillPlacementNames(), &e->prefill);
   ReadEnum(root, "level", hw::DetailLevelNames(), &e->level);
   ReadEnum(root, "mha_estimator", engine::MhaEstimatorNames(), &e->mha_estimator);
@@ -169,6 +185,7 @@ bool Server::Drain() {
     im.grpc_server->GetHealthCheckService()->SetServingStatus(false);
   }
   runner_->BeginDrain();
+  if (im.metrics != nullptr) im.metrics->SetDraining(true);
   return runner_->WaitDrained(options_.drain_timeout);
 }
 

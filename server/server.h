@@ -34,10 +34,12 @@ struct ServerOptions {
 };
 
 // Reads a server config file (strict JSON, every field optional; unknown fields are errors
-// naming the file): {"model", "device", "mode", "tp", "pp", "max_batch", "prefill", "level",
-// "mha_estimator", "channel_policy", "sub_batch", "dual_row_buffers", "bind_address", "port",
-// "metrics_port", "http_port" (-1: none), "pacing", "speed", "max_waiting", "drain_timeout_s",
-// "mean_output_tokens"}. Enum fields take the names of their option's names table; a bad name is an
+// naming the file): {"model", "device", "mode", "tp", "pp", "max_batch", "max_prefill_tokens",
+// "block_tokens", "prefill", "prefill_groups", "prefill_link_gbps", "interconnect_gbps",
+// "interconnect_latency_ns", "level", "mha_estimator", "channel_policy", "sub_batch",
+// "sbi_min_batch", "dual_row_buffers", "bind_address", "port", "metrics_port", "http_port" (-1:
+// none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens"}: every engine
+// flag of `simulate`. Enum fields take the names of their option's names table; a bad name is an
 // error naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 

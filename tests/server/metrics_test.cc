@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -8,6 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hw/device.h"
@@ -123,6 +127,7 @@ TEST_F(ServerMetricsTest, ExposesPrefixedFamiliesWithModelNameAndCleanBuckets) {
            "# TYPE neupims:sim_time_seconds gauge",
            "# TYPE neupims:sim_wall_time_ratio gauge",
            "# TYPE neupims:iterations_total counter",
+           "# TYPE neupims:server_draining gauge",
        }) {
     EXPECT_THAT(text, HasSubstr(std::string(type_line) + "\n"));
   }
@@ -146,6 +151,34 @@ TEST_F(ServerMetricsTest, ExposesPrefixedFamiliesWithModelNameAndCleanBuckets) {
   EXPECT_EQ(Value(S("neupims:pim_commands_total", "command=\"PIM_GEMV\"")), 0);
   EXPECT_EQ(Value(S("neupims:energy_joules_total", "component=\"prefill_npus\"")), 0);
   EXPECT_EQ(Value(S("neupims:channel_load_imbalance")), 1);
+}
+
+TEST_F(ServerMetricsTest, SendLagBucketsAreTheDocumentedOnes) {
+  std::ifstream doc(std::string(NEUPIMS_SOURCE_DIR) + "/docs/metrics.md");
+  ASSERT_TRUE(doc.good());
+  std::string line, row;
+  while (std::getline(doc, line)) {
+    if (line.rfind("| `token_send_lag_seconds`", 0) == 0) row = line;
+  }
+  ASSERT_FALSE(row.empty()) << "no bucket row for token_send_lag_seconds in docs/metrics.md";
+  const std::vector<std::string> cells = absl::StrSplit(row, '|');
+  ASSERT_GE(cells.size(), 3u);
+  std::vector<std::string> documented;
+  for (absl::string_view v : absl::StrSplit(cells[2], ',')) {
+    double d = 0;
+    ASSERT_TRUE(absl::SimpleAtod(v, &d)) << v;
+    documented.push_back(std::string(absl::StripAsciiWhitespace(v)));
+  }
+  std::vector<std::string> exposed;
+  std::istringstream text(Scrape());
+  const std::string prefix = "neupims:token_send_lag_seconds_bucket{model_name=\"gpt3-7b\",le=\"";
+  while (std::getline(text, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const std::string le =
+        line.substr(prefix.size(), line.find('"', prefix.size()) - prefix.size());
+    if (le != "+Inf") exposed.push_back(le);
+  }
+  EXPECT_EQ(exposed, documented);
 }
 
 TEST_F(ServerMetricsTest, CountsPromptAndGenerationTokens) {
@@ -448,7 +481,7 @@ TEST_F(ServerMetricsTest, LoadGauges) {
   load.kv_usage = 0.25;
   load.channel_kv_usage.assign(device_.hbm.org.channels, 0.0);
   load.channel_kv_usage[5] = 0.75;
-  metrics_->SetLoad(load, 10.0, 4.0);
+  metrics_->SetLoad(load, 10.0, 2.5);
 
   const std::string text = Scrape();
   EXPECT_THAT(text, HasSubstr("neupims:num_requests_running{model_name=\"gpt3-7b\"} 3\n"));
@@ -465,10 +498,16 @@ TEST_F(ServerMetricsTest, LoadGauges) {
 
   load.running = 0;
   load.channel_kv_usage[5] = 0.5;
-  metrics_->SetLoad(load, 0.0, 0.0);  // no wall time yet: ratio 0, not inf
+  metrics_->SetLoad(load, 0.0, std::numeric_limits<double>::quiet_NaN());  // never NaN
   EXPECT_EQ(Value(S("neupims:num_requests_running")), 0);
   EXPECT_EQ(Value(S("neupims:channel_kv_cache_usage_perc", "channel=\"5\"")), 0.5);
   EXPECT_EQ(Value(S("neupims:sim_wall_time_ratio")), 0);
+}
+
+TEST_F(ServerMetricsTest, DrainingGaugeFollowsTheServer) {
+  EXPECT_EQ(Value(S("neupims:server_draining")), 0);
+  metrics_->SetDraining(true);
+  EXPECT_EQ(Value(S("neupims:server_draining")), 1);
 }
 
 TEST_F(ServerMetricsTest, RequestErrorsByCodeFromManyThreads) {

@@ -53,6 +53,29 @@ TEST(LoadServerConfig, HttpPortIsOptionalAndMinusOneTurnsItOff) {
   EXPECT_THAT(bad.message(), HasSubstr("http_port"));
 }
 
+TEST(LoadServerConfig, ReadsEveryNumericEngineFlag) {
+  ServerOptions o;
+  const absl::Status s = LoadText("server_config_numeric.json", R"({
+    "max_batch": 64, "max_prefill_tokens": 2048, "block_tokens": 16, "sbi_min_batch": 32,
+    "prefill_groups": 3, "prefill_link_gbps": 32.5, "interconnect_gbps": 100,
+    "interconnect_latency_ns": 500})",
+                                  &o);
+  ASSERT_TRUE(s.ok()) << s;
+  const engine::EngineOptions& e = o.runner.engine;
+  EXPECT_EQ(e.max_batch, 64);
+  EXPECT_EQ(e.max_prefill_tokens, 2048);
+  EXPECT_EQ(e.block_tokens, 16);
+  EXPECT_EQ(e.sbi_min_batch, 32);
+  EXPECT_EQ(e.prefill_groups, 3);
+  EXPECT_EQ(e.prefill_link.gb_per_s, 32.5);
+  EXPECT_EQ(e.interconnect.gb_per_s, 100);
+  EXPECT_EQ(e.interconnect.latency_ns, 500);
+  const absl::Status zero =
+      LoadText("server_config_zero_bw.json", R"({"interconnect_gbps": 0})", &o);
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(zero.message()), HasSubstr("interconnect_gbps"));
+}
+
 TEST(LoadServerConfig, AbsentOverridesStayTheModesChoice) {
   ServerOptions o;
   ASSERT_TRUE(LoadText("server_config_empty.json", "{}", &o).ok());

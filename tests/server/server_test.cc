@@ -1008,7 +1008,11 @@ TEST_F(ServerTest, MetricsEndpointCountsWhatWasServed) {
   const std::vector<Sample> m = ParsePrometheus(http.substr(body_at + 4));
   ASSERT_FALSE(m.empty());
   for (const Sample& s : m) {
-    if (s.name.rfind("neupims:", 0) != 0) continue;  // the exposer's own metrics
+    if (s.name.rfind("neupims:", 0) != 0) {
+      // prometheus-cpp's own scrape statistics, documented as the only unlabelled series.
+      EXPECT_EQ(s.name.rfind("exposer_", 0), 0u) << s.name;
+      continue;
+    }
     EXPECT_EQ(s.labels.count("model_name") ? s.labels.at("model_name") : "", kModel) << s.name;
   }
   const double f = static_cast<double>(finished);

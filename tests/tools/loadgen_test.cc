@@ -19,8 +19,13 @@
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hw/device.h"
 #include "nlohmann/json.hpp"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "server/metrics.h"
 #include "server/server.h"
+#include "tools/loadgen/metrics_scrape.h"
 #include "tools/loadgen/results.h"
 #include "tools/workload/workload_flags.h"
 
@@ -225,6 +230,31 @@ TEST(LoadgenResultsTest, SuffixedPathTagsTheRate) {
   EXPECT_EQ(SuffixedPath("r.csv", run), "r.rateinf.csv");
 }
 
+TEST(LoadgenResultsTest, SweepPathsNumberRunsWhoseTagsRepeat) {
+  // A closed-loop sweep (--max-concurrency 4 --sweep-rates inf,inf): both runs tag conc4.
+  RunResult closed;
+  closed.max_concurrency = 4;
+  EXPECT_EQ(SweepPaths("out/r.csv", {closed, closed}),
+            (std::vector<std::string>{"out/r.conc4.run1.csv", "out/r.conc4.run2.csv"}));
+  RunResult a, b;
+  a.request_rate = 2;
+  b.request_rate = 0;
+  EXPECT_EQ(SweepPaths("r.csv", {a, b}),
+            (std::vector<std::string>{"r.rate2.csv", "r.rateinf.csv"}));
+}
+
+TEST(LoadgenOptionsTest, MetricsMustBeHostAndPort) {
+  LoadOptions o;
+  for (const char* bad : {"localhost", "127.0.0.1:"}) {
+    o.metrics = bad;
+    const absl::Status s = ValidateOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--metrics")) << bad;
+  }
+  o.metrics = "127.0.0.1:9400";
+  EXPECT_TRUE(ValidateOptions(o).ok());
+}
+
 TEST(LoadgenOptionsTest, BadFlagsAreInvalidArgumentNamingTheFlag) {
   LoadOptions o;
   o.sweep_rates = "1,x";
@@ -287,6 +317,66 @@ class LoadgenServerTest : public ::testing::Test {
   }
   std::unique_ptr<server::Server> server_;
 };
+
+TEST(LoadgenHardwareTest, ReadsTheServersMetricsWithEverySample) {
+  server::ServerOptions so;
+  so.port = 0;
+  so.metrics_port = 0;
+  so.runner.pacing = server::Pacing::kRealtime;
+  so.runner.speed = 4;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  LoadOptions o = Synthetic((*s)->address(), 24, "40");
+  o.metrics = absl::StrCat("127.0.0.1:", (*s)->metrics_port());
+  o.sample_interval_s = 0.05;
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  const RunResult& run = (*runs)[0];
+  ASSERT_GE(run.samples.size(), 3u);
+  int with_hardware = 0;
+  double max_power = 0, last_tokens = 0;
+  for (const ServerSample& x : run.samples) {
+    EXPECT_EQ(x.channel_kv_usage.size(), 32u);
+    if (!x.has_hardware) continue;
+    ++with_hardware;
+    max_power = std::max(max_power, x.power_w);
+    EXPECT_GE(x.generation_tokens, last_tokens);  // a counter
+    last_tokens = x.generation_tokens;
+  }
+  EXPECT_EQ(with_hardware, static_cast<int>(run.samples.size()));
+  EXPECT_GT(max_power, 0);
+  EXPECT_GT(last_tokens, 0);
+  (*s)->Shutdown();
+}
+
+TEST(LoadgenHardwareTest, ParsesAServersScrapeAndRefusesOtherText) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  absl::StatusOr<hw::DeviceConfig> device = hw::LoadDeviceConfig("neupims");
+  ASSERT_TRUE(device.ok());
+  server::ServerMetrics metrics(registry, "gpt3-7b", *device, 4);
+  metrics.OnGenerationTokens(12);
+  engine::IterationRecord it;
+  it.start = 0;
+  it.end = 1'000'000;
+  it.decode = 1;
+  engine::EngineStats stats;
+  stats.first_event = 0;
+  stats.iterations = 1;
+  stats.busy_ns = 1e6;
+  stats.systolic_busy_ns = 0.5e6;
+  stats.npu_static_j = 1.5;
+  stats.prefill_j = 0.5;
+  metrics.OnIteration(it, stats);
+  const std::string text = prometheus::TextSerializer().Serialize(registry->Collect());
+  absl::StatusOr<HardwareReading> r = ParseHardwareReading(text);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->npu_systolic, 0.5);
+  EXPECT_DOUBLE_EQ(r->energy_j, 2.0);  // summed over components
+  EXPECT_DOUBLE_EQ(r->generation_tokens, 12);
+  EXPECT_NEAR(r->power_w, 2.0 / 0.001, 1e-6);
+  EXPECT_FALSE(ParseHardwareReading("up 1\n").ok());
+  EXPECT_FALSE(FetchMetrics("127.0.0.1:1", 0.5).ok());
+}
 
 TEST_F(LoadgenServerTest, EveryRequestIsAccountedFor) {
   const LoadOptions o = Synthetic(server_->address(), 30, "300");

@@ -325,6 +325,82 @@ TEST(ReportTest, ChartsAtMostEightRuns) {
   for (const RunResult& run : runs) EXPECT_THAT(html, HasSubstr(run.label));  // tables: all
 }
 
+// The <svg> element whose aria-label starts with `title` ("" if none).
+std::string SvgTitled(const std::string& html, const std::string& title) {
+  const size_t at = html.find(absl::StrCat("aria-label=\"", title));
+  if (at == std::string::npos) return "";
+  const size_t start = html.rfind("<svg", at);
+  return html.substr(start, html.find("</svg>", at) + 6 - start);
+}
+
+// Vertices of every data line (<path d="M..L.." fill="none">) of an SVG chart.
+std::vector<int> LineVertices(const std::string& svg) {
+  static const std::regex kLine(R"re(<path d="(M[^"]*)" fill="none")re");
+  std::vector<int> out;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kLine); it != std::sregex_iterator();
+       ++it) {
+    out.push_back(1 + Count((*it)[1].str(), "L"));
+  }
+  return out;
+}
+
+// A run whose server samples carry the hardware view: 6 samples, 4 PIM channels (channel c at
+// 0.25 * c), 2 J and 100 tokens between samples.
+RunResult HardwareRun() {
+  RunResult run = SweepRun(4, 20, 3);
+  run.samples.clear();
+  for (int i = 0; i < 6; ++i) {
+    ServerSample s;
+    s.t_s = 0.5 * i;
+    s.running = i;
+    s.channel_kv_usage = {0.0, 0.25, 0.5, 0.75};
+    s.has_hardware = true;
+    s.npu_systolic = 0.1 * i;
+    s.npu_vector = 0.05;
+    s.pim = 0.02 * i;
+    s.hbm_bandwidth = 0.6;
+    s.power_w = 100 + i;
+    s.energy_j = 2.0 * i;
+    s.generation_tokens = 100.0 * i;
+    run.samples.push_back(s);
+  }
+  return run;
+}
+
+TEST(ReportTest, HardwareViewDrawsUtilisationKvHeatMapPowerAndEnergyPerToken) {
+  const std::string html = RenderHtmlReport({HardwareRun()}, Info());
+  ExpectSelfContained(html);
+  EXPECT_THAT(html, HasSubstr("<h2>Hardware (simulated)</h2>"));
+  EXPECT_EQ(Count(html, "<svg"), ExpectedCharts(1) + 4);
+
+  const std::string util = SvgTitled(html, "NPU / PIM / HBM utilisation");
+  ASSERT_FALSE(util.empty());
+  EXPECT_EQ(LineVertices(util), (std::vector<int>{6, 6, 6, 6}));
+  for (const char* unit : {"NPU systolic", "NPU vector", "PIM", "HBM bandwidth"}) {
+    EXPECT_THAT(util, HasSubstr(absl::StrCat(">", unit, "</text>")));
+  }
+
+  const std::string heat = SvgTitled(html, "KV-cache usage per PIM channel");
+  ASSERT_FALSE(heat.empty());
+  EXPECT_EQ(Count(heat, "<rect class=\"cell\""), 6 * 4);
+  EXPECT_THAT(heat, HasSubstr("<title>t=2.50 s, channel 3: 75.0%</title>"));
+  EXPECT_THAT(heat, HasSubstr("<title>t=0.00 s, channel 0: 0.0%</title>"));
+
+  const std::string power = SvgTitled(html, "Power");
+  EXPECT_EQ(LineVertices(power), (std::vector<int>{6}));
+
+  // 2 J per 100 tokens = 20 mJ per token, between every pair of samples and over the run.
+  const std::string energy = SvgTitled(html, "Energy per output token");
+  EXPECT_EQ(Count(energy, "stroke-width=\"1.5\"/>"), 5);  // data markers (not the legend's)
+  EXPECT_THAT(energy, HasSubstr("run: 20.00 mJ/token"));
+}
+
+TEST(ReportTest, WithoutServerMetricsTheHardwareViewSaysHowToGetIt) {
+  const std::string html = RenderHtmlReport({SweepRun(4, 20, 3)}, Info());
+  EXPECT_THAT(html, HasSubstr("--metrics HOST:PORT"));
+  EXPECT_EQ(SvgTitled(html, "Power"), "");
+}
+
 TEST(ReportTest, WriteHtmlReportCreatesTheDirectory) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "report_test" / "nested";

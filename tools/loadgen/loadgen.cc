@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@
 #include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "tools/loadgen/openai_client.h"
+#include "tools/loadgen/metrics_scrape.h"
 
 namespace neupims::loadgen {
 namespace {
@@ -298,7 +300,24 @@ class Monitor {
     s.running = info.running();
     s.waiting = info.waiting();
     s.kv_cache_usage = info.kv_cache_usage();
+    s.channel_kv_usage.assign(info.channel_kv_usage().begin(), info.channel_kv_usage().end());
     s.sim_time_s = info.sim_time_s();
+    if (!options_.metrics.empty()) {
+      // A failed scrape leaves this sample without the hardware view; the run goes on.
+      absl::StatusOr<std::string> text = FetchMetrics(options_.metrics, 1.0);
+      absl::StatusOr<HardwareReading> hw =
+          text.ok() ? ParseHardwareReading(*text) : absl::StatusOr<HardwareReading>(text.status());
+      if (hw.ok()) {
+        s.has_hardware = true;
+        s.npu_systolic = hw->npu_systolic;
+        s.npu_vector = hw->npu_vector;
+        s.pim = hw->pim;
+        s.hbm_bandwidth = hw->hbm_bandwidth;
+        s.power_w = hw->power_w;
+        s.energy_j = hw->energy_j;
+        s.generation_tokens = hw->generation_tokens;
+      }
+    }
     samples_.push_back(s);
   }
 
@@ -539,6 +558,10 @@ RunResult RunOnce(const Endpoint& ep, const LoadOptions& o, const workload::Work
 absl::StatusOr<std::unique_ptr<LlmService::Stub>> ConnectGrpc(const LoadOptions& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  // Per-request balancing over every address the name resolves to: with a headless Service
+  // (`dns:///neupims.<ns>.svc.cluster.local:50051`) the streams spread over all replicas; with
+  // one address it changes nothing (docs/deploy.md).
+  args.SetLoadBalancingPolicyName("round_robin");
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(DeadlineIn(o.connect_timeout_s))) {
@@ -607,6 +630,11 @@ absl::Status ValidateOptions(const LoadOptions& o) {
     return absl::InvalidArgumentError("--server is empty (host:port)");
   }
   if (o.backend == Backend::kOpenAi) RETURN_IF_ERROR(ParseBaseUrl(o.base_url).status());
+  if (!o.metrics.empty() &&
+      (o.metrics.rfind(':') == std::string::npos || o.metrics.rfind(':') + 1 == o.metrics.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics '", o.metrics, "': expected HOST:PORT of the metrics endpoint"));
+  }
   if (o.timeout_s < 0 || !std::isfinite(o.timeout_s)) {
     return absl::InvalidArgumentError("--timeout-s must be >= 0");
   }
@@ -825,12 +853,17 @@ nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions&
   return j;
 }
 
-std::string SuffixedPath(const std::string& path, const RunResult& run) {
-  const std::string tag =
-      run.max_concurrency > 0
-          ? absl::StrCat("conc", run.max_concurrency)
-          : absl::StrCat("rate", run.request_rate > 0 ? absl::StrFormat("%g", run.request_rate)
-                                                      : std::string("inf"));
+namespace {
+
+std::string RunTag(const RunResult& run) {
+  return run.max_concurrency > 0
+             ? absl::StrCat("conc", run.max_concurrency)
+             : absl::StrCat("rate", run.request_rate > 0 ? absl::StrFormat("%g", run.request_rate)
+                                                         : std::string("inf"));
+}
+
+// `path` with `.tag` before its extension (or at its end).
+std::string WithTag(const std::string& path, const std::string& tag) {
   const size_t slash = path.find_last_of('/');
   const size_t dot = path.find_last_of('.');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
@@ -838,6 +871,23 @@ std::string SuffixedPath(const std::string& path, const RunResult& run) {
     return absl::StrCat(path, ".", tag);
   }
   return absl::StrCat(path.substr(0, dot), ".", tag, path.substr(dot));
+}
+
+}  // namespace
+
+std::string SuffixedPath(const std::string& path, const RunResult& run) {
+  return WithTag(path, RunTag(run));
+}
+
+std::vector<std::string> SweepPaths(const std::string& path, const std::vector<RunResult>& runs) {
+  std::map<std::string, int> uses, seen;
+  for (const RunResult& run : runs) ++uses[RunTag(run)];
+  std::vector<std::string> out;
+  for (const RunResult& run : runs) {
+    const std::string tag = RunTag(run);
+    out.push_back(WithTag(path, uses[tag] > 1 ? absl::StrCat(tag, ".run", ++seen[tag]) : tag));
+  }
+  return out;
 }
 
 }  // namespace neupims::loadgen

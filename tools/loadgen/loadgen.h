@@ -47,6 +47,9 @@ struct LoadOptions {
   double timeout_s = 600;        // per-request deadline; <= 0: none
   double connect_timeout_s = 3;  // reaching the server before the run
   double sample_interval_s = 0.25;
+  // host:port of the server's Prometheus endpoint: sampled with GetServerInfo for the report's
+  // hardware view (utilisation, power, energy per token). Empty: not read.
+  std::string metrics;
   bool quiet = false;    // nothing on stderr (workload report, progress)
   bool progress = true;  // progress bar on a terminal / periodic lines otherwise
 };
@@ -99,6 +102,10 @@ nlohmann::json ResultJson(const std::vector<RunResult>& runs, const LoadOptions&
 
 // "out.csv" + run at 4 req/s -> "out.rate4.csv" (used for sweeps).
 std::string SuffixedPath(const std::string& path, const RunResult& run);
+// The per-run files of a sweep: SuffixedPath for each run, and where runs share a tag (with
+// --max-concurrency every rate is `inf`, so all runs do), `.run<k>` after it (k from 1, in run
+// order), so no run overwrites another's file.
+std::vector<std::string> SweepPaths(const std::string& path, const std::vector<RunResult>& runs);
 
 }  // namespace neupims::loadgen
 

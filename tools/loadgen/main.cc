@@ -70,9 +70,16 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model,
                  "Model to request (default: the server's, from GetModelInfo); its context "
                  "length filters the workload");
-  app.add_flag("--ignore-eos,!--no-ignore-eos", o.ignore_eos,
-               "Generate exactly each request's output tokens (no synthetic end-of-sequence)")
-      ->capture_default_str();
+  // Two flags, not "--ignore-eos,!--no-ignore-eos": CLI11 prints the negated name's value
+  // ({false}) beside such a pair, which reads as the default; the default is on.
+  CLI::Option* ignore_eos =
+      app.add_flag("--ignore-eos", o.ignore_eos,
+                   "Generate exactly each request's output tokens (no synthetic end-of-sequence); "
+                   "the default");
+  app.add_flag_callback(
+         "--no-ignore-eos", [&o] { o.ignore_eos = false; },
+         "Let the server's synthetic end-of-sequence stop requests early")
+      ->excludes(ignore_eos);
   app.add_option("--slo-ttft-ms", o.slo.ttft_ms, "Goodput SLO: time to first token (ms)")
       ->check(CLI::PositiveNumber);
   app.add_option("--slo-tpot-ms", o.slo.tpot_ms, "Goodput SLO: time per output token (ms)")
@@ -83,6 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("--result-csv", result_csv,
                  "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)");
   app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html");
+  app.add_option("--metrics", o.metrics,
+                 "The server's Prometheus endpoint HOST:PORT (neupims serve --metrics-port), read "
+                 "with every server sample: the report's hardware view (utilisation, power, "
+                 "energy per token)");
   app.add_option("--timeout-s", o.timeout_s, "Per-request deadline in seconds (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -136,10 +147,11 @@ int main(int argc, char** argv) {
                       "--result-json"));
   }
   if (!result_csv.empty()) {
-    for (const RunResult& run : *runs) {
-      const std::string path =
-          runs->size() > 1 ? neupims::loadgen::SuffixedPath(result_csv, run) : result_csv;
-      check(WriteOutput(path, neupims::loadgen::RequestsCsv(run), "--result-csv"));
+    const std::vector<std::string> paths = runs->size() > 1
+                                               ? neupims::loadgen::SweepPaths(result_csv, *runs)
+                                               : std::vector<std::string>{result_csv};
+    for (size_t i = 0; i < runs->size(); ++i) {
+      check(WriteOutput(paths[i], neupims::loadgen::RequestsCsv((*runs)[i]), "--result-csv"));
     }
   }
   if (!report_dir.empty()) {

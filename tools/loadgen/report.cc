@@ -251,6 +251,17 @@ ChartSpec ThroughputChart(const RunView& view, size_t index, const std::string& 
   return c;
 }
 
+// The run's server samples with a usable time, in time order.
+std::vector<ServerSample> SortedSamples(const RunResult& run) {
+  std::vector<ServerSample> samples;
+  for (const ServerSample& s : run.samples) {
+    if (Usable(s.t_s)) samples.push_back(s);
+  }
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const ServerSample& a, const ServerSample& b) { return a.t_s < b.t_s; });
+  return samples;
+}
+
 ChartSpec BatchChart(const RunView& view, size_t index, const std::string& color) {
   const RunResult& run = *view.run;
   ChartSpec c;
@@ -259,12 +270,7 @@ ChartSpec BatchChart(const RunView& view, size_t index, const std::string& color
   c.y_label = "requests";
   c.x_from_zero = c.y_from_zero = c.y_integer = c.pad_x = true;
   c.empty_text = "no server samples";
-  std::vector<ServerSample> samples;
-  for (const ServerSample& s : run.samples) {
-    if (Usable(s.t_s)) samples.push_back(s);
-  }
-  std::stable_sort(samples.begin(), samples.end(),
-                   [](const ServerSample& a, const ServerSample& b) { return a.t_s < b.t_s; });
+  const std::vector<ServerSample> samples = SortedSamples(run);
   if (samples.empty()) return c;
   // Sample-and-hold steps: a count holds until the next sample.
   Series running{.name = "running", .color = color, .fill = true};
@@ -280,6 +286,106 @@ ChartSpec BatchChart(const RunView& view, size_t index, const std::string& color
   }
   c.series.push_back(std::move(running));
   c.series.push_back(std::move(waiting));
+  return c;
+}
+
+// ---- Hardware view: the server's /metrics and per-channel KV usage sampled during the run.
+
+bool HasHardwareView(const RunResult& run) {
+  for (const ServerSample& s : run.samples) {
+    if (s.has_hardware || !s.channel_kv_usage.empty()) return true;
+  }
+  return false;
+}
+
+std::vector<ServerSample> HardwareSamples(const RunResult& run) {
+  std::vector<ServerSample> out;
+  for (const ServerSample& s : SortedSamples(run)) {
+    if (s.has_hardware) out.push_back(s);
+  }
+  return out;
+}
+
+ChartSpec TimeChart(const std::string& title, const RunResult& run, size_t index,
+                    const std::string& y_label) {
+  ChartSpec c;
+  c.title = absl::StrCat(title, " \u2014 ", Truncate(RunName(run, index), 32));
+  c.x_label = "time since start (s)";
+  c.y_label = y_label;
+  c.x_from_zero = c.y_from_zero = c.pad_x = true;
+  c.empty_text = "no metrics samples (neupims-bench --metrics HOST:PORT)";
+  return c;
+}
+
+ChartSpec UtilizationChart(const RunView& view, size_t index) {
+  ChartSpec c = TimeChart("NPU / PIM / HBM utilisation", *view.run, index, "utilisation (%)");
+  c.y_fixed = std::make_pair(0.0, 100.0);
+  const std::vector<ServerSample> samples = HardwareSamples(*view.run);
+  if (samples.empty()) return c;
+  struct Unit {
+    const char* name;
+    double ServerSample::*field;
+  };
+  const Unit units[] = {{"NPU systolic", &ServerSample::npu_systolic},
+                        {"NPU vector", &ServerSample::npu_vector},
+                        {"PIM", &ServerSample::pim},
+                        {"HBM bandwidth", &ServerSample::hbm_bandwidth}};
+  for (size_t u = 0; u < std::size(units); ++u) {
+    Series s{.name = units[u].name, .color = kPalette[u], .dashed = u == 1};
+    for (const ServerSample& x : samples) s.points.emplace_back(x.t_s, 100 * (x.*units[u].field));
+    c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+HeatmapSpec KvHeatmap(const RunView& view, size_t index) {
+  HeatmapSpec h;
+  h.title = absl::StrCat("KV-cache usage per PIM channel \u2014 ",
+                         Truncate(RunName(*view.run, index), 24));
+  h.x_label = "time since start (s)";
+  h.y_label = "PIM channel";
+  h.row_name = "channel";
+  h.empty_text = "no per-channel samples";
+  for (const ServerSample& s : SortedSamples(*view.run)) {
+    if (s.channel_kv_usage.empty()) continue;
+    if (h.rows.size() < s.channel_kv_usage.size()) {
+      h.rows.resize(s.channel_kv_usage.size(), std::vector<double>(h.xs.size(), 0.0));
+    }
+    h.xs.push_back(s.t_s);
+    for (size_t r = 0; r < h.rows.size(); ++r) {
+      h.rows[r].push_back(r < s.channel_kv_usage.size() ? s.channel_kv_usage[r] : 0.0);
+    }
+  }
+  return h;
+}
+
+ChartSpec PowerChart(const RunView& view, size_t index) {
+  ChartSpec c = TimeChart("Power", *view.run, index, "simulated power (W)");
+  Series s{.name = "power (last simulated second)", .color = kPalette[3], .fill = true};
+  for (const ServerSample& x : HardwareSamples(*view.run)) s.points.emplace_back(x.t_s, x.power_w);
+  if (!s.points.empty()) c.series.push_back(std::move(s));
+  return c;
+}
+
+// Joules per output token between consecutive samples (where tokens were produced), and over
+// the whole run as a reference line.
+ChartSpec EnergyPerTokenChart(const RunView& view, size_t index) {
+  ChartSpec c = TimeChart("Energy per output token", *view.run, index, "mJ per output token");
+  const std::vector<ServerSample> samples = HardwareSamples(*view.run);
+  Series s{.name = "between samples", .color = kPalette[4], .markers = true};
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const double tokens = samples[i].generation_tokens - samples[i - 1].generation_tokens;
+    const double joules = samples[i].energy_j - samples[i - 1].energy_j;
+    if (tokens > 0 && joules >= 0) s.points.emplace_back(samples[i].t_s, 1e3 * joules / tokens);
+  }
+  if (s.points.empty()) return c;
+  c.series.push_back(std::move(s));
+  const double tokens = samples.back().generation_tokens - samples.front().generation_tokens;
+  const double joules = samples.back().energy_j - samples.front().energy_j;
+  if (tokens > 0) {
+    c.refs.push_back(
+        {1e3 * joules / tokens, absl::StrFormat("run: %.2f mJ/token", 1e3 * joules / tokens)});
+  }
   return c;
 }
 
@@ -652,6 +758,31 @@ std::string RenderHtmlReport(const std::vector<RunResult>& runs, const ReportInf
       figure(ThroughputChart(v, shown[k], kPalette[k]));
       figure(BatchChart(v, shown[k], kPalette[k]));
       absl::StrAppend(&o, "</div>\n");
+    }
+
+    absl::StrAppend(&o, "<h2>Hardware (simulated)</h2>\n");
+    bool any_hardware = false;
+    for (size_t k = 0; k < shown.size(); ++k) {
+      const RunView& v = views[shown[k]];
+      if (!HasHardwareView(*v.run)) continue;
+      any_hardware = true;
+      if (shown.size() > 1) {
+        absl::StrAppend(&o, "<h3><span class=\"swatch\" style=\"background:", kPalette[k],
+                        "\"></span>", Esc(RunName(*v.run, shown[k])), "</h3>\n");
+      }
+      absl::StrAppend(&o, "<div class=\"charts hardware\">\n");
+      figure(UtilizationChart(v, shown[k]));
+      absl::StrAppend(&o, "<figure>", RenderHeatmap(KvHeatmap(v, shown[k])), "</figure>\n");
+      figure(PowerChart(v, shown[k]));
+      figure(EnergyPerTokenChart(v, shown[k]));
+      absl::StrAppend(&o, "</div>\n");
+    }
+    if (!any_hardware) {
+      absl::StrAppend(&o,
+                      "<p class=\"sub\">No server samples with the hardware view: run "
+                      "neupims-bench with <code>--metrics HOST:PORT</code> (the server's "
+                      "metrics port) for NPU / PIM / HBM utilisation, KV usage per channel, power "
+                      "and energy per token over time.</p>\n");
     }
   }
 

@@ -3,8 +3,9 @@
 //
 // Contents: settings and summary tables per run; latency CDFs (TTFT, TPOT, end-to-end; client
 // and simulated views); output-token throughput and running batch size over time; for a sweep of
-// request rates, throughput against latency (median and p99 TTFT / TPOT). Every chart has axes,
-// units, ticks and a legend.
+// request rates, throughput against latency (median and p99 TTFT / TPOT); the hardware view from
+// the server samples: NPU / PIM / HBM utilisation, KV usage per PIM channel (heat map), power and
+// energy per output token over time. Every chart has axes, units, ticks and a legend.
 #ifndef NEUPIMS_TOOLS_LOADGEN_REPORT_H_
 #define NEUPIMS_TOOLS_LOADGEN_REPORT_H_
 

@@ -184,11 +184,22 @@ nlohmann::json RunJson(const RunResult& run) {
   j["errors"] = std::move(errors);
   nlohmann::json samples = nlohmann::json::array();
   for (const ServerSample& x : run.samples) {
-    samples.push_back({{"t_s", x.t_s},
-                       {"running", x.running},
-                       {"waiting", x.waiting},
-                       {"kv_cache_usage", x.kv_cache_usage},
-                       {"sim_time_s", x.sim_time_s}});
+    nlohmann::json sample = {{"t_s", x.t_s},
+                             {"running", x.running},
+                             {"waiting", x.waiting},
+                             {"kv_cache_usage", x.kv_cache_usage},
+                             {"channel_kv_usage", x.channel_kv_usage},
+                             {"sim_time_s", x.sim_time_s}};
+    if (x.has_hardware) {
+      sample["hardware"] = {{"npu_systolic", x.npu_systolic},
+                            {"npu_vector", x.npu_vector},
+                            {"pim", x.pim},
+                            {"hbm_bandwidth", x.hbm_bandwidth},
+                            {"power_w", x.power_w},
+                            {"energy_j", x.energy_j},
+                            {"generation_tokens", x.generation_tokens}};
+    }
+    samples.push_back(std::move(sample));
   }
   j["server_samples"] = std::move(samples);
   return j;

@@ -38,12 +38,18 @@ struct RequestResult {
   int preemptions = 0;
 };
 
-// Periodic GetServerInfo samples during a run.
+// Periodic GetServerInfo samples during a run, with the server's /metrics when the load
+// generator reads them (--metrics).
 struct ServerSample {
   double t_s = 0;  // wall, from the run's start
   int64_t running = 0, waiting = 0;
   double kv_cache_usage = 0;
   double sim_time_s = 0;
+  std::vector<double> channel_kv_usage;  // per PIM channel
+  bool has_hardware = false;  // the fields below were scraped
+  double npu_systolic = 0, npu_vector = 0, pim = 0, hbm_bandwidth = 0;  // utilisation 0..1
+  double power_w = 0;
+  double energy_j = 0, generation_tokens = 0;  // the server's cumulative counters
 };
 
 struct Percentiles {

@@ -404,4 +404,82 @@ std::string RenderChart(const ChartSpec& spec, int id) {
   return o;
 }
 
+namespace {
+
+// `color` (#rrggbb) mixed with white: 0 -> white, 1 -> color.
+std::string Shade(const std::string& color, double v) {
+  const double t = std::clamp(Usable(v) ? v : 0.0, 0.0, 1.0);
+  std::string out = "#";
+  for (int i = 0; i < 3; ++i) {
+    const int c = std::stoi(color.substr(1 + 2 * i, 2), nullptr, 16);
+    absl::StrAppend(&out,
+                    absl::StrFormat("%02x", static_cast<int>(std::lround(255 - (255 - c) * t))));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderHeatmap(const HeatmapSpec& spec) {
+  const double bottom = kPlotTop + kPlotHeight;
+  const double height = bottom + 46;
+  std::string o;
+  absl::StrAppend(&o, "<svg class=\"chart heatmap\" viewBox=\"0 0 ", Coord(kWidth), " ",
+                  Coord(height), "\" role=\"img\" aria-label=\"", Esc(spec.title), "\">");
+  absl::StrAppend(&o, "<text class=\"ct\" x=\"", Coord(kPlotLeft - 52), "\" y=\"22\">",
+                  Esc(spec.title), "</text>");
+  const size_t n = spec.xs.size();
+  const size_t rows = spec.rows.size();
+  const double y_mid = kPlotTop + kPlotHeight / 2;
+  absl::StrAppend(&o, "<text class=\"al\" x=\"", Coord(kPlotLeft + kPlotWidth / 2), "\" y=\"",
+                  Coord(bottom + 36), "\" text-anchor=\"middle\">", Esc(spec.x_label), "</text>");
+  absl::StrAppend(&o, "<text class=\"al\" x=\"14\" y=\"", Coord(y_mid),
+                  "\" text-anchor=\"middle\" transform=\"rotate(-90 14 ", Coord(y_mid), ")\">",
+                  Esc(spec.y_label), "</text>");
+  if (n == 0 || rows == 0) {
+    absl::StrAppend(&o, "<text class=\"empty\" x=\"", Coord(kPlotLeft + kPlotWidth / 2), "\" y=\"",
+                    Coord(y_mid + 5), "\" text-anchor=\"middle\">", Esc(spec.empty_text),
+                    "</text></svg>");
+    return o;
+  }
+  // Column k spans from xs[k] to xs[k+1] (the last one as wide as the one before it).
+  const double x0 = Usable(spec.xs.front()) ? spec.xs.front() : 0;
+  double x1 = Usable(spec.xs.back()) ? spec.xs.back() : x0;
+  if (n > 1) x1 += (x1 - (Usable(spec.xs[n - 2]) ? spec.xs[n - 2] : x1));
+  if (!(x1 > x0)) x1 = x0 + 1;
+  auto px = [&](double x) { return kPlotLeft + (x - x0) / (x1 - x0) * kPlotWidth; };
+  const double row_h = kPlotHeight / static_cast<double>(rows);
+  absl::StrAppend(&o, "<g class=\"cells\">");
+  for (size_t r = 0; r < rows; ++r) {
+    const double y = bottom - static_cast<double>(r + 1) * row_h;
+    for (size_t k = 0; k < n && k < spec.rows[r].size(); ++k) {
+      if (!Usable(spec.xs[k])) continue;
+      const double left = px(spec.xs[k]);
+      const double right = k + 1 < n && Usable(spec.xs[k + 1]) ? px(spec.xs[k + 1]) : px(x1);
+      const double v = spec.rows[r][k];
+      absl::StrAppend(&o, "<rect class=\"cell\" x=\"", Coord(left), "\" y=\"", Coord(y),
+                      "\" width=\"", Coord(std::max(0.5, right - left)), "\" height=\"",
+                      Coord(row_h), "\" fill=\"", Shade(spec.color, v), "\"><title>",
+                      Esc(absl::StrFormat("t=%.2f s, %s %d: %.1f%%", spec.xs[k], spec.row_name,
+                                          static_cast<int>(r), Usable(v) ? 100 * v : 0.0)),
+                      "</title></rect>");
+    }
+  }
+  absl::StrAppend(&o, "</g>");
+  absl::StrAppend(&o, "<rect class=\"frame\" x=\"", Coord(kPlotLeft), "\" y=\"", Coord(kPlotTop),
+                  "\" width=\"", Coord(kPlotWidth), "\" height=\"", Coord(kPlotHeight), "\"/>");
+  // Row labels (first, middle, last) and the time axis ends.
+  for (size_t r : {size_t{0}, rows / 2, rows - 1}) {
+    absl::StrAppend(&o, "<text class=\"tk\" x=\"", Coord(kPlotLeft - 6), "\" y=\"",
+                    Coord(bottom - (static_cast<double>(r) + 0.5) * row_h + 4),
+                    "\" text-anchor=\"end\">", r, "</text>");
+  }
+  for (double x : {x0, x1}) {
+    absl::StrAppend(&o, "<text class=\"tk\" x=\"", Coord(px(x)), "\" y=\"", Coord(bottom + 16),
+                    "\" text-anchor=\"middle\">", absl::StrFormat("%.1f", x), "</text>");
+  }
+  absl::StrAppend(&o, "</svg>");
+  return o;
+}
+
 }  // namespace neupims::loadgen

@@ -78,6 +78,18 @@ struct ChartSpec {
 // The chart as one <svg> element; `id` must be unique on the page (it names the clip path).
 std::string RenderChart(const ChartSpec& spec, int id);
 
+// A heat map of values in [0, 1]: one column per x (time), one row per entry of `rows` (row 0 at
+// the bottom), colour from white (0) to `color` (1). Each cell is a <rect class="cell"> whose
+// <title> gives its x, row and value, so the data can be read back from the page.
+struct HeatmapSpec {
+  std::string title, x_label, y_label, row_name;  // row_name: "channel" -> "channel 3"
+  std::string color = "#d62728";
+  std::vector<double> xs;                 // increasing
+  std::vector<std::vector<double>> rows;  // rows[r][k]: row r at xs[k]
+  std::string empty_text = "no data";
+};
+std::string RenderHeatmap(const HeatmapSpec& spec);
+
 }  // namespace neupims::loadgen
 
 #endif  // NEUPIMS_TOOLS_LOADGEN_SVG_CHART_H_

@@ -1,5 +1,7 @@
 #include "tools/neupims/experiments_command.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -20,6 +22,8 @@
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/cnn_experiments.h"
+#include "tools/neupims/shard.h"
+#include "tools/neupims/step_eval.h"
 #include "tools/workload/workload.h"
 
 namespace neupims::cli {
@@ -35,71 +39,13 @@ struct ExperimentFlags {
   bool quick = false;
   bool offload = false;      // only the CNN offload section (DNNVM tables)
   int jobs = DefaultJobs();  // engine configurations simulated at once
+  bool no_progress = false;
+  std::string shard = "0/1";       // --shard i/N: run every N-th engine configuration
+  std::string shard_out;           // write that shard's results here instead of Markdown
+  std::vector<std::string> merge;  // render from these shard files instead of running
 };
 
-// Decode batches in steady state, as NeuPIMs sec. 8.1 builds them ("simulate the inference
-// serving for a fixed amount of time ... warm up the batch ... sample 10 batches"): in a warm
-// batch a request is seen with probability proportional to the iterations it stays (its output
-// length) and at a uniformly random point of its generation, so its sequence length is
-// prompt + U * output (renewal theory; no simulation of the warm-up needed).
-class BatchSampler {
- public:
-  BatchSampler(std::vector<workload::LengthPair> lengths, uint64_t seed)
-      : lengths_(std::move(lengths)), rng_(seed) {
-    std::vector<double> weights;
-    for (const auto& l : lengths_) weights.push_back(static_cast<double>(l.output_tokens));
-    pick_ = std::discrete_distribution<size_t>(weights.begin(), weights.end());
-  }
-  std::vector<engine::Engine::StepRequest> Sample(int batch) {
-    std::vector<engine::Engine::StepRequest> out;
-    std::uniform_real_distribution<double> u(0, 1);
-    for (int i = 0; i < batch; ++i) {
-      const workload::LengthPair& l = lengths_[pick_(rng_)];
-      const int64_t done = static_cast<int64_t>(u(rng_) * static_cast<double>(l.output_tokens));
-      out.push_back({l.prompt_tokens + done + 1, -1});
-    }
-    return out;
-  }
-
- private:
-  std::vector<workload::LengthPair> lengths_;
-  std::mt19937_64 rng_;
-  std::discrete_distribution<size_t> pick_;
-};
-
-struct StepResult {
-  double tokens_per_s = 0;
-  double npu = 0, pim = 0, bw = 0;
-  bool ok = false;
-  std::string error;
-};
-
-// Mean over the sampled batches of one configuration.
-StepResult Evaluate(engine::Engine& e,
-                    const std::vector<std::vector<engine::Engine::StepRequest>>& batches) {
-  StepResult r;
-  double tput = 0, npu = 0, pim = 0, bw = 0;
-  const hw::DeviceConfig& dev = e.device();
-  for (const auto& b : batches) {
-    auto c = e.SimulateStep(b, 0, false);
-    if (!c.ok()) {
-      r.error = std::string(c.status().message());
-      return r;
-    }
-    const double d = c->duration_ns;
-    tput += static_cast<double>(b.size()) / (d * 1e-9);
-    npu += c->systolic_busy_ns / d;
-    pim += c->pim_mac_ns / dev.hbm.org.channels / d;
-    bw += c->npu_hbm_bytes / (dev.PeakHbmBytesPerSecond() * 1e-9) / d;
-  }
-  const double n = static_cast<double>(batches.size());
-  r.tokens_per_s = tput / n;
-  r.npu = npu / n;
-  r.pim = pim / n;
-  r.bw = bw / n;
-  r.ok = true;
-  return r;
-}
+constexpr char kShardFormat[] = "neupims-experiments-shard/1";
 
 // The options of one experiment point: `model` in `mode` with no ablation override (the
 // callers set those they study); the batch is never capped.
@@ -110,8 +56,6 @@ engine::EngineOptions PointOptions(const std::string& model, engine::SystemModeK
   o.max_batch = 1 << 14;
   return o;
 }
-
-using Batches = std::vector<std::vector<engine::Engine::StepRequest>>;
 
 // One engine configuration and the batch sets evaluated on it, in order. Runs share nothing
 // and each builds its own engine (engines are not thread-safe), so they run in parallel; an
@@ -132,13 +76,86 @@ void Execute(EngineRun& run) {
   for (const Batches* b : run.points) run.results.push_back(Evaluate(**e, *b));
 }
 
-void ExecuteAll(std::vector<EngineRun>& runs, int jobs) {
+// Progress is a line redrawn with '\r', so only for a terminal: in a log file or a CI capture
+// the carriage returns would pile up into one unreadable line.
+bool ShowProgress(const ExperimentFlags& f) { return !f.no_progress && isatty(STDERR_FILENO); }
+
+void ExecuteAll(std::vector<EngineRun>& runs, const Shard& shard, int jobs, bool progress) {
+  std::vector<int> owned;
+  for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
+    if (shard.Owns(i)) owned.push_back(i);
+  }
   std::atomic<int> done = 0;
-  ParallelFor(static_cast<int>(runs.size()), jobs, [&](int i) {
-    Execute(runs[i]);
-    std::fprintf(stderr, "\rexperiments: %d of %zu engine configurations        ", ++done,
-                 runs.size());
+  ParallelFor(static_cast<int>(owned.size()), jobs, [&](int k) {
+    Execute(runs[owned[k]]);
+    const int n = ++done;
+    if (progress) {
+      std::fprintf(stderr, "\rexperiments: %d of %zu engine configurations        ", n,
+                   owned.size());
+    }
   });
+  if (progress) std::fprintf(stderr, "\r%*s\r", 60, "");
+}
+
+// What identifies a run's inputs: shards merge only with shards of the same settings.
+json ShardSettings(const ExperimentFlags& f) {
+  return {{"quick", f.quick}, {"samples", f.samples}, {"seed", f.seed}};
+}
+
+absl::Status WriteShard(const ExperimentFlags& f, const Shard& shard,
+                        const std::vector<EngineRun>& runs) {
+  json out = {{"format", kShardFormat},
+              {"settings", ShardSettings(f)},
+              {"shard", {{"index", shard.index}, {"count", shard.count}}},
+              {"runs", json::array()}};
+  for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
+    if (!shard.Owns(i)) continue;
+    json results = json::array();
+    for (const StepResult& r : runs[i].results) results.push_back(ToJson(r));
+    out["runs"].push_back({{"index", i},
+                           {"engine_code", static_cast<int>(runs[i].engine_status.code())},
+                           {"engine_error", std::string(runs[i].engine_status.message())},
+                           {"results", results}});
+  }
+  return WriteFile(f.shard_out, out.dump(1) + "\n");
+}
+
+// Fills every run's results from shard files of these settings; each run exactly once.
+absl::Status LoadShards(const ExperimentFlags& f, std::vector<EngineRun>& runs) {
+  std::vector<bool> seen(runs.size(), false);
+  for (const std::string& path : f.merge) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || j.value("format", "") != kShardFormat) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": not an experiments shard file"));
+    }
+    if (j.at("settings") != ShardSettings(f)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": made with other settings ",
+                                                     j.at("settings").dump(),
+                                                     " (give the same --quick/--samples/--seed)"));
+    }
+    for (const json& r : j.at("runs")) {
+      const int64_t i = r.at("index").get<int64_t>();
+      if (i < 0 || i >= static_cast<int64_t>(runs.size()) || seen[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": run ", i, " unknown or repeated"));
+      }
+      seen[i] = true;
+      runs[i].engine_status =
+          absl::Status(static_cast<absl::StatusCode>(r.at("engine_code").get<int>()),
+                       r.at("engine_error").get<std::string>());
+      for (const json& x : r.at("results")) {
+        ASSIGN_OR_RETURN(StepResult step, StepResultFromJson(x));
+        runs[i].results.push_back(step);
+      }
+    }
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!seen[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine configuration ", i, " is in no shard file (a shard is missing)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
@@ -243,7 +260,24 @@ int RunExperiments(const ExperimentFlags& f) {
     run.points.push_back(&batches[{"sharegpt", 256}]);
     runs.push_back(std::move(run));
   }
-  ExecuteAll(runs, f.jobs);
+  absl::StatusOr<Shard> shard = ParseShard(f.shard);
+  if (!shard.ok()) return ReportError(shard.status());
+  if (shard->count > 1 && f.shard_out.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "--shard without --shard-out: a shard alone cannot fill the tables; write it with "
+        "--shard-out and merge the shard files with --merge"));
+  }
+  if (!f.merge.empty()) {
+    if (absl::Status s = LoadShards(f, runs); !s.ok()) return ReportError(s);
+  } else {
+    ExecuteAll(runs, *shard, f.jobs, ShowProgress(f));
+  }
+  if (!f.shard_out.empty()) {
+    if (absl::Status s = WriteShard(f, *shard, runs); !s.ok()) return ReportError(s);
+    std::fprintf(stderr, "experiments: shard %d/%d -> %s\n", shard->index, shard->count,
+                 f.shard_out.c_str());
+    return 0;
+  }
 
   auto next_run = runs.begin();
   std::map<std::tuple<std::string, std::string, int, std::string>, StepResult> fig12;
@@ -283,7 +317,6 @@ int RunExperiments(const ExperimentFlags& f) {
   }
   if (!next_run->engine_status.ok()) return ReportError(next_run->engine_status);
   const StepResult table4_sbi = next_run->results.front();
-  std::fprintf(stderr, "\r%*s\r", 60, "");
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -582,8 +615,11 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
   CLI::App* c = app.add_subcommand(
       "experiments",
       "Regenerate the NeuPIMs paper's experiments (Figures 12-14, Table 4) from the shipped "
-      "configs and datasets and write docs/results.md");
-  c->add_option("--out", f->out, "Markdown file to write")->capture_default_str();
+      "configs and datasets and write them as Markdown (--out, by default the tracked "
+      "docs/results.md)");
+  c->add_option("--out", f->out,
+                "Markdown file to write (the default overwrites the tracked docs/results.md)")
+      ->capture_default_str();
   c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON");
   c->add_option("--samples", f->samples, "Batches sampled per point")
       ->check(CLI::Range(1, 100))
@@ -598,6 +634,17 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
                 "The results do not depend on it")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  c->add_option("--shard", f->shard,
+                "Run every N-th engine configuration, i/N (0 <= i < N); needs --shard-out")
+      ->capture_default_str();
+  c->add_option("--shard-out", f->shard_out,
+                "Write this shard's raw results as JSON (no Markdown); merge with --merge");
+  c->add_option("--merge", f->merge,
+                "Render --out from these shard files (same --quick/--samples/--seed) instead of "
+                "running; the tables equal a single run's")
+      ->excludes("--shard-out");
+  c->add_flag("--no-progress", f->no_progress,
+              "No progress line on stderr (it is only drawn when stderr is a terminal)");
   c->callback([f, exit_code] { *exit_code = RunExperiments(*f); });
 }
 

@@ -6,6 +6,7 @@
 #include "tools/neupims/serve_command.h"
 #include "tools/neupims/simulate_command.h"
 #include "tools/neupims/step_command.h"
+#include "tools/neupims/sweep_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   neupims::cli::RegisterExperimentsCommand(app, &exit_code);
   neupims::cli::RegisterServeCommand(app, &exit_code);
   neupims::cli::RegisterCnnCommand(app, &exit_code);
+  neupims::cli::RegisterSweepCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -103,6 +103,16 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       if (given("--dual-row-buffers")) e.dual_row_buffers = flags.dual_row_buffers;
       if (given("--sub-batch")) e.sub_batch_interleaving = flags.sub_batch_interleaving;
       if (given("--channel-policy")) e.channel_policy = flags.channel_policy;
+      if (given("--mha-estimator")) e.mha_estimator = flags.mha_estimator;
+      if (given("--sbi-min-batch")) e.sbi_min_batch = flags.sbi_min_batch;
+      if (given("--max-prefill-tokens")) e.max_prefill_tokens = flags.max_prefill_tokens;
+      if (given("--block-tokens")) e.block_tokens = flags.block_tokens;
+      if (given("--prefill-groups")) e.prefill_groups = flags.prefill_groups;
+      if (given("--prefill-link-gbps")) e.prefill_link.gb_per_s = flags.prefill_link.gb_per_s;
+      if (given("--interconnect-gbps")) e.interconnect.gb_per_s = flags.interconnect.gb_per_s;
+      if (given("--interconnect-latency-ns")) {
+        e.interconnect.latency_ns = flags.interconnect.latency_ns;
+      }
     }
     if (f->config.empty() || given("--bind")) o.bind_address = f->bind;
     if (f->config.empty() || given("--port")) o.port = f->port;

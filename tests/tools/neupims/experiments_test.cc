@@ -24,17 +24,20 @@ std::string ReadFile(const std::filesystem::path& path) {
 struct ExperimentsOutput {
   std::string markdown;
   std::string json;
+  std::string stderr_text;
 };
 
 ExperimentsOutput RunQuickExperiments(int jobs) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / absl::StrCat("experiments_jobs_", jobs);
   std::filesystem::create_directories(dir);
-  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " experiments --quick --jobs ", jobs,
-                                           " --out ", (dir / "results.md").string(), " --json-out ",
-                                           (dir / "results.json").string(), " > /dev/null 2>&1");
+  const std::string command =
+      absl::StrCat(NEUPIMS_CLI_PATH, " experiments --quick --jobs ", jobs, " --out ",
+                   (dir / "results.md").string(), " --json-out ", (dir / "results.json").string(),
+                   " > /dev/null 2> ", (dir / "stderr.txt").string());
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
-  ExperimentsOutput out{ReadFile(dir / "results.md"), ReadFile(dir / "results.json")};
+  ExperimentsOutput out{ReadFile(dir / "results.md"), ReadFile(dir / "results.json"),
+                        ReadFile(dir / "stderr.txt")};
   // The run's wall time is the one thing allowed to differ.
   out.markdown = std::regex_replace(out.markdown, std::regex(R"(, [0-9.]+ s\))"), ", T s)");
   return out;
@@ -52,6 +55,9 @@ TEST(ExperimentsTest, ParallelRunEqualsSerialRun) {
   ASSERT_NE(serial.json.find("figure14"), std::string::npos);
   EXPECT_EQ(serial.json, parallel.json);
   EXPECT_EQ(serial.markdown, parallel.markdown);
+  // stderr is a file here, not a terminal: no '\r'-redrawn progress line.
+  EXPECT_EQ(serial.stderr_text.find('\r'), std::string::npos) << serial.stderr_text;
+  EXPECT_EQ(parallel.stderr_text.find('\r'), std::string::npos);
 }
 
 }  // namespace
