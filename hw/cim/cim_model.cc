@@ -109,10 +109,15 @@ absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
   c.accumulate_s = pixels * spec_.columns_per_adc * tree_stages / spec_.clock_hz;
   c.time_s = c.read_s + c.accumulate_s;
 
-  const double arrays = static_cast<double>(c.mapping.arrays);
-  const double cells = static_cast<double>(spec_.array_rows) * spec_.array_cols;
-  c.cell_energy_j = bit_reads * arrays * cells * spec_.input_activity * spec_.cell_read_energy_j();
-  c.adc_energy_j = bit_reads * arrays * spec_.array_cols * spec_.adc_energy_j;
+  // Only the mapped part of each sub-array is driven and converted (NeuroSim maps the weight
+  // matrix onto numRowMatrix x numColMatrix of a sub-array).
+  const double weight_columns =
+      static_cast<double>(op.out_channels) * (spec_.weight_bits / spec_.cell_bits);  // all groups
+  const double cells =
+      static_cast<double>(op.kernel_h * op.kernel_w * op.in_channels) * weight_columns;
+  c.cell_energy_j = bit_reads * cells * spec_.input_activity * spec_.cell_read_energy_j();
+  c.adc_energy_j =
+      bit_reads * static_cast<double>(c.mapping.row_arrays) * weight_columns * spec_.adc_energy_j;
   c.accumulate_energy_j = bit_reads * static_cast<double>(op.out_channels) *
                           static_cast<double>(c.mapping.row_arrays - 1) * spec_.add_energy_j;
   c.energy_j = c.cell_energy_j + c.adc_energy_j + c.accumulate_energy_j;

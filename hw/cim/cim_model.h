@@ -18,11 +18,12 @@
 //   t_read  = pixels * input_bits * columns_per_adc * read_pulse * sensing_latency_factor
 //   t_accum = pixels * columns_per_adc * ceil(log2(row arrays)) / clock
 //
-// Energy: every cell of every array is read once per input bit (activity-weighted), every column
-// converted once per input bit, and the partial sums of the row arrays added:
+// Energy: every mapped cell is read once per input bit (activity-weighted), every mapped column
+// of every row array converted once per input bit, and the partial sums of the row arrays added
+// (W = OC * weight_bits / cell_bits weight columns):
 //
-//   E_cells = pixels * input_bits * arrays * rows*cols * activity * V^2 * G_avg * read_pulse
-//   E_adc   = pixels * input_bits * arrays * cols * E_conversion
+//   E_cells = pixels * input_bits * K^2*IC*W * activity * V^2 * G_avg * read_pulse
+//   E_adc   = pixels * input_bits * row arrays * W * E_conversion
 //   E_accum = pixels * OC * input_bits * (row arrays - 1) * E_add
 //
 // Operations without weights (pooling, element-wise adds, LRN, softmax) run on the chip's digital

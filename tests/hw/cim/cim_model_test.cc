@@ -92,3 +92,22 @@ TEST(CimModelTest, DigitalOpsRunOnThePeriphery) {
 
 }  // namespace
 }  // namespace neupims::hw::cim
+
+namespace neupims::hw::cim {
+namespace {
+
+TEST(CimModelTest, OnlyMappedCellsAndColumnsSpendEnergy) {
+  const CimSpec s = NeuroSim();
+  const CimModel m(s);
+  // 7x7 over 3 channels (ResNet conv1): 49 arrays of 3 used rows each.
+  absl::StatusOr<CimCost> c =
+      m.Mvm({.in_channels = 3, .out_channels = 64, .kernel_h = 7, .kernel_w = 7, .out_pixels = 1});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->mapping.arrays, 49 * 2);
+  EXPECT_DOUBLE_EQ(c->cell_energy_j,
+                   8.0 * (49 * 3 * 64 * 4) * s.input_activity * s.cell_read_energy_j());
+  EXPECT_DOUBLE_EQ(c->adc_energy_j, 8.0 * 49 * (64 * 4) * s.adc_energy_j);
+}
+
+}  // namespace
+}  // namespace neupims::hw::cim
