@@ -67,7 +67,8 @@ absl::StatusOr<LayerCost> OnCim(const Graph& g, int node, const hw::cim::CimSpec
                               .kernel_w = fc ? 1 : n.window.kernel_w,
                               .groups = fc ? 1 : n.groups,
                               .out_pixels = (fc ? 1 : n.out.h * n.out.w) * g.batch}));
-  return Runs(c.time_s, c.energy_j);
+  const hw::cim::CimCost relu = model.Digital(ElementOps(g, node));  // a folded ReLU
+  return Runs(c.time_s + relu.time_s, c.energy_j + relu.energy_j);
 }
 
 absl::StatusOr<LayerCost> OnFpga(const Graph& g, int node, const hw::fpga::FpgaSpec& spec) {
@@ -158,6 +159,33 @@ std::vector<int64_t> CutBytes(const Graph& g, const std::vector<int>& layers) {
   return cut;
 }
 
+// The devices, their memory in FP32 bytes (an INT8 device's capacity x 4).
+std::vector<scheduler::partition::ProfiledDevice> ProfileDevices(
+    const hw::cluster::Cluster& cluster) {
+  std::vector<scheduler::partition::ProfiledDevice> out;
+  for (const Device& d : cluster.devices) {
+    out.push_back({.name = d.name,
+                   .kind = hw::cluster::ToString(d.kind),
+                   .memory_bytes = d.memory_bytes / ElementBytes(d) * kTransferBytesPerElement});
+  }
+  return out;
+}
+
+std::vector<std::vector<scheduler::partition::LinkCost>> ProfileLinks(
+    const hw::cluster::Cluster& cluster) {
+  std::vector<std::vector<scheduler::partition::LinkCost>> out;
+  for (const std::vector<hw::link::Link>& row : cluster.link) {
+    out.emplace_back();
+    for (const hw::link::Link& l : row) {
+      out.back().push_back({.medium = l.medium,
+                            .bytes_per_s = l.bytes_per_s,
+                            .joules_per_bit = l.joules_per_bit,
+                            .latency_s = l.latency_s});
+    }
+  }
+  return out;
+}
+
 absl::Status FitsSomewhere(const Profile& p, const std::vector<std::vector<std::string>>& why) {
   for (size_t l = 0; l < p.layers.size(); ++l) {
     if (std::any_of(p.time_s[l].begin(), p.time_s[l].end(),
@@ -223,12 +251,7 @@ absl::StatusOr<Profile> BuildProfile(const Graph& graph, const hw::cluster::Clus
   ASSIGN_OR_RETURN(Graph g, models::cnn::Canonicalize(graph));
   Profile p;
   p.model = g.name;
-  for (const Device& d : cluster.devices) {
-    p.devices.push_back(
-        {.name = d.name,
-         .kind = hw::cluster::ToString(d.kind),
-         .memory_bytes = d.memory_bytes / ElementBytes(d) * kTransferBytesPerElement});
-  }
+  p.devices = ProfileDevices(cluster);
   const std::vector<int> layers = ProfiledNodes(g);
   std::vector<std::vector<std::string>> why(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -253,15 +276,7 @@ absl::StatusOr<Profile> BuildProfile(const Graph& graph, const hw::cluster::Clus
   RETURN_IF_ERROR(FitsSomewhere(p, why));
   p.cut_bytes = CutBytes(g, layers);
   p.input_bytes = TensorBytes(g, 0);
-  for (size_t d = 0; d < cluster.devices.size(); ++d) {
-    p.link.emplace_back();
-    for (const hw::link::Link& l : cluster.link[d]) {
-      p.link.back().push_back({.medium = l.medium,
-                               .bytes_per_s = l.bytes_per_s,
-                               .joules_per_bit = l.joules_per_bit,
-                               .latency_s = l.latency_s});
-    }
-  }
+  p.link = ProfileLinks(cluster);
   return p;
 }
 
