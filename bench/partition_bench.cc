@@ -1,7 +1,7 @@
 // Speed of the CNN partitioners (docs/benchmarks.md). The bounds: ResNet152 over 8
 // devices, the exact DP < 1 s and the published DP < 50 ms on one core. The profile here is
 // synthetic with ResNet152's shape (209 layers) so the benchmark does not depend on the device
-// models; `neupims cnn plan --timing` reports the same on the real profile.
+// models; `neupims cnn pareto` runs both on the real profiles.
 #include <cmath>
 #include <random>
 

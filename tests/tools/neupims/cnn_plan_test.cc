@@ -1,0 +1,89 @@
+// `neupims cnn plan` and `neupims cnn pareto` run through the built binary.
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace neupims::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Output {
+  int status;
+  std::string out;
+};
+
+Output RunCli(const std::string& args) {
+  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " ", args, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  return {WEXITSTATUS(pclose(pipe)), out};
+}
+
+TEST(CnnPlanTest, JsonPlanCoversEveryLayerWithOneStagePerDevice) {
+  const Output o = RunCli("cnn plan --model resnet50 --cluster donna-hetero --alpha 1 --json");
+  ASSERT_EQ(o.status, 0) << o.out;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  ASSERT_FALSE(j["stages"].empty());
+  int layers = 0;
+  std::set<std::string> devices;
+  double slowest = 0;
+  for (const auto& s : j["stages"]) {
+    layers += s["layers"].get<int>();
+    EXPECT_TRUE(devices.insert(s["device"].get<std::string>()).second);
+    slowest = std::max({slowest, s["compute_s"].get<double>(), s["transfer_s"].get<double>()});
+  }
+  EXPECT_GT(layers, 50);
+  EXPECT_DOUBLE_EQ(j["bottleneck_s"].get<double>(), slowest);
+  EXPECT_NEAR(j["throughput_per_s"].get<double>(), 1 / slowest, 1e-9);
+}
+
+TEST(CnnPlanTest, ExactIsNeverWorseThanPublished) {
+  for (const char* alpha : {"0.3", "0.8"}) {
+    const Output a =
+        RunCli(absl::StrCat("cnn plan --model vgg19 --policy donna --alpha ", alpha, " --json"));
+    const Output b = RunCli(
+        absl::StrCat("cnn plan --model vgg19 --policy donna-exact --alpha ", alpha, " --json"));
+    ASSERT_EQ(a.status, 0) << a.out;
+    ASSERT_EQ(b.status, 0) << b.out;
+    EXPECT_LE(nlohmann::json::parse(b.out)["objective"].get<double>(),
+              nlohmann::json::parse(a.out)["objective"].get<double>() * (1 + 1e-12));
+  }
+}
+
+TEST(CnnPlanTest, ParetoPrintsTheSweepAndTheFront) {
+  const Output o = RunCli("cnn pareto --model vgg8 --cluster donna-hetero");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("alpha sweep"));
+  EXPECT_THAT(o.out, HasSubstr("Pareto front"));
+  // Alpha 0: the whole model on the most energy-efficient device, the CIM (DONNA sec. IV).
+  EXPECT_THAT(o.out, HasSubstr("   0.0       1"));
+  EXPECT_THAT(o.out, HasSubstr("cim0\n"));
+}
+
+TEST(CnnPlanTest, BadInputsAreClearErrors) {
+  Output o = RunCli("cnn plan --cluster nosuch");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.out, HasSubstr("edge-cloud"));
+  o = RunCli("cnn plan --cluster fpga-gpu --policy cim-only");
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("no cim device"));
+  o = RunCli("cnn plan --model resnet50 --cluster fpga-gpu --policy fpga-only");
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("fc1000"));
+  o = RunCli("cnn plan --alpha 1.5");
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("alpha"));
+}
+
+}  // namespace
+}  // namespace neupims::cli
