@@ -277,6 +277,7 @@ absl::StatusOr<Profile> BuildProfile(const Graph& graph, const hw::cluster::Clus
   p.cut_bytes = CutBytes(g, layers);
   p.input_bytes = TensorBytes(g, 0);
   p.link = ProfileLinks(cluster);
+  p.input_device = cluster.input_device;
   return p;
 }
 

@@ -160,6 +160,14 @@ void ParseClusterObject(ConfigObject root, Cluster* c) {
   }
   if (c->devices.empty()) root.Error("devices", "a cluster needs at least one device");
   ParseLinks(root.Child("links"), c);
+  if (root.Has("input_device")) {
+    const std::string input = root.String("input_device");
+    c->input_device = c->Find(input);
+    if (c->input_device < 0) {
+      root.Error("input_device", absl::StrCat("names no device of the cluster: '", input, "'"));
+      c->input_device.reset();
+    }
+  }
   root.Finish();
 }
 

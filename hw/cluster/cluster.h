@@ -9,7 +9,8 @@
 //    "links": {"default": {"medium": "hb-wcc"},
 //              "pairs": [{"between": ["cim0", "gpu0"], "medium": "lb-wcc"},
 //                        {"between": ["cpu0", "gpu0"], "medium": "eth",
-//                         "bytes_per_s": 1.25e9, "joules_per_bit": 5e-9, "latency_s": 1e-5}]}}
+//                         "bytes_per_s": 1.25e9, "joules_per_bit": 5e-9, "latency_s": 1e-5}]},
+//    "input_device": "cim0"}
 //
 // A device's `config` is a built-in name of its kind or a path to a JSON file; `profile` (CPU and
 // GPU only) a measured `layer,time_s,energy_j` CSV that overrides the roofline; `memory_bytes`
@@ -22,6 +23,7 @@
 #define NEUPIMS_HW_CLUSTER_CLUSTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -61,6 +63,10 @@ struct Cluster {
   std::vector<Device> devices;
   // link[d][e] for d != e; link[d][d] is unused (a zero-cost "local" medium).
   std::vector<std::vector<link::Link>> link;
+
+  // Where the model's input arrives (an edge device, DONNA sec. IV-C): the first stage runs
+  // there. Unset: the input is available on whichever device takes the first stage.
+  std::optional<int> input_device;
 
   int Find(absl::string_view device) const;  // index or -1
 };

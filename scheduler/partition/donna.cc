@@ -175,7 +175,10 @@ class Search {
   // Runs the recursion; complete plans are reported to `done(state, label, last_class, t, e)`.
   template <typename Done>
   void Run(Done done) {
-    for (int u = 0; u < kinds_; ++u) labels_[Index(0, 0, u)].push_back(Label{});
+    for (int u = 0; u < kinds_; ++u) {
+      if (p_.input_device && ClassOfDevice(*p_.input_device) != u) continue;
+      labels_[Index(0, 0, u)].push_back(Label{});
+    }
     for (int i = 0; i < layers_; ++i) {
       for (int used = 0; used < classes_.states; ++used) {
         for (int u = 0; u < kinds_; ++u) {
@@ -201,10 +204,15 @@ class Search {
       label = l.pred_label;
     }
     std::vector<int> next(kinds_, 0);
+    std::vector<std::vector<int>> order = classes_.members;
+    if (p_.input_device) {  // the first stage runs on the input's device itself
+      std::vector<int>& o = order[ClassOfDevice(*p_.input_device)];
+      std::stable_partition(o.begin(), o.end(), [&](int d) { return d == *p_.input_device; });
+    }
     std::vector<Stage> stages;
     for (auto it = rev.rbegin(); it != rev.rend(); ++it) {
       Stage s;
-      s.device = classes_.members[it->first][next[it->first]++];
+      s.device = order[it->first][next[it->first]++];
       s.last_layer = it->second;
       stages.push_back(s);
     }
@@ -219,6 +227,14 @@ class Search {
   int Index(int i, int used, int u) const { return (i * classes_.states + used) * kinds_ + u; }
   int ClassOf(int state) const { return state % kinds_; }
   bool Free(int used, int c) const { return (free_[used] >> c) & 1u; }
+  int ClassOfDevice(int d) const {
+    for (int c = 0; c < kinds_; ++c) {
+      for (int m : classes_.members[c]) {
+        if (m == d) return c;
+      }
+    }
+    return -1;
+  }
 
   template <typename Done>
   void Expand(int i, int used, int u, int state, int k, Done& done) {
@@ -341,6 +357,9 @@ absl::Status Profile::Validate() const {
       }
     }
   }
+  if (input_device && (*input_device < 0 || *input_device >= static_cast<int>(d))) {
+    return absl::InvalidArgumentError("input_device is not a device of the profile");
+  }
   for (size_t a = 0; a < d; ++a) {
     if (link[a].size() != d) return absl::InvalidArgumentError("link matrix is not square");
     for (size_t b = 0; b < d; ++b) {
@@ -383,6 +402,11 @@ absl::StatusOr<Plan> PricePlan(const Profile& p, const std::vector<Stage>& stage
   Plan plan;
   int first = 0;
   std::vector<bool> used(p.devices.size(), false);
+  if (p.input_device && !stages.empty() && stages[0].device != *p.input_device) {
+    return absl::InvalidArgumentError(absl::StrCat("the first stage must run on ",
+                                                   p.devices[*p.input_device].name,
+                                                   ", where the input arrives"));
+  }
   for (size_t k = 0; k < stages.size(); ++k) {
     Stage s = stages[k];
     const int d = s.device;
@@ -452,7 +476,7 @@ absl::StatusOr<Plan> BruteForcePartition(const Profile& p, double alpha) {
       return;
     }
     for (int d = 0; d < devices; ++d) {
-      if (used[d]) continue;
+      if (used[d] || (first == 0 && p.input_device && d != *p.input_device)) continue;
       used[d] = true;
       for (int last = first; last < layers; ++last) {
         Stage s;

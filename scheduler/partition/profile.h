@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,10 @@ struct Profile {
   std::vector<std::vector<double>> energy_j;
   // cut_bytes[i]: bytes live across a cut after layer i (i < layers.size() - 1).
   std::vector<int64_t> cut_bytes;
-  int64_t input_bytes = 0;  // the model's input, sent to the first stage's device
+  int64_t input_bytes = 0;  // the model's input
+  // The device the input arrives on; the first stage must run there (DONNA sec. IV-C: "forced
+  // to process at least the first layer on the edge device"). Unset: any device.
+  std::optional<int> input_device;
   // link[d][e] for d != e: the medium from device d to device e.
   std::vector<std::vector<LinkCost>> link;
 

@@ -141,3 +141,30 @@ TEST(ClusterTest, FpgaWithoutBoardMemoryIsRefused) {
 
 }  // namespace
 }  // namespace neupims::hw::cluster
+
+namespace neupims::hw::cluster {
+namespace {
+
+TEST(ClusterInputTest, InputDeviceIsWhereTheEdgeInputArrives) {
+  absl::StatusOr<Cluster> c = LoadCluster("edge-cloud");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->input_device.has_value());
+  EXPECT_EQ(c->devices[*c->input_device].name, "cim0");
+  absl::StatusOr<Cluster> none = LoadCluster("donna-hetero");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->input_device.has_value());
+}
+
+TEST(ClusterInputTest, InputDeviceMustNameADevice) {
+  const std::string text =
+      "{\"name\": \"t\", \"description\": \"d\", \"devices\": [{\"name\": \"gpu0\", \"kind\": "
+      "\"gpu\", \"config\": \"rtx3070ti\"}], \"links\": {\"default\": {\"medium\": \"pcie5\"}}, "
+      "\"input_device\": \"cam0\"}";
+  absl::StatusOr<Cluster> c = ParseCluster(text, "t.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), testing::HasSubstr("input_device"));
+  EXPECT_THAT(c.status().message(), testing::HasSubstr("cam0"));
+}
+
+}  // namespace
+}  // namespace neupims::hw::cluster

@@ -183,6 +183,23 @@ TEST(DonnaTest, PublishedDpIsNotExactBetweenZeroAndOne) {
   EXPECT_NEAR(DonnaPublished(p, 0.0)->objective, BruteForcePartition(p, 0.0)->objective, 1e-12);
 }
 
+TEST(DonnaTest, TheFirstStageRunsWhereTheInputArrives) {
+  std::mt19937_64 rng(23);
+  for (int trial = 0; trial < 60; ++trial) {
+    Profile p = RandomProfile(rng, 2 + trial % 6, 2 + trial % 3);
+    if (trial % 2) p = WithRepeatedKinds(p);
+    p.input_device = static_cast<int>(p.devices.size()) - 1;
+    for (double alpha : {0.0, 0.6, 1.0}) {
+      absl::StatusOr<Plan> exact = DonnaExact(p, alpha);
+      absl::StatusOr<Plan> brute = BruteForcePartition(p, alpha);
+      ASSERT_EQ(exact.ok(), brute.ok()) << trial;
+      if (!exact.ok()) continue;
+      EXPECT_EQ(exact->stages[0].device, *p.input_device);
+      EXPECT_NEAR(exact->objective, brute->objective, 1e-12 + 1e-9 * brute->objective);
+    }
+  }
+}
+
 TEST(DonnaTest, CutsCarryEveryLiveTensorAndWeightsMustFit) {
   Profile p;
   p.model = "skip";
