@@ -10,30 +10,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/tools/neupims/cli_runner.h"
 
 namespace neupims::cli {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int status;
-  std::string out;
-};
-
-Output RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
-
 TEST(CnnCommandTest, CompileJsonReportsThroughputFusionsAndEnergy) {
-  const Output o = RunCli("cnn compile --model resnet50 --device zu2 --strategy optimal --json");
+  const CliOutput o = RunCli("cnn compile --model resnet50 --device zu2 --strategy optimal --json");
   ASSERT_EQ(o.status, 0) << o.out;
   const nlohmann::json j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["model"], "resnet50");
@@ -47,7 +32,7 @@ TEST(CnnCommandTest, CompileJsonReportsThroughputFusionsAndEnergy) {
 }
 
 TEST(CnnCommandTest, CompileTextListsGroupsAndSummary) {
-  const Output o = RunCli("cnn compile --model vgg16 --strategy greedy");
+  const CliOutput o = RunCli("cnn compile --model vgg16 --strategy greedy");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("conv+pool"));
   EXPECT_THAT(o.out, HasSubstr("GOP/s"));
@@ -55,7 +40,7 @@ TEST(CnnCommandTest, CompileTextListsGroupsAndSummary) {
 }
 
 TEST(CnnCommandTest, BadInputsAreClearErrors) {
-  Output o = RunCli("cnn compile --model nosuchnet");
+  CliOutput o = RunCli("cnn compile --model nosuchnet");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("resnet50"));  // the choices are listed
   o = RunCli("cnn compile --device zu3");
@@ -67,7 +52,7 @@ TEST(CnnCommandTest, BadInputsAreClearErrors) {
 }
 
 TEST(CnnCommandTest, ModelsListsEveryNetwork) {
-  const Output o = RunCli("cnn models");
+  const CliOutput o = RunCli("cnn models");
   ASSERT_EQ(o.status, 0) << o.out;
   for (const char* m :
        {"alexnet", "googlenet", "resnet152", "resnet50", "vgg16", "vgg19", "vgg8"}) {

@@ -8,29 +8,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/tools/neupims/cli_runner.h"
 
 namespace neupims::cli {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int status;
-  std::string out;
-};
-
-Output RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  return {WEXITSTATUS(pclose(pipe)), out};
-}
-
 TEST(CnnPlanTest, JsonPlanCoversEveryLayerWithOneStagePerDevice) {
-  const Output o = RunCli("cnn plan --model resnet50 --cluster donna-hetero --alpha 1 --json");
+  const CliOutput o = RunCli("cnn plan --model resnet50 --cluster donna-hetero --alpha 1 --json");
   ASSERT_EQ(o.status, 0) << o.out;
   const nlohmann::json j = nlohmann::json::parse(o.out);
   ASSERT_FALSE(j["stages"].empty());
@@ -49,9 +35,9 @@ TEST(CnnPlanTest, JsonPlanCoversEveryLayerWithOneStagePerDevice) {
 
 TEST(CnnPlanTest, ExactIsNeverWorseThanPublished) {
   for (const char* alpha : {"0.3", "0.8"}) {
-    const Output a =
+    const CliOutput a =
         RunCli(absl::StrCat("cnn plan --model vgg19 --policy donna --alpha ", alpha, " --json"));
-    const Output b = RunCli(
+    const CliOutput b = RunCli(
         absl::StrCat("cnn plan --model vgg19 --policy donna-exact --alpha ", alpha, " --json"));
     ASSERT_EQ(a.status, 0) << a.out;
     ASSERT_EQ(b.status, 0) << b.out;
@@ -61,7 +47,7 @@ TEST(CnnPlanTest, ExactIsNeverWorseThanPublished) {
 }
 
 TEST(CnnPlanTest, ParetoPrintsTheSweepAndTheFront) {
-  const Output o = RunCli("cnn pareto --model vgg8 --cluster donna-hetero");
+  const CliOutput o = RunCli("cnn pareto --model vgg8 --cluster donna-hetero");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("alpha sweep"));
   EXPECT_THAT(o.out, HasSubstr("Pareto front"));
@@ -71,7 +57,7 @@ TEST(CnnPlanTest, ParetoPrintsTheSweepAndTheFront) {
 }
 
 TEST(CnnPlanTest, BadInputsAreClearErrors) {
-  Output o = RunCli("cnn plan --cluster nosuch");
+  CliOutput o = RunCli("cnn plan --cluster nosuch");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("edge-cloud"));
   o = RunCli("cnn plan --cluster fpga-gpu --policy cim-only");
