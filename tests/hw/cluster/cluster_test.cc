@@ -130,6 +130,20 @@ TEST(ClusterTest, UnknownMediumAndBadDeviceConfigAreRefused) {
   EXPECT_THAT(c.status().message(), HasSubstr("rtx9090"));
 }
 
+TEST(ClusterTest, DuplicateOrSelfLinkIsRefused) {
+  absl::StatusOr<Cluster> c =
+      ParseCluster(Json(kTwo,
+                        "{\"default\": {\"medium\": \"pcie5\"}, \"pairs\": ["
+                        "{\"between\": [\"gpu0\", \"cim0\"], \"medium\": \"lb-wcc\"},"
+                        "{\"between\": [\"cim0\", \"gpu0\"], \"medium\": \"hb-wcc\"},"
+                        "{\"between\": [\"cim0\", \"cim0\"], \"medium\": \"hb-wcc\"}]}"),
+                   "x.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("links.pairs[1].between"));
+  EXPECT_THAT(c.status().message(), HasSubstr("duplicate link"));
+  EXPECT_THAT(c.status().message(), HasSubstr("links.pairs[2].between"));
+}
+
 TEST(ClusterTest, FpgaWithoutBoardMemoryIsRefused) {
   absl::StatusOr<Cluster> c =
       ParseCluster(Json("{\"name\": \"f\", \"kind\": \"fpga\", \"config\": \"zu2\"}",
