@@ -417,8 +417,9 @@ class Simulation {
     size_t done = 0;
     double now = 0;
     while (done < w_.ops.size()) {
-      done += StartGpu(now);
+      done += StartGpu(now, /*fpga_ops=*/false);
       for (int u = 0; u < w_.system.fpga_units; ++u) done += StartFpga(u, now);
+      done += StartGpu(now, /*fpga_ops=*/true);
       const double next = NextCompletion(now);
       if (std::isinf(next)) {
         if (done < w_.ops.size()) return absl::InternalError("Hype scheduler made no progress");
@@ -481,18 +482,26 @@ class Simulation {
     started_[i] = true;
   }
 
-  // Case 1: the GPU's own ops first, then FPGA-placed ones rather than idle.
-  int StartGpu(double now) {
+  // Case 1: the GPU runs ops placed on it; with `fpga_ops` it runs a ready FPGA-placed op that
+  // no free FPGA unit can take, rather than idle ("without waiting").
+  int StartGpu(double now, bool fpga_ops) {
     if (gpu_busy_until_ > now) return 0;
-    for (HypeDevice wanted : {HypeDevice::kGpu, HypeDevice::kFpga}) {
-      for (int i = 0; i < static_cast<int>(w_.ops.size()); ++i) {
-        if (placement_[i] != wanted || !Ready(i, now) || !Fits(i, HypeDevice::kGpu, now)) continue;
-        Start(i, HypeDevice::kGpu, 0, now);
-        gpu_busy_until_ = ops_[i].end_s;
-        return 1;
-      }
+    const HypeDevice wanted = fpga_ops ? HypeDevice::kFpga : HypeDevice::kGpu;
+    for (int i = 0; i < static_cast<int>(w_.ops.size()); ++i) {
+      if (placement_[i] != wanted || !Ready(i, now) || !Fits(i, HypeDevice::kGpu, now)) continue;
+      if (fpga_ops && AnyFpgaFree(now) && Fits(i, HypeDevice::kFpga, now)) continue;
+      Start(i, HypeDevice::kGpu, 0, now);
+      gpu_busy_until_ = ops_[i].end_s;
+      return 1;
     }
     return 0;
+  }
+
+  bool AnyFpgaFree(double now) const {
+    for (double t : fpga_busy_until_) {
+      if (t <= now) return true;
+    }
+    return false;
   }
 
   int StartFpga(int unit, double now) {
