@@ -13,6 +13,7 @@
 #include "models/cnn/strategy.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
+#include "tools/neupims/cnn_partition_commands.h"
 #include "tools/neupims/enum_flag.h"
 
 namespace neupims::cli {
@@ -155,6 +156,7 @@ void RegisterCnnCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   c->add_flag("--json", f->json, "Print JSON");
   c->callback([f, exit_code] { *exit_code = RunCompile(*f); });
+  RegisterCnnPartitionCommands(cnn, exit_code);
 }
 
 }  // namespace neupims::cli
