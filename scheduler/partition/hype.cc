@@ -238,7 +238,13 @@ std::vector<HypeOp> ParseOps(ConfigObject& root) {
     HypeOp op;
     op.name = o.String("name");
     op.kind = o.String("kind");
-    op.size = ParseSize(o);
+    // Sec. 3.3: the kernel variant follows the input's size class, given or from its dims.
+    if (o.Has("dims")) {
+      op.size = ClassifyInputSize(o.IntList("dims", {.min = 1, .max = int64_t{1} << 40}));
+      if (o.Has("size")) o.Error("size", "give either size or dims, not both");
+    } else {
+      op.size = ParseSize(o);
+    }
     if (o.Has("deps")) {
       for (const std::string& d : o.StringList("deps")) {
         auto it = index.find(d);

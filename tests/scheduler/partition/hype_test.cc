@@ -1,6 +1,8 @@
 #include "scheduler/partition/hype.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -248,6 +250,31 @@ TEST(HypeWorkloadData, BadWorkloadsAreRefused) {
   w.ops = {{.name = "a", .kind = "Long", .deps = {0}}};
   EXPECT_FALSE(PlanHype(w).ok());
   EXPECT_FALSE(LoadHypeWorkload("no-such-workload").ok());
+}
+
+TEST(HypeWorkloadData, AnOpsDimsSelectItsKernelVariant) {
+  const std::string path =
+      (std::filesystem::path(::testing::TempDir()) / "hype_dims.json").string();
+  std::ofstream(path) << R"({
+    "name": "dims", "threshold_kinds": ["MatMul"],
+    "system": {"fpga_units": 1, "gpu_idle_w": 41, "fpga_idle_w": 13, "host_w": 0,
+               "transfer_probe": {"bytes": 524288, "gpu_ms": 1.198, "fpga_ms": 0.547}},
+    "profiles": [
+      {"kind": "MatMul", "size": "small",
+       "gpu": {"time_ms": 1.72, "peak_w": 214, "avg_w": 206, "mem_bw_gb_per_s": 38.35, "ipc": 5.401},
+       "fpga": {"time_ms": 1.341, "peak_w": 58, "avg_w": 58}},
+      {"kind": "MatMul", "size": "medium",
+       "gpu": {"time_ms": 4.137, "peak_w": 274, "avg_w": 270, "mem_bw_gb_per_s": 48.05, "ipc": 5.549},
+       "fpga": {"time_ms": 3.551, "peak_w": 65, "avg_w": 65}}],
+    "ops": [{"name": "a", "kind": "MatMul", "dims": [512, 512, 512]},
+            {"name": "b", "kind": "MatMul", "dims": [2048, 1024, 1024], "deps": ["a"]}]
+  })";
+  absl::StatusOr<HypeWorkload> w = LoadHypeWorkload(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->ops[0].size, InputSize::kSmall);
+  EXPECT_EQ(w->ops[1].size, InputSize::kMedium);
+  EXPECT_EQ(w->ops[1].deps, std::vector<int>{0});
+  EXPECT_DOUBLE_EQ(w->ProfileOf(w->ops[1]).fpga->time_s, 3.551e-3);
 }
 
 }  // namespace
