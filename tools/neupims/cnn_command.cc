@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/cnn_plan_command.h"
+#include "tools/neupims/cnn_partition_commands.h"
 #include "tools/neupims/enum_flag.h"
 
 namespace neupims::cli {
@@ -158,6 +159,7 @@ void RegisterCnnCommand(CLI::App& app, int* exit_code) {
   c->callback([f, exit_code] { *exit_code = RunCompile(*f); });
 
   RegisterCnnPlanCommands(cnn, exit_code);
+  RegisterCnnPartitionCommands(cnn, exit_code);
 }
 
 }  // namespace neupims::cli
