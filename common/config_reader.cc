@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/option_ranges.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -96,10 +97,10 @@ int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
 double ConfigObject::Double(absl::string_view key, DoubleRange range) {
   const Json* j = Lookup(key, /*required=*/true);
   if (j == nullptr) return range.min > 0 ? range.min : 0.0;
-  if (!j->is_number() || j->get<double>() < range.min || j->get<double>() > range.max) {
+  if (!j->is_number() || !DoubleRangeProblem(j->get<double>(), range).empty()) {
     std::string want = "a number";
     if (range.min > -std::numeric_limits<double>::infinity()) {
-      absl::StrAppend(&want, " >= ", range.min);
+      absl::StrAppend(&want, range.min_exclusive ? " > " : " >= ", range.min);
     }
     if (range.max < std::numeric_limits<double>::infinity()) {
       absl::StrAppend(&want, " <= ", range.max);

@@ -35,9 +35,12 @@ struct IntRange {
   int64_t max = std::numeric_limits<int64_t>::max();
 };
 
+// Values outside, NaN and infinities are refused. common/option_ranges.h holds the table of
+// ranges shared by CLI flags and config files.
 struct DoubleRange {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;  // "> min" rather than ">= min"
 };
 
 // A view of one JSON object inside a document.

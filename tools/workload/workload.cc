@@ -22,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/config_reader.h"
+#include "common/option_ranges.h"
 #include "common/splitmix64.h"
 #include "common/status_macros.h"
 #include "common/table_reader.h"
@@ -338,9 +340,9 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
 
 absl::StatusOr<ArrivalOptions> ParseArrival(absl::string_view request_rate, double burstiness,
                                             int max_concurrency) {
-  if (!std::isfinite(burstiness) || burstiness <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--burstiness must be a positive finite number, got ", burstiness));
+  if (const std::string problem = DoubleRangeProblem(burstiness, option_ranges::kBurstiness);
+      !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--burstiness ", burstiness, " ", problem));
   }
   if (max_concurrency < 0) {
     return absl::InvalidArgumentError(

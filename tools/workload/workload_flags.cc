@@ -5,7 +5,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/option_ranges.h"
 #include "common/status_macros.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::workload {
 namespace {
@@ -42,7 +44,7 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
       ->capture_default_str();
   cmd->add_option("--burstiness", f->burstiness,
                   "Gamma shape of inter-arrival times (1 = Poisson, < 1 burstier)")
-      ->check(CLI::PositiveNumber)
+      ->check(InRange(option_ranges::kBurstiness))
       ->capture_default_str();
   cmd->add_option("--max-concurrency", f->max_concurrency,
                   "Closed loop: keep this many requests in flight (needs --request-rate inf)")
