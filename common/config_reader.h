@@ -30,6 +30,13 @@ namespace neupims {
 
 class ConfigDocument;
 
+// Parses `text` as one JSON value, strictly: a duplicate key in an object, a number too large
+// for a double (1e400) and any syntax error are InvalidArgument errors naming `source` (when
+// not empty) and the key path, e.g. "dev.json: duplicate key 'hbm.channels'". No nlohmann
+// exception escapes. Every JSON input of the project (configs, trace JSONL) is parsed here.
+absl::Status ParseStrictJson(absl::string_view text, absl::string_view source,
+                             nlohmann::ordered_json* out);
+
 struct IntRange {
   int64_t min = std::numeric_limits<int64_t>::min();
   int64_t max = std::numeric_limits<int64_t>::max();

@@ -526,6 +526,20 @@ TEST(LoadTrace, JsonlMalformedValueNamesLine) {
               HasSubstr(absl::StrCat(unknown, ":1: unknown key 'model'")));
 }
 
+TEST(LoadTrace, JsonlRefusesOutOfRangeNumbersAndDuplicateKeys) {
+  const std::string huge = WriteTemp(
+      "huge.jsonl", "{\"arrival_s\": 1e400, \"prompt_tokens\": 1, \"output_tokens\": 1}\n");
+  auto requests = LoadTrace(huge, LengthFilter{}, nullptr);
+  ASSERT_EQ(requests.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(requests.status().message(),
+              HasSubstr(absl::StrCat(huge, ":1: number out of range at field 'arrival_s'")));
+  const std::string dup = WriteTemp(
+      "dup.jsonl",
+      "{\"arrival_s\": 0, \"prompt_tokens\": 1, \"prompt_tokens\": 9, \"output_tokens\": 1}\n");
+  EXPECT_THAT(LoadTrace(dup, LengthFilter{}, nullptr).status().message(),
+              HasSubstr(absl::StrCat(dup, ":1: duplicate key 'prompt_tokens'")));
+}
+
 TEST(LoadTrace, MissingFileIsNotFoundAndUnknownExtensionIsAnError) {
   const std::string path = (std::filesystem::path(::testing::TempDir()) / "nope.csv").string();
   auto missing = LoadTrace(path, LengthFilter{}, nullptr);

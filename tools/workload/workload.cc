@@ -212,7 +212,7 @@ absl::Status ParseCsvTrace(TableReader& table, const LengthFilter& filter, LoadR
 }
 
 // A non-negative integer member of a JSON object.
-absl::StatusOr<int64_t> JsonCount(const nlohmann::json& value, absl::string_view key) {
+absl::StatusOr<int64_t> JsonCount(const nlohmann::ordered_json& value, absl::string_view key) {
   if (value.is_number_unsigned()) {
     const auto v = value.get<uint64_t>();
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -233,16 +233,10 @@ absl::Status ParseJsonlTrace(TableReader& lines, const LengthFilter& filter, Loa
   absl::string_view line;
   while (lines.NextLine(&line)) {
     if (IsBlank(line)) continue;
-    nlohmann::json object = nlohmann::json::parse(line.begin(), line.end(), /*cb=*/nullptr,
-                                                  /*allow_exceptions=*/false);
-    if (object.is_discarded()) {
-      std::string what = "invalid JSON";
-      try {
-        const nlohmann::json reparsed = nlohmann::json::parse(line.begin(), line.end());
-      } catch (const nlohmann::json::parse_error& e) {
-        what = absl::StrCat("invalid JSON: ", e.what());
-      }
-      return lines.Error(what);
+    nlohmann::ordered_json object;
+    // Strict: duplicate keys and out-of-range numbers are errors, never exceptions.
+    if (absl::Status parsed = ParseStrictJson(line, "", &object); !parsed.ok()) {
+      return lines.Error(parsed.message());
     }
     if (!object.is_object()) {
       return lines.Error(absl::StrCat("expected a JSON object, got ", Quote(line)));

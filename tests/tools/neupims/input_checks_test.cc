@@ -66,5 +66,16 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
   }
 }
 
+TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
+  const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
+  const Output h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
+  EXPECT_EQ(h.status, 2) << h.out;  // an error, not SIGABRT
+  EXPECT_THAT(h.out, HasSubstr(huge + ": number out of range at field 'frequency_mhz'"));
+  const std::string dup = WriteTemp("dup_server.json", R"({"port": 0, "port": 1})");
+  const Output d = RunCli(absl::StrCat("serve --config ", dup));
+  EXPECT_NE(d.status, 0);
+  EXPECT_THAT(d.out, HasSubstr(dup + ": duplicate key 'port'"));
+}
+
 }  // namespace
 }  // namespace neupims::cli
