@@ -407,7 +407,7 @@ ConfigDocument::ConfigDocument(std::unique_ptr<Json> json, std::string source)
 ConfigDocument::~ConfigDocument() = default;
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, kMaxConfigFileBytes));
   return FromString(text, path);
 }
 

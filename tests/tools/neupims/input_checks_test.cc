@@ -66,6 +66,23 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
   }
 }
 
+TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "cfg_dir.json").string();
+  std::filesystem::create_directories(dir);
+  const Output device = RunCli(absl::StrCat(kSimulate, "--device ", dir));
+  EXPECT_NE(device.status, 0);
+  EXPECT_THAT(device.out, HasSubstr(dir + ": is a directory"));
+  const Output server = RunCli(absl::StrCat("serve --config ", dir));
+  EXPECT_NE(server.status, 0);
+  EXPECT_THAT(server.out, HasSubstr(dir + ": is a directory"));
+}
+
+TEST(InputChecks, AnEmptyDatasetNameSaysNoFileWasGiven) {
+  const Output o = RunCli("simulate --no-progress -n 2 --dataset ''");
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("no file name given"));
+}
+
 TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
   const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
   const Output h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
