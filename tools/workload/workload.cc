@@ -496,11 +496,24 @@ std::string ResolveDataset(absl::string_view name_or_path) {
   return std::string(name_or_path);
 }
 
+std::string DescribeKept(const LoadReport& report, int64_t max_seq_len) {
+  return absl::StrCat("kept ", report.kept, " of ", report.rows, " rows (dropped ",
+                      report.dropped_too_long, " longer than the ", max_seq_len, "-token context, ",
+                      report.dropped_zero_output, " with zero output, ", report.dropped_zero_prompt,
+                      " with zero prompt)");
+}
+
 absl::StatusOr<std::vector<LengthPair>> LoadNamedDataset(absl::string_view name_or_path,
                                                          const LengthFilter& filter,
                                                          LoadReport* report) {
   const std::string path = ResolveDataset(name_or_path);
+  LoadReport local;
+  if (report == nullptr) report = &local;
   absl::StatusOr<std::vector<LengthPair>> pairs = LoadLengthDataset(path, filter, report);
+  if (pairs.ok() && pairs->empty()) {  // every row dropped: say which file and why
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dataset ", path, ": no usable rows: ", DescribeKept(*report, filter.max_seq_len)));
+  }
   // ResolveDataset returns a plain path unchanged; only a resolved name gets the hint.
   if (absl::IsNotFound(pairs.status()) && path != name_or_path) {
     return absl::NotFoundError(absl::StrCat(

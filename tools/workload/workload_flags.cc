@@ -23,6 +23,18 @@ bool ParseRange(absl::string_view s, int64_t* lo, int64_t* hi) {
   return parts.size() == 2 && absl::SimpleAtoi(parts[0], lo) && absl::SimpleAtoi(parts[1], hi);
 }
 
+// Refuses arrivals the int64-nanosecond simulated clock cannot hold (they would wrap to 0).
+absl::Status CheckArrivals(const std::vector<RequestSpec>& requests, absl::string_view source) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!(requests[i].arrival_s <= kMaxArrivalS)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": request ", i, " arrives at ", requests[i].arrival_s,
+                       " s, beyond the simulated clock's limit of ", kMaxArrivalS, " s"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
@@ -57,11 +69,13 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
   if (!f.trace.empty()) {
     ASSIGN_OR_RETURN(w.requests, LoadTrace(f.trace, filter, &w.report));
     if (w.requests.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--trace ", f.trace, ": no usable requests"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace ", f.trace, ": no usable requests: ", DescribeKept(w.report, max_seq_len)));
     }
     if (static_cast<int64_t>(w.requests.size()) > f.num_requests) {
       w.requests.resize(f.num_requests);
     }
+    RETURN_IF_ERROR(CheckArrivals(w.requests, absl::StrCat("--trace ", f.trace)));
     w.description = absl::StrCat("trace ", f.trace);
     return w;
   }
@@ -82,6 +96,7 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
     ASSIGN_OR_RETURN(lengths, LoadNamedDataset(f.dataset, filter, &w.report));
   }
   ASSIGN_OR_RETURN(w.requests, SampleRequests(lengths, f.num_requests, f.seed, w.arrivals));
+  RETURN_IF_ERROR(CheckArrivals(w.requests, absl::StrCat("--request-rate ", f.request_rate)));
   std::string arrival;
   switch (w.arrivals.kind) {
     case ArrivalKind::kAllAtOnce:

@@ -94,5 +94,110 @@ TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
   EXPECT_THAT(d.out, HasSubstr(dup + ": duplicate key 'port'"));
 }
 
+TEST(InputChecks, BatchFileColumnsAreStrict) {
+  const struct {
+    const char* name;
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"unknown_col.csv", "seq_len,chanel\n8,0\n", ":1: unknown column 'chanel'"},
+      {"dup_col.csv", "seq_len,seq_len\n8,9\n", ":1: column 'seq_len' given twice"},
+      {"both_ch.csv", "seq_len,channel,ch_idx\n8,0,1\n",
+       ":1: columns 'channel' and 'ch_idx' both name the channel"},
+      {"neg_ch.csv", "seq_len,channel\n8,-1\n", ":2: channel -1 must be >= 0"},
+      {"neg5_ch.csv", "seq_len,ch_idx\n8,-5\n", ":2: channel -5 must be >= 0"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = WriteTemp(c.name, c.text);
+    const Output o = RunCli(absl::StrCat("step --layers one --batch-file ", path));
+    EXPECT_EQ(o.status, 2) << c.name << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(path + c.error)) << o.out;
+  }
+}
+
+TEST(InputChecks, BatchFileWithABomIsReadLikeTheOtherTables) {
+  const std::string path = WriteTemp("bom_batch.csv", "\xEF\xBB\xBFseq_len,channel\n8,0\n16,1\n");
+  const Output o = RunCli(absl::StrCat("step --layers one --json --batch-file ", path));
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("\"batch\":2"));
+}
+
+TEST(InputChecks, OnlyOneWayToGiveAStepBatch) {
+  const std::string path = WriteTemp("one_way.csv", "seq_len\n8\n");
+  for (const std::string& flags : {absl::StrCat("--batch-file ", path, " --batch 2"),
+                                   absl::StrCat("--batch-file ", path, " --seq-lens 8,9"),
+                                   std::string("--batch 2 --seq-lens 8,9")}) {
+    const Output o = RunCli("step --layers one " + flags);
+    EXPECT_NE(o.status, 0) << flags;
+    EXPECT_THAT(o.out, HasSubstr("excludes")) << flags << "\n" << o.out;
+  }
+}
+
+TEST(InputChecks, ParseErrorsExitWithTheBadInputCode) {
+  EXPECT_EQ(RunCli("simulate --no-such-flag").status, 2);
+  EXPECT_EQ(RunCli(absl::StrCat(kSimulate, "--burstiness 0")).status, 2);
+  EXPECT_EQ(RunCli("--help").status, 0);
+}
+
+TEST(InputChecks, WritesToAFullDiskFailNamingThePath) {
+  const Output csv = RunCli(absl::StrCat(kSimulate, "--csv /dev/full"));
+  EXPECT_EQ(csv.status, 1) << csv.out;
+  EXPECT_THAT(csv.out, HasSubstr("/dev/full"));
+  const Output json = RunCli(absl::StrCat(kSimulate, "--json-out /dev/full"));
+  EXPECT_EQ(json.status, 1) << json.out;
+  EXPECT_THAT(json.out, HasSubstr("/dev/full"));
+  const Output timeline = RunCli(absl::StrCat(kSimulate, "--timeline /dev/full"));
+  EXPECT_EQ(timeline.status, 1) << timeline.out;
+  EXPECT_THAT(timeline.out, HasSubstr("/dev/full"));
+}
+
+TEST(InputChecks, StandardOutputToAFullDiskIsAnError) {
+  // stderr to the pipe read here, stdout to the full device.
+  const std::string command =
+      absl::StrCat(NEUPIMS_CLI_PATH, " ", kSimulate, "--json 2>&1 >/dev/full");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string err;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) err.append(buf, n);
+  const int status = pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+  EXPECT_THAT(err, HasSubstr("cannot write standard output"));
+}
+
+TEST(InputChecks, ArrivalsBeyondTheSimulatedClockAreRefused) {
+  const Output rate = RunCli("simulate --no-progress -n 20 --synthetic 10:10 --request-rate 1e-9");
+  EXPECT_EQ(rate.status, 2) << rate.out;
+  EXPECT_THAT(rate.out, HasSubstr("beyond the simulated clock's limit"));
+  const std::string trace =
+      WriteTemp("far.jsonl", "{\"arrival_s\": 1e10, \"prompt_tokens\": 8, \"output_tokens\": 2}\n");
+  const Output far = RunCli(absl::StrCat("simulate --no-progress --trace ", trace));
+  EXPECT_EQ(far.status, 2) << far.out;
+  EXPECT_THAT(far.out,
+              HasSubstr(absl::StrCat("--trace ", trace, ": request 0 arrives at 1e+10 s")));
+}
+
+TEST(InputChecks, GemmShapesBeyondTwoToThe53MacsAreRefusedNotWrapped) {
+  for (const char* dims : {"-m 2097152 -k 2097152 -n 2097152",
+                           "-m 1073741824 -k 1073741824 "
+                           "-n 1073741824"}) {
+    const Output o = RunCli(absl::StrCat("hw gemm --level analytic ", dims));
+    EXPECT_EQ(o.status, 2) << dims << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("over the limit of 2^53")) << o.out;
+  }
+}
+
+TEST(InputChecks, AStepBatchMustFitTheKvCache) {
+  const Output total = RunCli("step --layers one --batch 1048576 --seq-len 2048");
+  EXPECT_EQ(total.status, 2) << total.out;
+  EXPECT_THAT(total.out, HasSubstr("KV blocks of 32 tokens, but the device holds"));
+  std::string rows = "seq_len,channel\n";
+  for (int i = 0; i < 100000; ++i) rows += "2048,0\n";
+  const std::string path = WriteTemp("one_channel.csv", rows);
+  const Output pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
+  EXPECT_EQ(pinned.status, 2) << pinned.out;
+  EXPECT_THAT(pinned.out, HasSubstr("KV blocks of 32 tokens on channel 0, which holds"));
+}
+
 }  // namespace
 }  // namespace neupims::cli
