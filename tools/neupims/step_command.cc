@@ -1,5 +1,7 @@
 #include "tools/neupims/step_command.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +15,7 @@
 #include "common/status_macros.h"
 #include "common/table_reader.h"
 #include "engine/engine.h"
+#include "models/model_config.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
@@ -96,12 +99,17 @@ absl::StatusOr<std::vector<engine::Engine::StepRequest>> ReadBatchFile(const std
   return out;
 }
 
-// The batch's KV cache must fit the device: in total, and on each channel a file names.
+// The batch's KV cache must fit the memory: in total, and on each channel a file names. Beyond
+// the whole memory (channel capacity, ignoring the weights) the batch is refused; beyond the
+// room the engine leaves beside the weights (some published batch files are) it is a warning.
 absl::Status CheckKvCapacity(const engine::Engine& e,
                              const std::vector<engine::Engine::StepRequest>& batch) {
   const int64_t block_tokens = e.options().block_tokens;
   const int channels = e.kv_channels();
-  const int64_t per_channel = e.kv_blocks_per_channel();
+  const int64_t room = e.kv_blocks_per_channel();
+  const hw::HbmOrganization& org = e.device().hbm.org;
+  const int64_t block_bytes = models::KvBytesPerToken(e.model(), e.parallelism()) * block_tokens;
+  const int64_t whole = org.channel_capacity_bytes() * org.channels / channels / block_bytes;
   std::vector<int64_t> pinned(channels, 0);
   int64_t total = 0;
   for (const engine::Engine::StepRequest& r : batch) {
@@ -109,17 +117,26 @@ absl::Status CheckKvCapacity(const engine::Engine& e,
     total += blocks;
     if (r.channel >= 0 && r.channel < channels) pinned[r.channel] += blocks;
   }
+  int64_t most = 0;
   for (int c = 0; c < channels; ++c) {
-    if (pinned[c] > per_channel) {
+    if (pinned[c] > whole) {
       return absl::InvalidArgumentError(absl::StrCat("the batch puts ", pinned[c], " KV blocks of ",
                                                      block_tokens, " tokens on channel ", c,
-                                                     ", which holds ", per_channel));
+                                                     ", whose whole memory holds ", whole));
     }
+    most = std::max(most, pinned[c]);
   }
-  if (total > per_channel * channels) {
+  if (total > whole * channels) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the batch needs ", total, " KV blocks of ", block_tokens, " tokens, but the device holds ",
-        per_channel * channels, " (", channels, " channels x ", per_channel, ")"));
+        whole * channels, " (", channels, " channels x ", whole, ")"));
+  }
+  if (most > room || total > room * channels) {
+    std::fprintf(stderr,
+                 "warning: the batch's KV cache (%lld blocks, up to %lld on one channel) exceeds "
+                 "the room beside the weights (%lld per channel)\n",
+                 static_cast<long long>(total), static_cast<long long>(most),
+                 static_cast<long long>(room));
   }
   return absl::OkStatus();
 }

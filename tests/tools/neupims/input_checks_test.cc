@@ -119,7 +119,7 @@ TEST(InputChecks, BatchFileWithABomIsReadLikeTheOtherTables) {
   const std::string path = WriteTemp("bom_batch.csv", "\xEF\xBB\xBFseq_len,channel\n8,0\n16,1\n");
   const Output o = RunCli(absl::StrCat("step --layers one --json --batch-file ", path));
   EXPECT_EQ(o.status, 0) << o.out;
-  EXPECT_THAT(o.out, HasSubstr("\"batch\":2"));
+  EXPECT_THAT(o.out, HasSubstr("\"batch\": 2"));
 }
 
 TEST(InputChecks, OnlyOneWayToGiveAStepBatch) {
@@ -196,7 +196,8 @@ TEST(InputChecks, AStepBatchMustFitTheKvCache) {
   const std::string path = WriteTemp("one_channel.csv", rows);
   const Output pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
   EXPECT_EQ(pinned.status, 2) << pinned.out;
-  EXPECT_THAT(pinned.out, HasSubstr("KV blocks of 32 tokens on channel 0, which holds"));
+  EXPECT_THAT(pinned.out,
+              HasSubstr("KV blocks of 32 tokens on channel 0, whose whole memory holds"));
 }
 
 }  // namespace
