@@ -191,13 +191,13 @@ TEST(InputChecks, AStepBatchMustFitTheKvCache) {
   const Output total = RunCli("step --layers one --batch 1048576 --seq-len 2048");
   EXPECT_EQ(total.status, 2) << total.out;
   EXPECT_THAT(total.out, HasSubstr("KV blocks of 32 tokens, but the device holds"));
+  // 300 blocks on channel 0 (of 256): runs, with a warning.
   std::string rows = "seq_len,channel\n";
-  for (int i = 0; i < 100000; ++i) rows += "2048,0\n";
+  for (int i = 0; i < 150; ++i) rows += "64,0\n";
   const std::string path = WriteTemp("one_channel.csv", rows);
   const Output pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
-  EXPECT_EQ(pinned.status, 2) << pinned.out;
-  EXPECT_THAT(pinned.out,
-              HasSubstr("KV blocks of 32 tokens on channel 0, whose whole memory holds"));
+  EXPECT_EQ(pinned.status, 0) << pinned.out;
+  EXPECT_THAT(pinned.out, HasSubstr("warning: the batch's KV cache (300 blocks"));
 }
 
 }  // namespace
