@@ -1,10 +1,12 @@
 #include "common/config_reader.h"
 
 #include <cmath>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/option_ranges.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -20,7 +22,129 @@ std::string Describe(const Json& j) {
   return s;
 }
 
+// A SAX handler building the document itself, so it sees every key (duplicates are refused)
+// and every number error (an overflow is refused with its key path instead of thrown).
+class StrictSax {
+ public:
+  explicit StrictSax(Json* root) : root_(root) {}
+
+  bool null() { return Put(Json(nullptr)); }
+  bool boolean(bool b) { return Put(Json(b)); }
+  bool number_integer(Json::number_integer_t v) { return Put(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return Put(Json(v)); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) {
+    if (!std::isfinite(v)) return Fail(absl::StrCat("number out of range at ", Where()));
+    return Put(Json(v));
+  }
+  bool string(Json::string_t& s) { return Put(Json(std::move(s))); }
+  bool binary(Json::binary_t& /*b*/) { return Fail("binary values are not JSON"); }
+  bool start_object(std::size_t /*n*/) { return Open(Json::object()); }
+  bool start_array(std::size_t /*n*/) { return Open(Json::array()); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool key(Json::string_t& k) {
+    Frame& top = stack_.back();
+    if (!top.keys.insert(k).second) {
+      top.key = k;
+      return Fail(absl::StrCat("duplicate key '", Path(), "'"));
+    }
+    top.key = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& e) {
+    if (error_.empty()) {
+      error_ = e.id == 406 ? absl::StrCat("number out of range at ", Where(), " (", e.what(), ")")
+                           : absl::StrCat("invalid JSON: ", e.what());
+    }
+    return false;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Frame {
+    Json* node;
+    std::string key;  // the pending key (objects)
+    std::unordered_set<std::string> keys;
+  };
+
+  bool Fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+    return false;
+  }
+  // The dotted path of the value being parsed, e.g. "hbm.channels" or "layers[2].kernel".
+  std::string Path() const {
+    std::string path;
+    for (size_t i = 0; i < stack_.size(); ++i) {
+      const Frame& f = stack_[i];
+      if (f.node->is_array()) {
+        // An enclosing array already holds the element being parsed; the innermost does not.
+        const size_t index = f.node->size() - (i + 1 < stack_.size() ? 1 : 0);
+        absl::StrAppend(&path, "[", index, "]");
+      } else {
+        absl::StrAppend(&path, path.empty() ? "" : ".", f.key);
+      }
+    }
+    return path;
+  }
+  std::string Where() const {
+    const std::string path = Path();
+    return path.empty() ? std::string("top level") : absl::StrCat("field '", path, "'");
+  }
+  Json* Insert(Json value) {
+    if (stack_.empty()) {
+      *root_ = std::move(value);
+      return root_;
+    }
+    Json& top = *stack_.back().node;
+    if (top.is_array()) {
+      top.push_back(std::move(value));
+      return &top.back();
+    }
+    Json& slot = top[stack_.back().key];
+    slot = std::move(value);
+    return &slot;
+  }
+  bool Put(Json value) {
+    Insert(std::move(value));
+    return true;
+  }
+  bool Open(Json value) {
+    Json* node = Insert(std::move(value));
+    stack_.push_back(Frame{node, "", {}});
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  Json* root_;
+  std::vector<Frame> stack_;
+  std::string error_;
+};
+
 }  // namespace
+
+absl::Status ParseStrictJson(absl::string_view text, absl::string_view source, Json* out) {
+  const std::string prefix = source.empty() ? "" : absl::StrCat(source, ": ");
+  *out = Json();
+  StrictSax sax(out);
+  bool ok = false;
+  try {
+    ok = Json::sax_parse(text, &sax, nlohmann::detail::input_format_t::json, /*strict=*/true,
+                         /*ignore_comments=*/false);
+  } catch (const Json::exception& e) {  // defensive: the handler reports, but never let one out
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "invalid JSON: ", e.what()));
+  }
+  if (!ok) {
+    *out = Json();
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, sax.error().empty() ? "invalid JSON" : sax.error()));
+  }
+  return absl::OkStatus();
+}
 
 ConfigObject::ConfigObject(ConfigDocument* doc, const Json* json, std::string path)
     : doc_(doc), json_(json), path_(std::move(path)) {}
@@ -96,10 +220,10 @@ int64_t ConfigObject::Int(absl::string_view key, IntRange range) {
 double ConfigObject::Double(absl::string_view key, DoubleRange range) {
   const Json* j = Lookup(key, /*required=*/true);
   if (j == nullptr) return range.min > 0 ? range.min : 0.0;
-  if (!j->is_number() || j->get<double>() < range.min || j->get<double>() > range.max) {
+  if (!j->is_number() || !DoubleRangeProblem(j->get<double>(), range).empty()) {
     std::string want = "a number";
     if (range.min > -std::numeric_limits<double>::infinity()) {
-      absl::StrAppend(&want, " >= ", range.min);
+      absl::StrAppend(&want, range.min_exclusive ? " > " : " >= ", range.min);
     }
     if (range.max < std::numeric_limits<double>::infinity()) {
       absl::StrAppend(&want, " <= ", range.max);
@@ -283,25 +407,14 @@ ConfigDocument::ConfigDocument(std::unique_ptr<Json> json, std::string source)
 ConfigDocument::~ConfigDocument() = default;
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, kMaxConfigFileBytes));
   return FromString(text, path);
 }
 
 absl::StatusOr<std::unique_ptr<ConfigDocument>> ConfigDocument::FromString(absl::string_view text,
                                                                            std::string source) {
-  auto json = std::make_unique<Json>(Json::parse(text, /*cb=*/nullptr,
-                                                 /*allow_exceptions=*/false,
-                                                 /*ignore_comments=*/false));
-  if (json->is_discarded()) {
-    // Re-parse with exceptions to get the position of the syntax error.
-    try {
-      Json ignored = Json::parse(text);
-      (void)ignored;
-    } catch (const Json::parse_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON"));
-  }
+  auto json = std::make_unique<Json>();
+  RETURN_IF_ERROR(ParseStrictJson(text, source, json.get()));
   if (!json->is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": expected a JSON object at top level"));

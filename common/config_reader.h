@@ -30,14 +30,24 @@ namespace neupims {
 
 class ConfigDocument;
 
+// Parses `text` as one JSON value, strictly: a duplicate key in an object, a number too large
+// for a double (1e400) and any syntax error are InvalidArgument errors naming `source` (when
+// not empty) and the key path, e.g. "dev.json: duplicate key 'hbm.channels'". No nlohmann
+// exception escapes. Every JSON input of the project (configs, trace JSONL) is parsed here.
+absl::Status ParseStrictJson(absl::string_view text, absl::string_view source,
+                             nlohmann::ordered_json* out);
+
 struct IntRange {
   int64_t min = std::numeric_limits<int64_t>::min();
   int64_t max = std::numeric_limits<int64_t>::max();
 };
 
+// Values outside, NaN and infinities are refused. common/option_ranges.h holds the table of
+// ranges shared by CLI flags and config files.
 struct DoubleRange {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;  // "> min" rather than ">= min"
 };
 
 // A view of one JSON object inside a document.

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace neupims {
 namespace {
@@ -38,6 +40,28 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   const int error = errno;
   std::fclose(file);  // read-only: nothing to lose at the close
   if (failed) return ErrnoError(error, path, "read error");
+  return data;
+}
+
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes) {
+  if (path.empty()) return absl::InvalidArgumentError("no file name given (empty path)");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+  }
+  const auto size = std::filesystem::file_size(path, ec);  // fails for pipes: checked below
+  if (!ec && size > static_cast<uintmax_t>(max_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": file is ", size,
+                                                   " bytes, over the limit of ", max_bytes,
+                                                   " bytes for this kind of input"));
+  }
+  ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  if (static_cast<int64_t>(data.size()) > max_bytes) {  // a pipe or a file that grew
+    return absl::InvalidArgumentError(absl::StrCat(path, ": file is over the limit of ", max_bytes,
+                                                   " bytes for this kind of input"));
+  }
+  if (absl::StartsWith(data, "\xEF\xBB\xBF")) data.erase(0, 3);
+  if (data.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
   return data;
 }
 

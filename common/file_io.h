@@ -6,6 +6,7 @@
 #ifndef NEUPIMS_COMMON_FILE_IO_H_
 #define NEUPIMS_COMMON_FILE_IO_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,6 +18,18 @@ namespace neupims {
 // The bytes of the file at `path`. NotFound when it does not exist, InvalidArgument when it is
 // a directory, otherwise the errno's status code; every message names the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Size caps for ReadInputFile. Config files (device, model, server, cluster, CNN graph, sweep
+// specs) are small; a larger one is a mistake, refused before it is read into memory. Data files
+// (dataset TSV, trace CSV/JSONL, batch CSV) may be large; their cap only bounds memory.
+inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;  // 16 MiB
+inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;     // 4 GiB
+
+// The one loader for every input file (configs, datasets, traces, batch files, CNN graphs).
+// Errors, each naming the path: an empty path ("no file name given"), NotFound, "is a
+// directory", over `max_bytes`, a read error, and an empty file. A leading UTF-8 byte-order mark
+// is removed, so every reader treats a BOM the same way.
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes);
 
 // Replaces the file at `path` with `contents` (parent directories must exist). Every write and
 // the close are checked (a full disk often shows only at the close); errors name the path.

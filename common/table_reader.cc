@@ -13,7 +13,7 @@
 namespace neupims {
 
 absl::StatusOr<TableReader> TableReader::Open(const std::string& path, char delimiter) {
-  ASSIGN_OR_RETURN(std::string contents, ReadFile(path));
+  ASSIGN_OR_RETURN(std::string contents, ReadInputFile(path, kMaxDataFileBytes));
   return TableReader(path, std::move(contents), delimiter);
 }
 

@@ -467,7 +467,7 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
       channel[i] = 0;  // no PIM: the KV cache is one device-wide pool
       continue;
     }
-    if (r.channel >= channels) {
+    if (r.channel >= channels || r.channel < -1) {  // -1: assigned by the policy
       return absl::InvalidArgumentError(
           absl::StrCat("request ", i, ": channel ", r.channel, " outside [0, ", channels - 1, "]"));
     }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config_reader.h"
 #include "common/enum_names.h"
+#include "common/option_ranges.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -62,14 +63,12 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
       static_cast<int>(root.OptionalInt("block_tokens", e->block_tokens, {.min = 1, .max = 4096}));
   e->prefill_groups = static_cast<int>(
       root.OptionalInt("prefill_groups", e->prefill_groups, {.min = 1, .max = 1024}));
-  // Bandwidths must be positive; the range's lower bound is inclusive, so use the smallest one.
-  constexpr double kMinGbps = 1e-9;
   e->prefill_link.gb_per_s =
-      root.OptionalDouble("prefill_link_gbps", e->prefill_link.gb_per_s, {.min = kMinGbps});
+      root.OptionalDouble("prefill_link_gbps", e->prefill_link.gb_per_s, option_ranges::kLinkGbps);
   e->interconnect.gb_per_s =
-      root.OptionalDouble("interconnect_gbps", e->interconnect.gb_per_s, {.min = kMinGbps});
-  e->interconnect.latency_ns =
-      root.OptionalDouble("interconnect_latency_ns", e->interconnect.latency_ns, {.min = 0});
+      root.OptionalDouble("interconnect_gbps", e->interconnect.gb_per_s, option_ranges::kLinkGbps);
+  e->interconnect.latency_ns = root.OptionalDouble(
+      "interconnect_latency_ns", e->interconnect.latency_ns, option_ranges::kLinkLatencyNs);
   ReadEnum(root, "prefill", engine::PrefillPlacementNames(), &e->prefill);
   ReadEnum(root, "level", hw::DetailLevelNames(), &e->level);
   ReadEnum(root, "mha_estimator", engine::MhaEstimatorNames(), &e->mha_estimator);
@@ -100,11 +99,11 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
       root.OptionalInt("http_port", o->http_port.value_or(-1), {.min = -1, .max = 65535});
   o->http_port = http_port >= 0 ? std::optional<int>(static_cast<int>(http_port)) : std::nullopt;
   ReadEnum(root, "pacing", PacingNames(), &o->runner.pacing);
-  o->runner.speed = root.OptionalDouble("speed", o->runner.speed, {.min = 1e-6, .max = 1e9});
-  o->runner.mean_output_tokens =
-      root.OptionalDouble("mean_output_tokens", o->runner.mean_output_tokens, {.min = 1});
+  o->runner.speed = root.OptionalDouble("speed", o->runner.speed, option_ranges::kSpeed);
+  o->runner.mean_output_tokens = root.OptionalDouble(
+      "mean_output_tokens", o->runner.mean_output_tokens, option_ranges::kMeanOutputTokens);
   const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
-                                             {.min = 0, .max = 86400});
+                                             option_ranges::kDrainTimeoutS);
   o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));
   root.Finish();
   return doc->status();

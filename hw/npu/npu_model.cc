@@ -61,6 +61,16 @@ absl::Status CheckGemm(const GemmShape& shape, const NpuContext& ctx) {
           absl::StrCat("GemmShape.", name, " must be >= 1, got ", value));
     }
   }
+  // Every count derived from the shape (MACs, cycles, bytes, energy) stays far inside int64 and
+  // exact in a double: refuse a shape beyond 2^53 MACs instead of wrapping.
+  constexpr double kMaxMacs = 9007199254740992.0;  // 2^53
+  const double macs =
+      static_cast<double>(shape.m) * static_cast<double>(shape.k) * static_cast<double>(shape.n);
+  if (macs > kMaxMacs) {
+    return absl::InvalidArgumentError(absl::StrCat("GemmShape ", shape.m, " x ", shape.k, " x ",
+                                                   shape.n, " is ", macs,
+                                                   " MACs, over the limit of 2^53 (9.007e15)"));
+  }
   // Written so that NaN fails too.
   if (!(ctx.bandwidth_fraction > 0 && ctx.bandwidth_fraction <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(

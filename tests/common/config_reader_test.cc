@@ -12,6 +12,7 @@
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace neupims {
 namespace {
@@ -417,6 +418,54 @@ TEST(ConfigReaderArrays, ObjectsWithALabelKeyNameElementsByLabel) {
   EXPECT_EQ(layers[1].path(), "layers[1]");  // no label: the index
   layers[0].Int("k", {.min = 1});
   EXPECT_THAT(doc->status().message(), HasSubstr("field 'layers[conv1].k': expected an integer"));
+}
+
+// Strict parse (issue 17, bugs 1 and 9): duplicate keys and numbers beyond a double are
+// refused with the source and the key path, never thrown.
+absl::Status ParseError(absl::string_view text) {
+  absl::StatusOr<std::unique_ptr<ConfigDocument>> doc =
+      ConfigDocument::FromString(text, "dev.json");
+  return doc.status();
+}
+
+TEST(ConfigReader, RefusesADuplicateKeyNamingTheFileAndKeyPath) {
+  const absl::Status top = ParseError(R"({"channels": 32, "channels": 1})");
+  EXPECT_EQ(top.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(top.message(), HasSubstr("dev.json: duplicate key 'channels'"));
+  const absl::Status nested = ParseError(R"({"hbm": {"a": 1, "b": {"c": 1, "c": 2}}})");
+  EXPECT_THAT(nested.message(), HasSubstr("duplicate key 'hbm.b.c'"));
+  const absl::Status in_array = ParseError(R"({"l": [{"k": 1}, {"k": 1, "k": 2}]})");
+  EXPECT_THAT(in_array.message(), HasSubstr("duplicate key 'l[1].k'"));
+}
+
+TEST(ConfigReader, SameKeyInDifferentObjectsIsNotADuplicate) {
+  auto doc = Parse(R"({"a": {"k": 1}, "b": {"k": 2}, "k": [{"k": 3}, {"k": 4}]})");
+  EXPECT_NE(doc, nullptr);
+}
+
+TEST(ConfigReader, RefusesANumberTooLargeForADoubleWithTheField) {
+  const absl::Status status = ParseError(R"({"frequency_mhz": 1e400})");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("dev.json: number out of range at field "
+                                          "'frequency_mhz'"));
+  EXPECT_THAT(ParseError(R"({"x": [1, -1e999]})").message(), HasSubstr("'x[1]'"));
+  EXPECT_FALSE(ParseError("1e400").ok());
+}
+
+TEST(ConfigReader, SyntaxErrorsAreStatusesNamingTheFile) {
+  for (absl::string_view text : {"", "{", "{\"a\":}", "[1,]", "{\"a\":1}}", "\x80"}) {
+    const absl::Status status = ParseError(text);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(status.message(), HasSubstr("dev.json: invalid JSON")) << text;
+  }
+}
+
+TEST(ConfigReader, ParseStrictJsonKeepsDocumentOrderAndValues) {
+  nlohmann::ordered_json j;
+  ASSERT_TRUE(
+      ParseStrictJson(R"({"z": 1, "a": [true, null, 2.5, "s", 18446744073709551615]})", "", &j)
+          .ok());
+  EXPECT_EQ(j.dump(), R"({"z":1,"a":[true,null,2.5,"s",18446744073709551615]})");
 }
 
 }  // namespace

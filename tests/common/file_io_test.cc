@@ -68,5 +68,48 @@ TEST(FileIo, WriteIntoAMissingDirectoryFailsNamingThePath) {
   EXPECT_THAT(s.message(), HasSubstr(path));
 }
 
+// ReadInputFile: the one loader for every input file (issue 17, bugs 8, 11, 12, 14).
+TEST(ReadInputFile, RefusesAnEmptyPathADirectoryAndAMissingFile) {
+  const absl::StatusOr<std::string> empty_path = ReadInputFile("", kMaxConfigFileBytes);
+  EXPECT_EQ(empty_path.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty_path.status().message(), HasSubstr("no file name given"));
+  const std::string dir = ::testing::TempDir();
+  const absl::StatusOr<std::string> directory = ReadInputFile(dir, kMaxConfigFileBytes);
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(directory.status().message(), HasSubstr(dir + ": is a directory"));
+  EXPECT_EQ(ReadInputFile(TempPath("read_input_missing"), 100).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ReadInputFile, RefusesAnEmptyFileAndOneHoldingOnlyABom) {
+  const std::string path = TempPath("read_input_empty.json");
+  ASSERT_TRUE(WriteFile(path, "").ok());
+  EXPECT_THAT(ReadInputFile(path, 100).status().message(), HasSubstr(path + ": empty file"));
+  ASSERT_TRUE(WriteFile(path, "\xEF\xBB\xBF").ok());
+  EXPECT_THAT(ReadInputFile(path, 100).status().message(), HasSubstr(path + ": empty file"));
+  std::filesystem::remove(path);
+}
+
+TEST(ReadInputFile, RemovesALeadingBomOnly) {
+  const std::string path = TempPath("read_input_bom.csv");
+  ASSERT_TRUE(WriteFile(path,
+                        "\xEF\xBB\xBF"
+                        "a,b\n\xEF\xBB\xBF")
+                  .ok());
+  EXPECT_EQ(ReadInputFile(path, 100).value_or("?"), "a,b\n\xEF\xBB\xBF");
+  std::filesystem::remove(path);
+}
+
+TEST(ReadInputFile, RefusesAFileOverTheCapBeforeReadingIt) {
+  const std::string path = TempPath("read_input_big.json");
+  ASSERT_TRUE(WriteFile(path, std::string(101, ' ')).ok());
+  const absl::StatusOr<std::string> read = ReadInputFile(path, 100);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr(path + ": file is 101 bytes, over the limit"));
+  EXPECT_TRUE(ReadInputFile(path, 101).ok());
+  EXPECT_EQ(kMaxConfigFileBytes, 16 << 20);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace neupims

@@ -526,6 +526,34 @@ TEST(LoadTrace, JsonlMalformedValueNamesLine) {
               HasSubstr(absl::StrCat(unknown, ":1: unknown key 'model'")));
 }
 
+TEST(LoadTrace, JsonlRefusesOutOfRangeNumbersAndDuplicateKeys) {
+  const std::string huge = WriteTemp(
+      "huge.jsonl", "{\"arrival_s\": 1e400, \"prompt_tokens\": 1, \"output_tokens\": 1}\n");
+  auto requests = LoadTrace(huge, LengthFilter{}, nullptr);
+  ASSERT_EQ(requests.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(requests.status().message(),
+              HasSubstr(absl::StrCat(huge, ":1: number out of range at field 'arrival_s'")));
+  const std::string dup = WriteTemp(
+      "dup.jsonl",
+      "{\"arrival_s\": 0, \"prompt_tokens\": 1, \"prompt_tokens\": 9, \"output_tokens\": 1}\n");
+  EXPECT_THAT(LoadTrace(dup, LengthFilter{}, nullptr).status().message(),
+              HasSubstr(absl::StrCat(dup, ":1: duplicate key 'prompt_tokens'")));
+}
+
+TEST(LoadNamedDataset, EveryRowDroppedNamesTheFileAndWhy) {
+  const std::string path =
+      WriteTemp("all_dropped.tsv", "input_toks\toutput_toks\n3000\t10\n5\t0\n0\t4\n");
+  LoadReport report;
+  auto lengths = LoadNamedDataset(path, LengthFilter{.max_seq_len = 2048}, &report);
+  ASSERT_EQ(lengths.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lengths.status().message(),
+              HasSubstr(absl::StrCat(path,
+                                     ": no usable rows: kept 0 of 3 rows (dropped 1 longer "
+                                     "than the 2048-token context, 1 with zero output, 1 with "
+                                     "zero prompt)")));
+  EXPECT_FALSE(LoadNamedDataset(path, LengthFilter{}, nullptr).ok());
+}
+
 TEST(LoadTrace, MissingFileIsNotFoundAndUnknownExtensionIsAnError) {
   const std::string path = (std::filesystem::path(::testing::TempDir()) / "nope.csv").string();
   auto missing = LoadTrace(path, LengthFilter{}, nullptr);

@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "common/option_ranges.h"
 #include "tools/neupims/enum_flag.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 
@@ -63,15 +65,15 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
       ->capture_default_str();
   cmd->add_option("--prefill-link-gbps", o.prefill_link.gb_per_s,
                   "KV-transfer link bandwidth, GB/s")
-      ->check(CLI::PositiveNumber)
+      ->check(InRange(option_ranges::kLinkGbps))
       ->capture_default_str();
   cmd->add_option("--interconnect-gbps", o.interconnect.gb_per_s,
                   "Device-to-device link bandwidth for TP all-reduce / PP hand-off, GB/s")
-      ->check(CLI::PositiveNumber)
+      ->check(InRange(option_ranges::kLinkGbps))
       ->capture_default_str();
   cmd->add_option("--interconnect-latency-ns", o.interconnect.latency_ns,
                   "Device-to-device message latency, ns")
-      ->check(CLI::NonNegativeNumber)
+      ->check(InRange(option_ranges::kLinkLatencyNs))
       ->capture_default_str();
   AddEnumFlag(cmd, "--level", hw::DetailLevelNames(), &o.level,
               "Hardware detail: analytic or command (slow)");

@@ -124,7 +124,7 @@ absl::Status WriteShard(const ExperimentFlags& f, const Shard& shard,
 absl::Status LoadShards(const ExperimentFlags& f, std::vector<EngineRun>& runs) {
   std::vector<bool> seen(runs.size(), false);
   for (const std::string& path : f.merge) {
-    ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, kMaxConfigFileBytes));
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || j.value("format", "") != kShardFormat) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": not an experiments shard file"));

@@ -4,10 +4,12 @@
 #include <optional>
 #include <string>
 
+#include "common/option_ranges.h"
 #include "server/server.h"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
 #include "tools/neupims/enum_flag.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -55,7 +57,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
               "realtime: simulated time follows the wall clock (x --speed); fast: as fast as "
               "possible, timestamps simulated");
   c->add_option("--speed", f->speed, "Simulated seconds per wall second in realtime pacing")
-      ->check(CLI::PositiveNumber)
+      ->check(InRange(option_ranges::kSpeed))
       ->capture_default_str();
   c->add_option("--max-waiting", f->max_waiting,
                 "Admission control: requests queued for admission before RESOURCE_EXHAUSTED "
@@ -64,11 +66,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--drain-timeout", f->drain_timeout_s,
                 "Seconds to let in-flight requests finish on shutdown")
-      ->check(CLI::NonNegativeNumber)
+      ->check(InRange(option_ranges::kDrainTimeoutS))
       ->capture_default_str();
   c->add_option("--mean-output-tokens", f->mean_output_tokens,
                 "Mean length of synthetic completions (requests without ignore_eos)")
-      ->check(CLI::Range(1.0, 1e6))
+      ->check(InRange(option_ranges::kMeanOutputTokens))
       ->capture_default_str();
   c->callback([f, c, exit_code] {
     server::ServerOptions o;

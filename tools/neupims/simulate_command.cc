@@ -308,13 +308,8 @@ int RunSimulate(const SimulateFlags& f) {
   if (!w.ok()) return ReportError(w.status());
   const workload::LoadReport& rep = w->report;
   if (rep.rows > rep.kept) {
-    std::fprintf(stderr,
-                 "workload: %s: kept %lld of %lld rows (dropped %lld longer than the %d-token "
-                 "context, %lld with zero output, %lld with zero prompt)\n",
-                 rep.source.c_str(), static_cast<long long>(rep.kept),
-                 static_cast<long long>(rep.rows), static_cast<long long>(rep.dropped_too_long),
-                 e.model().max_seq_len, static_cast<long long>(rep.dropped_zero_output),
-                 static_cast<long long>(rep.dropped_zero_prompt));
+    std::fprintf(stderr, "workload: %s: %s\n", rep.source.c_str(),
+                 workload::DescribeKept(rep, e.model().max_seq_len).c_str());
   }
   Collector collector(&e);
   e.set_observer(&collector);

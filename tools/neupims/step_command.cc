@@ -1,5 +1,7 @@
 #include "tools/neupims/step_command.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +15,7 @@
 #include "common/status_macros.h"
 #include "common/table_reader.h"
 #include "engine/engine.h"
+#include "models/model_config.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
@@ -34,32 +37,103 @@ struct StepFlags {
   bool json = false;
 };
 
-// Batch file: CSV with a header naming `seq_len` and optionally `channel` (or `ch_idx`).
+// The most requests a batch may hold, from --batch or a batch file alike.
+constexpr int64_t kMaxBatchRequests = int64_t{1} << 20;
+
+// The column indices a batch-file header names: `seq_len` and optionally one of `channel` /
+// `ch_idx`. Unknown, repeated and conflicting columns are errors, never ignored.
+absl::Status ReadBatchHeader(TableReader& table, absl::string_view line, int* seq_col, int* ch_col,
+                             size_t* columns) {
+  const std::vector<absl::string_view> header = table.Split(absl::StripAsciiWhitespace(line));
+  *columns = header.size();
+  std::string channel_name;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const absl::string_view h = absl::StripAsciiWhitespace(header[i]);
+    int* col = h == "seq_len" ? seq_col : (h == "channel" || h == "ch_idx") ? ch_col : nullptr;
+    if (col == nullptr) {
+      return table.Error(absl::StrCat("unknown column '", h,
+                                      "' (expected seq_len and optionally channel or ch_idx)"));
+    }
+    if (*col >= 0) {
+      return table.Error(h == "seq_len" ? std::string("column 'seq_len' given twice")
+                                        : absl::StrCat("columns '", channel_name, "' and '", h,
+                                                       "' both name the channel; give one"));
+    }
+    if (col == ch_col) channel_name = std::string(h);
+    *col = static_cast<int>(i);
+  }
+  if (*seq_col < 0)
+    return table.Error("header must name a seq_len column (and optionally channel)");
+  return absl::OkStatus();
+}
+
+// Batch file: CSV with a header naming `seq_len` and optionally `channel` (or `ch_idx`); at most
+// kMaxBatchRequests rows; a channel must be >= 0 (leave the column out for policy assignment).
 absl::StatusOr<std::vector<engine::Engine::StepRequest>> ReadBatchFile(const std::string& path) {
   ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
   absl::string_view line;
   if (!table.NextLine(&line)) return table.Error("empty batch file (expected a header)");
-  const std::vector<absl::string_view> header = table.Split(absl::StripAsciiWhitespace(line));
   int seq_col = -1, ch_col = -1;
-  for (size_t i = 0; i < header.size(); ++i) {
-    const absl::string_view h = absl::StripAsciiWhitespace(header[i]);
-    if (h == "seq_len") seq_col = static_cast<int>(i);
-    if (h == "channel" || h == "ch_idx") ch_col = static_cast<int>(i);
-  }
-  if (seq_col < 0) return table.Error("header must name a seq_len column (and optionally channel)");
+  size_t columns = 0;
+  RETURN_IF_ERROR(ReadBatchHeader(table, line, &seq_col, &ch_col, &columns));
   std::vector<engine::Engine::StepRequest> out;
   std::vector<absl::string_view> f;
   while (table.NextRow(&f)) {
     engine::Engine::StepRequest r;
-    if (f.size() != header.size() ||
+    if (f.size() != columns ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[seq_col]), &r.seq_len) ||
         (ch_col >= 0 && !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[ch_col]), &r.channel))) {
-      return table.Error(absl::StrCat("expected ", header.size(), " integer fields"));
+      return table.Error(absl::StrCat("expected ", columns, " integer fields"));
+    }
+    if (ch_col >= 0 && r.channel < 0) {
+      return table.Error(absl::StrCat("channel ", r.channel,
+                                      " must be >= 0 (leave out the channel column to let the "
+                                      "policy assign channels)"));
+    }
+    if (static_cast<int64_t>(out.size()) == kMaxBatchRequests) {
+      return table.Error(absl::StrCat("more than ", kMaxBatchRequests, " requests in one batch"));
     }
     out.push_back(r);
   }
   if (out.empty()) return table.Error("no requests");
   return out;
+}
+
+// The batch's KV cache must fit the device's memory in total, or the batch is refused. A channel
+// a file overfills, or a batch beyond the room the engine leaves beside the weights, is a
+// warning: some published batch files (share-gpt2-bs512-*-rr-0.csv: 282 blocks on a channel of
+// 256) do that and still run.
+absl::Status CheckKvCapacity(const engine::Engine& e,
+                             const std::vector<engine::Engine::StepRequest>& batch) {
+  const int64_t block_tokens = e.options().block_tokens;
+  const int channels = e.kv_channels();
+  const int64_t room = e.kv_blocks_per_channel();
+  const hw::HbmOrganization& org = e.device().hbm.org;
+  const int64_t block_bytes = models::KvBytesPerToken(e.model(), e.parallelism()) * block_tokens;
+  const int64_t whole = org.channel_capacity_bytes() * org.channels / channels / block_bytes;
+  std::vector<int64_t> pinned(channels, 0);
+  int64_t total = 0;
+  for (const engine::Engine::StepRequest& r : batch) {
+    const int64_t blocks = (r.seq_len + block_tokens - 1) / block_tokens;
+    total += blocks;
+    if (r.channel >= 0 && r.channel < channels) pinned[r.channel] += blocks;
+  }
+  const int64_t most = *std::max_element(pinned.begin(), pinned.end());
+  if (total > whole * channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the batch needs ", total, " KV blocks of ", block_tokens, " tokens, but the device holds ",
+        whole * channels, " (", channels, " channels x ", whole, ")"));
+  }
+  if (most > room || total > room * channels) {
+    std::fprintf(stderr,
+                 "warning: the batch's KV cache (%lld blocks of %lld tokens, up to %lld on one "
+                 "channel) exceeds the room beside the weights (%lld per channel; whole memory "
+                 "%lld)\n",
+                 static_cast<long long>(total), static_cast<long long>(block_tokens),
+                 static_cast<long long>(most), static_cast<long long>(room),
+                 static_cast<long long>(whole));
+  }
+  return absl::OkStatus();
 }
 
 int RunStep(const StepFlags& f) {
@@ -80,6 +154,7 @@ int RunStep(const StepFlags& f) {
     }
     for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.seq_len, -1});
   }
+  if (absl::Status s = CheckKvCapacity(e, batch); !s.ok()) return ReportError(s);
   const int layers = f.layers == "one" ? 1 : 0;
   auto cost = e.SimulateStep(batch, layers, /*timeline=*/true);
   if (!cost.ok()) return ReportError(cost.status());
@@ -186,15 +261,20 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
       "Simulate one decode iteration of a given batch (one layer or the whole model) and print "
       "the per-stage breakdown, utilisation and PIM commands");
   AddEngineFlags(c, &f->engine);
-  c->add_option("--batch-file", f->batch_file,
-                "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
-                "e.g. ../shared/datasets/batches/*.csv");
-  c->add_option("--seq-lens", f->seq_lens,
-                "Sequence lengths of the batch (channels assigned by "
-                "the mode's policy)")
-      ->delimiter(',');
-  c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  CLI::Option* batch_file = c->add_option(
+      "--batch-file", f->batch_file,
+      "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
+      "e.g. ../shared/datasets/batches/*.csv");
+  CLI::Option* seq_lens = c->add_option("--seq-lens", f->seq_lens,
+                                        "Sequence lengths of the batch (channels assigned by "
+                                        "the mode's policy)")
+                              ->delimiter(',');
+  CLI::Option* batch =
+      c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
+          ->check(CLI::Range(int64_t{1}, kMaxBatchRequests));
+  // One way to give the batch: two of these together is an error, not a silent choice.
+  batch_file->excludes(seq_lens)->excludes(batch);
+  seq_lens->excludes(batch);
   c->add_option("--seq-len", f->seq_len, "Tokens per request with --batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();

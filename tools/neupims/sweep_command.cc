@@ -122,7 +122,7 @@ absl::StatusOr<SweepSpec> ParseSpec(const json& j, const std::string& source) {
 }
 
 absl::StatusOr<json> ReadJson(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, kMaxConfigFileBytes));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   return j;

@@ -22,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/config_reader.h"
+#include "common/option_ranges.h"
 #include "common/splitmix64.h"
 #include "common/status_macros.h"
 #include "common/table_reader.h"
@@ -210,7 +212,7 @@ absl::Status ParseCsvTrace(TableReader& table, const LengthFilter& filter, LoadR
 }
 
 // A non-negative integer member of a JSON object.
-absl::StatusOr<int64_t> JsonCount(const nlohmann::json& value, absl::string_view key) {
+absl::StatusOr<int64_t> JsonCount(const nlohmann::ordered_json& value, absl::string_view key) {
   if (value.is_number_unsigned()) {
     const auto v = value.get<uint64_t>();
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -231,16 +233,10 @@ absl::Status ParseJsonlTrace(TableReader& lines, const LengthFilter& filter, Loa
   absl::string_view line;
   while (lines.NextLine(&line)) {
     if (IsBlank(line)) continue;
-    nlohmann::json object = nlohmann::json::parse(line.begin(), line.end(), /*cb=*/nullptr,
-                                                  /*allow_exceptions=*/false);
-    if (object.is_discarded()) {
-      std::string what = "invalid JSON";
-      try {
-        const nlohmann::json reparsed = nlohmann::json::parse(line.begin(), line.end());
-      } catch (const nlohmann::json::parse_error& e) {
-        what = absl::StrCat("invalid JSON: ", e.what());
-      }
-      return lines.Error(what);
+    nlohmann::ordered_json object;
+    // Strict: duplicate keys and out-of-range numbers are errors, never exceptions.
+    if (absl::Status parsed = ParseStrictJson(line, "", &object); !parsed.ok()) {
+      return lines.Error(parsed.message());
     }
     if (!object.is_object()) {
       return lines.Error(absl::StrCat("expected a JSON object, got ", Quote(line)));
@@ -338,9 +334,9 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
 
 absl::StatusOr<ArrivalOptions> ParseArrival(absl::string_view request_rate, double burstiness,
                                             int max_concurrency) {
-  if (!std::isfinite(burstiness) || burstiness <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--burstiness must be a positive finite number, got ", burstiness));
+  if (const std::string problem = DoubleRangeProblem(burstiness, option_ranges::kBurstiness);
+      !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--burstiness ", burstiness, " ", problem));
   }
   if (max_concurrency < 0) {
     return absl::InvalidArgumentError(
@@ -500,11 +496,24 @@ std::string ResolveDataset(absl::string_view name_or_path) {
   return std::string(name_or_path);
 }
 
+std::string DescribeKept(const LoadReport& report, int64_t max_seq_len) {
+  return absl::StrCat("kept ", report.kept, " of ", report.rows, " rows (dropped ",
+                      report.dropped_too_long, " longer than the ", max_seq_len, "-token context, ",
+                      report.dropped_zero_output, " with zero output, ", report.dropped_zero_prompt,
+                      " with zero prompt)");
+}
+
 absl::StatusOr<std::vector<LengthPair>> LoadNamedDataset(absl::string_view name_or_path,
                                                          const LengthFilter& filter,
                                                          LoadReport* report) {
   const std::string path = ResolveDataset(name_or_path);
+  LoadReport local;
+  if (report == nullptr) report = &local;
   absl::StatusOr<std::vector<LengthPair>> pairs = LoadLengthDataset(path, filter, report);
+  if (pairs.ok() && pairs->empty()) {  // every row dropped: say which file and why
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dataset ", path, ": no usable rows: ", DescribeKept(*report, filter.max_seq_len)));
+  }
   // ResolveDataset returns a plain path unchanged; only a resolved name gets the hint.
   if (absl::IsNotFound(pairs.status()) && path != name_or_path) {
     return absl::NotFoundError(absl::StrCat(

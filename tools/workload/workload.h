@@ -48,6 +48,10 @@ struct LoadReport {
   int64_t dropped_zero_prompt = 0;
 };
 
+// "kept K of N rows (dropped A longer than the M-token context, B with zero output, C with zero
+// prompt)": the line simulate prints and the error when nothing is kept (docs/workloads.md).
+std::string DescribeKept(const LoadReport& report, int64_t max_seq_len);
+
 struct LengthFilter {
   int64_t max_seq_len = 2048;  // the model's context window
 };

@@ -5,7 +5,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/option_ranges.h"
 #include "common/status_macros.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::workload {
 namespace {
@@ -19,6 +21,18 @@ bool ParseRange(absl::string_view s, int64_t* lo, int64_t* hi) {
     return true;
   }
   return parts.size() == 2 && absl::SimpleAtoi(parts[0], lo) && absl::SimpleAtoi(parts[1], hi);
+}
+
+// Refuses arrivals the int64-nanosecond simulated clock cannot hold (they would wrap to 0).
+absl::Status CheckArrivals(const std::vector<RequestSpec>& requests, absl::string_view source) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!(requests[i].arrival_s <= kMaxArrivalS)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": request ", i, " arrives at ", requests[i].arrival_s,
+                       " s, beyond the simulated clock's limit of ", kMaxArrivalS, " s"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -42,7 +56,7 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
       ->capture_default_str();
   cmd->add_option("--burstiness", f->burstiness,
                   "Gamma shape of inter-arrival times (1 = Poisson, < 1 burstier)")
-      ->check(CLI::PositiveNumber)
+      ->check(InRange(option_ranges::kBurstiness))
       ->capture_default_str();
   cmd->add_option("--max-concurrency", f->max_concurrency,
                   "Closed loop: keep this many requests in flight (needs --request-rate inf)")
@@ -55,11 +69,13 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
   if (!f.trace.empty()) {
     ASSIGN_OR_RETURN(w.requests, LoadTrace(f.trace, filter, &w.report));
     if (w.requests.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--trace ", f.trace, ": no usable requests"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace ", f.trace, ": no usable requests: ", DescribeKept(w.report, max_seq_len)));
     }
     if (static_cast<int64_t>(w.requests.size()) > f.num_requests) {
       w.requests.resize(f.num_requests);
     }
+    RETURN_IF_ERROR(CheckArrivals(w.requests, absl::StrCat("--trace ", f.trace)));
     w.description = absl::StrCat("trace ", f.trace);
     return w;
   }
@@ -80,6 +96,7 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
     ASSIGN_OR_RETURN(lengths, LoadNamedDataset(f.dataset, filter, &w.report));
   }
   ASSIGN_OR_RETURN(w.requests, SampleRequests(lengths, f.num_requests, f.seed, w.arrivals));
+  RETURN_IF_ERROR(CheckArrivals(w.requests, absl::StrCat("--request-rate ", f.request_rate)));
   std::string arrival;
   switch (w.arrivals.kind) {
     case ArrivalKind::kAllAtOnce:

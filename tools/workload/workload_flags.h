@@ -34,7 +34,12 @@ struct Workload {
   std::string description;  // e.g. "sharegpt (seed 0), Poisson 10/s"
 };
 
-// Builds the request list for a model with context `max_seq_len`. Errors name the flag.
+// The latest arrival a workload may hold, seconds. The simulated clock counts int64 nanoseconds
+// (up to ~292 years); arrivals stay below 1e9 s (~32 years) so the run after them fits too.
+inline constexpr double kMaxArrivalS = 1e9;
+
+// Builds the request list for a model with context `max_seq_len`. Errors name the flag; an
+// arrival beyond kMaxArrivalS (a far trace timestamp, a tiny --request-rate) is refused.
 absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& flags, int64_t max_seq_len);
 
 // The flags and load report as JSON (the "settings" / "workload" sections of result files).

@@ -1,0 +1,37 @@
+// One range per numeric option, shared by the CLI flags (tools/) and the config files (server/).
+//
+// A flag and the config field for the same option read their bounds from this table, so they
+// cannot disagree (issue 17: `serve --speed 1e-300` was accepted on the command line although the
+// server config enforced [1e-6, 1e9]). Every check refuses NaN and infinities.
+#ifndef NEUPIMS_COMMON_OPTION_RANGES_H_
+#define NEUPIMS_COMMON_OPTION_RANGES_H_
+
+#include <string>
+
+#include "common/config_reader.h"  // DoubleRange
+
+namespace neupims {
+
+// "" when `value` is finite and inside `range`, else why not, e.g. "must be > 0",
+// "must be in [1e-06, 1e+09]" or "must be a finite number".
+std::string DoubleRangeProblem(double value, DoubleRange range);
+
+namespace option_ranges {
+
+// Link bandwidths (prefill KV link, TP/PP interconnect), GB/s: 1 MB/s to 1 PB/s.
+inline constexpr DoubleRange kLinkGbps{.min = 1e-3, .max = 1e6};
+// Device-to-device message latency, ns: up to one second.
+inline constexpr DoubleRange kLinkLatencyNs{.min = 0, .max = 1e9};
+// Realtime pacing: simulated seconds per wall second.
+inline constexpr DoubleRange kSpeed{.min = 1e-6, .max = 1e9};
+// Mean length of synthetic completions, tokens.
+inline constexpr DoubleRange kMeanOutputTokens{.min = 1, .max = 1e6};
+// Shutdown drain, seconds: up to a day.
+inline constexpr DoubleRange kDrainTimeoutS{.min = 0, .max = 86400};
+// Gamma shape of inter-arrival times.
+inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = true};
+
+}  // namespace option_ranges
+}  // namespace neupims
+
+#endif  // NEUPIMS_COMMON_OPTION_RANGES_H_

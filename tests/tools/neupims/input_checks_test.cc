@@ -1,0 +1,204 @@
+// Hostile input through the built `neupims` binary (issue 17): every flag and input file is
+// checked by the shared rules (option range table, ReadInputFile, strict JSON) and refused with
+// a message naming the flag or file, never a crash or a silently wrong run.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace neupims::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Output {
+  int status;
+  std::string out;
+};
+
+Output RunCli(const std::string& args) {
+  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " ", args, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+constexpr const char* kSimulate = "simulate --no-progress -n 2 --synthetic 8:2 ";
+
+TEST(InputChecks, EngineFlagsRefuseNanAndAbsurdMagnitudes) {
+  for (const char* flag : {"--interconnect-latency-ns nan", "--interconnect-gbps 1e-300",
+                           "--interconnect-gbps inf", "--prefill-link-gbps 0"}) {
+    const Output o = RunCli(absl::StrCat(kSimulate, flag));
+    EXPECT_NE(o.status, 0) << flag;
+    EXPECT_THAT(o.out, HasSubstr("must be in [")) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
+  }
+}
+
+TEST(InputChecks, BurstinessZeroSaysItMustBePositive) {
+  const Output o = RunCli(absl::StrCat(kSimulate, "--burstiness 0"));
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("--burstiness"));
+  EXPECT_THAT(o.out, HasSubstr("must be in (0, 1000]"));
+}
+
+TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
+  for (const char* flag :
+       {"--speed 1e-300", "--mean-output-tokens nan", "--drain-timeout nan", "--speed nan"}) {
+    const Output o = RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
+    EXPECT_NE(o.status, 0) << flag;
+    EXPECT_THAT(o.out, HasSubstr("must be in [")) << flag << "\n" << o.out;
+  }
+}
+
+TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "cfg_dir.json").string();
+  std::filesystem::create_directories(dir);
+  const Output device = RunCli(absl::StrCat(kSimulate, "--device ", dir));
+  EXPECT_NE(device.status, 0);
+  EXPECT_THAT(device.out, HasSubstr(dir + ": is a directory"));
+  const Output server = RunCli(absl::StrCat("serve --config ", dir));
+  EXPECT_NE(server.status, 0);
+  EXPECT_THAT(server.out, HasSubstr(dir + ": is a directory"));
+}
+
+TEST(InputChecks, AnEmptyDatasetNameSaysNoFileWasGiven) {
+  const Output o = RunCli("simulate --no-progress -n 2 --dataset ''");
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("no file name given"));
+}
+
+TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
+  const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
+  const Output h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
+  EXPECT_EQ(h.status, 2) << h.out;  // an error, not SIGABRT
+  EXPECT_THAT(h.out, HasSubstr(huge + ": number out of range at field 'frequency_mhz'"));
+  const std::string dup = WriteTemp("dup_server.json", R"({"port": 0, "port": 1})");
+  const Output d = RunCli(absl::StrCat("serve --config ", dup));
+  EXPECT_NE(d.status, 0);
+  EXPECT_THAT(d.out, HasSubstr(dup + ": duplicate key 'port'"));
+}
+
+TEST(InputChecks, BatchFileColumnsAreStrict) {
+  const struct {
+    const char* name;
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"unknown_col.csv", "seq_len,chanel\n8,0\n", ":1: unknown column 'chanel'"},
+      {"dup_col.csv", "seq_len,seq_len\n8,9\n", ":1: column 'seq_len' given twice"},
+      {"both_ch.csv", "seq_len,channel,ch_idx\n8,0,1\n",
+       ":1: columns 'channel' and 'ch_idx' both name the channel"},
+      {"neg_ch.csv", "seq_len,channel\n8,-1\n", ":2: channel -1 must be >= 0"},
+      {"neg5_ch.csv", "seq_len,ch_idx\n8,-5\n", ":2: channel -5 must be >= 0"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = WriteTemp(c.name, c.text);
+    const Output o = RunCli(absl::StrCat("step --layers one --batch-file ", path));
+    EXPECT_EQ(o.status, 2) << c.name << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(path + c.error)) << o.out;
+  }
+}
+
+TEST(InputChecks, BatchFileWithABomIsReadLikeTheOtherTables) {
+  const std::string path = WriteTemp("bom_batch.csv", "\xEF\xBB\xBFseq_len,channel\n8,0\n16,1\n");
+  const Output o = RunCli(absl::StrCat("step --layers one --json --batch-file ", path));
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("\"batch\": 2"));
+}
+
+TEST(InputChecks, OnlyOneWayToGiveAStepBatch) {
+  const std::string path = WriteTemp("one_way.csv", "seq_len\n8\n");
+  for (const std::string& flags : {absl::StrCat("--batch-file ", path, " --batch 2"),
+                                   absl::StrCat("--batch-file ", path, " --seq-lens 8,9"),
+                                   std::string("--batch 2 --seq-lens 8,9")}) {
+    const Output o = RunCli("step --layers one " + flags);
+    EXPECT_NE(o.status, 0) << flags;
+    EXPECT_THAT(o.out, HasSubstr("excludes")) << flags << "\n" << o.out;
+  }
+}
+
+TEST(InputChecks, ParseErrorsExitWithTheBadInputCode) {
+  EXPECT_EQ(RunCli("simulate --no-such-flag").status, 2);
+  EXPECT_EQ(RunCli(absl::StrCat(kSimulate, "--burstiness 0")).status, 2);
+  EXPECT_EQ(RunCli("--help").status, 0);
+}
+
+TEST(InputChecks, WritesToAFullDiskFailNamingThePath) {
+  const Output csv = RunCli(absl::StrCat(kSimulate, "--csv /dev/full"));
+  EXPECT_EQ(csv.status, 1) << csv.out;
+  EXPECT_THAT(csv.out, HasSubstr("/dev/full"));
+  const Output json = RunCli(absl::StrCat(kSimulate, "--json-out /dev/full"));
+  EXPECT_EQ(json.status, 1) << json.out;
+  EXPECT_THAT(json.out, HasSubstr("/dev/full"));
+  const Output timeline = RunCli(absl::StrCat(kSimulate, "--timeline /dev/full"));
+  EXPECT_EQ(timeline.status, 1) << timeline.out;
+  EXPECT_THAT(timeline.out, HasSubstr("/dev/full"));
+}
+
+TEST(InputChecks, StandardOutputToAFullDiskIsAnError) {
+  // stderr to the pipe read here, stdout to the full device.
+  const std::string command =
+      absl::StrCat(NEUPIMS_CLI_PATH, " ", kSimulate, "--json 2>&1 >/dev/full");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string err;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) err.append(buf, n);
+  const int status = pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+  EXPECT_THAT(err, HasSubstr("cannot write standard output"));
+}
+
+TEST(InputChecks, ArrivalsBeyondTheSimulatedClockAreRefused) {
+  const Output rate = RunCli("simulate --no-progress -n 20 --synthetic 10:10 --request-rate 1e-9");
+  EXPECT_EQ(rate.status, 2) << rate.out;
+  EXPECT_THAT(rate.out, HasSubstr("beyond the simulated clock's limit"));
+  const std::string trace =
+      WriteTemp("far.jsonl", "{\"arrival_s\": 1e10, \"prompt_tokens\": 8, \"output_tokens\": 2}\n");
+  const Output far = RunCli(absl::StrCat("simulate --no-progress --trace ", trace));
+  EXPECT_EQ(far.status, 2) << far.out;
+  EXPECT_THAT(far.out,
+              HasSubstr(absl::StrCat("--trace ", trace, ": request 0 arrives at 1e+10 s")));
+}
+
+TEST(InputChecks, GemmShapesBeyondTwoToThe53MacsAreRefusedNotWrapped) {
+  for (const char* dims : {"-m 2097152 -k 2097152 -n 2097152",
+                           "-m 1073741824 -k 1073741824 "
+                           "-n 1073741824"}) {
+    const Output o = RunCli(absl::StrCat("hw gemm --level analytic ", dims));
+    EXPECT_EQ(o.status, 2) << dims << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("over the limit of 2^53")) << o.out;
+  }
+}
+
+TEST(InputChecks, AStepBatchMustFitTheKvCache) {
+  const Output total = RunCli("step --layers one --batch 1048576 --seq-len 2048");
+  EXPECT_EQ(total.status, 2) << total.out;
+  EXPECT_THAT(total.out, HasSubstr("KV blocks of 32 tokens, but the device holds"));
+  // 300 blocks on channel 0 (of 256): runs, with a warning.
+  std::string rows = "seq_len,channel\n";
+  for (int i = 0; i < 150; ++i) rows += "64,0\n";
+  const std::string path = WriteTemp("one_channel.csv", rows);
+  const Output pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
+  EXPECT_EQ(pinned.status, 0) << pinned.out;
+  EXPECT_THAT(pinned.out, HasSubstr("warning: the batch's KV cache (300 blocks"));
+}
+
+}  // namespace
+}  // namespace neupims::cli
