@@ -172,6 +172,9 @@ absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
 }
 
 absl::Status Engine::Submit(const SubmitSpec& spec) {
+  if (!fault_.ok()) {
+    return absl::UnavailableError(absl::StrCat("the engine has faulted: ", fault_.message()));
+  }
   RETURN_IF_ERROR(CheckRequest(spec));
   if (requests_.contains(spec.id)) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in flight"));
@@ -250,13 +253,19 @@ SimTime Engine::NextEventTime() const {
 }
 
 absl::Status Engine::AdvanceTo(SimTime t) {
+  if (!fault_.ok()) return fault_;
   while (!events_.empty() && events_.top().time <= t) {
     const Event e = events_.top();
     events_.pop();
     now_ = std::max(now_, e.time);
     if (stats_.first_event < 0) stats_.first_event = now_;
     stats_.last_event = now_;
-    RETURN_IF_ERROR(Process(e));
+    absl::Status s = Process(e);
+    if (s.ok()) s = scheduler_->fault();
+    if (!s.ok()) {
+      fault_ = s;
+      return s;
+    }
   }
   now_ = std::max(now_, t);
   return absl::OkStatus();
@@ -327,6 +336,7 @@ absl::Status Engine::MaybeStartIteration() {
   if (in_flight_) return absl::OkStatus();
   graveyard_.clear();
   scheduler::ScheduleOutput out = scheduler_->Schedule(now_);
+  RETURN_IF_ERROR(scheduler_->fault());
   for (Request* r : out.rejected) Notify(r);
   stats_.preemptions += static_cast<int64_t>(out.preempted.size());
   const bool local = options_.prefill == PrefillPlacement::kLocal;
@@ -380,6 +390,7 @@ absl::Status Engine::EndIteration() {
     }
   }
   std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
+  RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
     for (auto& [r, index] : emitted) observer_->OnTokens(*r, index, 1, now_);
   }

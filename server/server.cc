@@ -166,6 +166,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::HealthCheckServiceInterface* health = im.grpc_server->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus("neupims.v1.LlmService", true);
+  // A broken invariant stops the engine: health NOT_SERVING (the engine thread calls this; it is
+  // joined in Shutdown before the gRPC server goes).
+  s->runner_->SetFaultHandler([health](const absl::Status&) { health->SetServingStatus(false); });
   if (options.http_port.has_value()) {
     HttpOptions http;
     http.bind_address = options.bind_address;
