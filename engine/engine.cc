@@ -47,6 +47,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (o.max_prefill_tokens < 1)
     return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
   if (o.prefill_groups < 1) return absl::InvalidArgumentError("prefill_groups must be >= 1");
+  if (o.max_prompt_tokens.has_value() && *o.max_prompt_tokens < 1) {
+    return absl::InvalidArgumentError("max_prompt_tokens must be >= 1");
+  }
   if (o.prefill_batch_tokens < 1) {
     return absl::InvalidArgumentError("prefill_batch_tokens must be >= 1");
   }
@@ -153,6 +156,11 @@ absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens,
                      spec.prompt_tokens == 0 ? " (the prompt is empty)" : ""));
+  }
+  if (options_.max_prompt_tokens.has_value() && spec.prompt_tokens > *options_.max_prompt_tokens) {
+    return TooLarge(absl::StrCat("prompt (", spec.prompt_tokens,
+                                 " tokens) exceeds the server's max_prompt_tokens (",
+                                 *options_.max_prompt_tokens, ")"));
   }
   if (spec.max_new_tokens < 1) {
     return absl::InvalidArgumentError(

@@ -71,6 +71,8 @@ struct EngineOptions {
   LinkSpec interconnect{64, 1000};      // tensor/pipeline-parallel links between devices
   hw::DetailLevel level = hw::DetailLevel::kAnalytic;  // hardware detail
   std::optional<int64_t> max_waiting;                  // admission control: unset = unbounded
+  // Longest prompt accepted (tokens); unset = the model's context is the only limit.
+  std::optional<int64_t> max_prompt_tokens;
 };
 
 struct SubmitSpec {

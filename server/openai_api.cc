@@ -611,6 +611,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                           .count();
   const size_t threads = static_cast<size_t>(std::max(1, options.threads));
   im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  im.http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
   im.http.set_tcp_nodelay(true);
   im.http.set_keep_alive_max_count(1 << 20);

@@ -325,6 +325,20 @@ TEST(EngineSubmit, DuplicateLiveIdIsAlreadyExistsAndFinishedIdsMayBeReused) {
   EXPECT_EQ(e->stats().finished, 2);
 }
 
+TEST(EngineCheckRequest, MaxPromptTokensIsATooLargeInvalidArgument) {
+  EngineOptions o;
+  o.max_prompt_tokens = 64;
+  std::unique_ptr<Engine> e = MakeEngine(o);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(e->CheckRequest({1, 64, 4, 0, 0}).ok());
+  const absl::Status s = e->CheckRequest({1, 65, 4, 0, 0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(IsRequestTooLarge(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("max_prompt_tokens (64)"));
+  o.max_prompt_tokens = 0;
+  EXPECT_EQ(Engine::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(EngineFault, ABrokenKvCacheStopsTheEngineForGood) {
   std::unique_ptr<Engine> e = MakeEngine({});
   ASSERT_NE(e, nullptr);

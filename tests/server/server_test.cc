@@ -1031,6 +1031,23 @@ TEST_F(ServerTest, MetricsEndpointCountsWhatWasServed) {
   EXPECT_EQ(Metric(m, "neupims:num_requests_running"), 0);
 }
 
+// ---- Limits.
+
+TEST_F(ServerTest, PromptsAndMessagesOverTheConfiguredLimitsAreRefused) {
+  ServerOptions o = FastOptions();
+  o.max_message_bytes = 4096;
+  o.runner.engine.max_prompt_tokens = 100;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(Generate(LengthRequest(100, 2))));
+  const StreamResult long_prompt = Generate(LengthRequest(101, 2));
+  EXPECT_EQ(long_prompt.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(long_prompt.status.error_message().find("max_prompt_tokens"), std::string::npos)
+      << long_prompt.status.error_message();
+  GenerateRequest big = LengthRequest(1, 2);
+  big.set_text(std::string(8192, 'a'));
+  EXPECT_EQ(Generate(big).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
 // ---- Faults.
 
 TEST_F(ServerTest, AnEngineFaultEndsLiveStreamsWithInternalAndStopsServing) {
