@@ -392,6 +392,8 @@ void EngineRunner::EnterFault(const absl::Status& error) {
                static_cast<double>(engine_->now()) / 1e9, internal.ToString().c_str(),
                live_.size());
   if (metrics_ != nullptr) metrics_->OnEngineFault();
+  // Health first: a client that sees its stream end with INTERNAL then finds NOT_SERVING.
+  if (fault_handler_) fault_handler_(internal);
   absl::flat_hash_map<int64_t, Live> live;
   live.swap(live_);
   by_name_.clear();
@@ -409,7 +411,6 @@ void EngineRunner::EnterFault(const absl::Status& error) {
     if (metrics_ != nullptr) metrics_->OnRequestError("INTERNAL");
     l.sink->OnComplete(c);
   }
-  if (fault_handler_) fault_handler_(internal);
 }
 
 void EngineRunner::BeginDrain() {
