@@ -47,6 +47,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (o.max_prefill_tokens < 1)
     return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
   if (o.prefill_groups < 1) return absl::InvalidArgumentError("prefill_groups must be >= 1");
+  if (o.max_prompt_tokens.has_value() && *o.max_prompt_tokens < 1) {
+    return absl::InvalidArgumentError("max_prompt_tokens must be >= 1");
+  }
   if (o.prefill_batch_tokens < 1) {
     return absl::InvalidArgumentError("prefill_batch_tokens must be >= 1");
   }
@@ -154,6 +157,11 @@ absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
         absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens,
                      spec.prompt_tokens == 0 ? " (the prompt is empty)" : ""));
   }
+  if (options_.max_prompt_tokens.has_value() && spec.prompt_tokens > *options_.max_prompt_tokens) {
+    return TooLarge(absl::StrCat("prompt (", spec.prompt_tokens,
+                                 " tokens) exceeds the server's max_prompt_tokens (",
+                                 *options_.max_prompt_tokens, ")"));
+  }
   if (spec.max_new_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_new_tokens must be >= 1, got ", spec.max_new_tokens));
@@ -172,6 +180,9 @@ absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
 }
 
 absl::Status Engine::Submit(const SubmitSpec& spec) {
+  if (!fault_.ok()) {
+    return absl::UnavailableError(absl::StrCat("the engine has faulted: ", fault_.message()));
+  }
   RETURN_IF_ERROR(CheckRequest(spec));
   if (requests_.contains(spec.id)) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in flight"));
@@ -250,13 +261,19 @@ SimTime Engine::NextEventTime() const {
 }
 
 absl::Status Engine::AdvanceTo(SimTime t) {
+  if (!fault_.ok()) return fault_;
   while (!events_.empty() && events_.top().time <= t) {
     const Event e = events_.top();
     events_.pop();
     now_ = std::max(now_, e.time);
     if (stats_.first_event < 0) stats_.first_event = now_;
     stats_.last_event = now_;
-    RETURN_IF_ERROR(Process(e));
+    absl::Status s = Process(e);
+    if (s.ok()) s = scheduler_->fault();
+    if (!s.ok()) {
+      fault_ = s;
+      return s;
+    }
   }
   now_ = std::max(now_, t);
   return absl::OkStatus();
@@ -327,6 +344,7 @@ absl::Status Engine::MaybeStartIteration() {
   if (in_flight_) return absl::OkStatus();
   graveyard_.clear();
   scheduler::ScheduleOutput out = scheduler_->Schedule(now_);
+  RETURN_IF_ERROR(scheduler_->fault());
   for (Request* r : out.rejected) Notify(r);
   stats_.preemptions += static_cast<int64_t>(out.preempted.size());
   const bool local = options_.prefill == PrefillPlacement::kLocal;
@@ -380,6 +398,7 @@ absl::Status Engine::EndIteration() {
     }
   }
   std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
+  RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
     for (auto& [r, index] : emitted) observer_->OnTokens(*r, index, 1, now_);
   }

@@ -71,6 +71,8 @@ struct EngineOptions {
   LinkSpec interconnect{64, 1000};      // tensor/pipeline-parallel links between devices
   hw::DetailLevel level = hw::DetailLevel::kAnalytic;  // hardware detail
   std::optional<int64_t> max_waiting;                  // admission control: unset = unbounded
+  // Longest prompt accepted (tokens); unset = the model's context is the only limit.
+  std::optional<int64_t> max_prompt_tokens;
 };
 
 struct SubmitSpec {
@@ -146,7 +148,7 @@ class Engine {
   // changes, so the answer does not depend on the load.
   absl::Status CheckRequest(const SubmitSpec& spec) const;
   // Queues a request: CheckRequest, then AlreadyExists for a live id and ResourceExhausted when
-  // the waiting queue is at max_waiting.
+  // the waiting queue is at max_waiting; UNAVAILABLE once the engine has faulted (fault()).
   absl::Status Submit(const SubmitSpec& spec);
   // Ends a request wherever it is and frees its KV blocks; NotFound if unknown or ended.
   absl::Status Abort(RequestId id);
@@ -158,9 +160,16 @@ class Engine {
   SimTime now() const { return now_; }
   // Simulated time of the next pending event, or kNoTime when nothing is scheduled.
   SimTime NextEventTime() const;
+  // Processes the events up to `t`. An error means a broken invariant (scheduler::fault(), a
+  // KV-cache or hardware-model error): the engine's state is suspect and every later call
+  // returns the same error (fault()); the caller ends the live requests.
   absl::Status AdvanceTo(SimTime t);
   absl::Status RunToCompletion();
   bool Idle() const { return events_.empty(); }
+  // OK, or the first error AdvanceTo met (sticky).
+  const absl::Status& fault() const { return fault_; }
+  // Test hook: the KV cache's next Free fails (kv_cache::BlockManager::FailNextFreeForTesting).
+  void InjectKvFaultForTesting() { kv_->FailNextFreeForTesting(); }
 
   const EngineStats& stats() const { return stats_; }
   EngineLoad Load() const;
@@ -245,6 +254,7 @@ class Engine {
   int64_t next_prefill_batch_ = 0;
 
   EngineStats stats_;
+  absl::Status fault_;
 };
 
 }  // namespace neupims::engine

@@ -159,6 +159,10 @@ bool BlockManager::TryAppendSlot(RequestId id) {
 }
 
 absl::Status BlockManager::Free(RequestId id) {
+  if (fail_next_free_) {
+    fail_next_free_ = false;
+    return absl::InternalError(absl::StrCat("injected fault: freeing request ", id, " failed"));
+  }
   auto it = tables_.find(id);
   if (it == tables_.end()) {
     return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));

@@ -98,6 +98,10 @@ class BlockManager {
   // capacity); returns the first broken one. For tests.
   absl::Status CheckInvariants() const;
 
+  // Fault injection for tests: the next Free fails with Internal and changes nothing, as a
+  // corrupted block table would. Lets tests check that a broken invariant surfaces.
+  void FailNextFreeForTesting() { fail_next_free_ = true; }
+
  private:
   struct Pool {
     int64_t capacity = 0;
@@ -115,6 +119,7 @@ class BlockManager {
   double watermark_ = 0;
   std::vector<Pool> pools_;
   absl::flat_hash_map<RequestId, Table> tables_;
+  bool fail_next_free_ = false;
 };
 
 }  // namespace neupims::kv_cache

@@ -1,5 +1,6 @@
 #include "scheduler/mha_estimator.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/units.h"
 #include "hw/pim/tile_cost.h"
 
@@ -47,7 +48,15 @@ double PimModelEstimator::Estimate(int64_t seq_len) {
   hw::AttentionShape s = dims_;
   s.seq_len = seq_len;
   auto c = model_->AttentionCycles(s);
-  const double v = c.ok() ? static_cast<double>(*c) : 0.0;
+  if (!c.ok()) {
+    // Not cached: the error is reported (status()), and a later call may succeed.
+    if (status_.ok()) {
+      status_ = absl::Status(c.status().code(), absl::StrCat("MHA estimate at ", seq_len,
+                                                             " tokens: ", c.status().message()));
+    }
+    return 0.0;
+  }
+  const double v = static_cast<double>(*c);
   if (seq_len < kMaxCached) {
     if (seq_len >= static_cast<int64_t>(cache_.size())) {
       cache_.resize(std::max<size_t>(seq_len + 1, cache_.size() * 2), -1.0);

@@ -5,7 +5,8 @@
 //   - Algorithm1Estimator: NeuPIMs Algorithm 1, with L_tile and L_GWRITE derived from the
 //     timing parameters by the closed-form tile model (hw/pim/tile_cost.h) instead of measured;
 //   - PimModelEstimator: the analytic PIM model's exact answer for the request's GEMV program.
-// Contract: not thread-safe (the analytic model caches); Estimate() never fails for seq >= 1.
+// Contract: not thread-safe (the analytic model caches). An estimate that fails returns 0 and is
+// kept in status(), which the scheduler turns into a fault.
 #ifndef NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_
 #define NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_
 
@@ -24,6 +25,9 @@ class MhaEstimator {
   virtual ~MhaEstimator() = default;
   // Cycles of one request's attention (one layer) at `seq_len` tokens.
   virtual double Estimate(int64_t seq_len) = 0;
+  // The first error an estimate met (Estimate then returned 0), or OK. The scheduler reports it
+  // as a fault rather than balancing channels on a made-up load.
+  virtual absl::Status status() const { return absl::OkStatus(); }
 };
 
 // Inputs of Algorithm 1. The OCR of the paper lost the ceilings; tile counts are whole tiles, so
@@ -58,9 +62,11 @@ class PimModelEstimator : public MhaEstimator {
   PimModelEstimator(hw::PimModel* model, const hw::AttentionShape& dims)
       : model_(model), dims_(dims) {}
   double Estimate(int64_t seq_len) override;
+  absl::Status status() const override { return status_; }
 
  private:
   hw::PimModel* model_;
+  absl::Status status_;  // the first failed estimate
   hw::AttentionShape dims_;
   std::vector<double> cache_;  // by seq_len; < 0 = not computed
 };

@@ -38,6 +38,16 @@ absl::Status Scheduler::Add(Request* r) {
   return absl::OkStatus();
 }
 
+void Scheduler::Record(const absl::Status& s, const char* what, const Request& r) {
+  if (s.ok() || !fault_.ok()) return;
+  fault_ = absl::Status(s.code(), absl::StrCat(what, " request ", r.id, ": ", s.message()));
+}
+
+absl::Status Scheduler::fault() const {
+  if (!fault_.ok()) return fault_;
+  return estimator_ != nullptr ? estimator_->status() : absl::OkStatus();
+}
+
 void Scheduler::RemoveRunning(Request* r) {
   auto it = std::find(running_.begin(), running_.end(), r);
   if (it != running_.end()) running_.erase(it);
@@ -62,8 +72,8 @@ absl::Status Scheduler::Abort(Request* r) {
 void Scheduler::Preempt(Request* r, ScheduleOutput* out) {
   // Recompute preemption: the KV cache is dropped and rebuilt by a new prefill later.
   RemoveRunning(r);
-  (void)kv_->Free(r->id);
-  (void)Transition(*r, RequestState::kWaiting);
+  Record(kv_->Free(r->id), "preempting", *r);
+  Record(Transition(*r, RequestState::kWaiting), "preempting", *r);
   r->channel = -1;
   r->needs_prefill = true;
   ++r->preemptions;
@@ -124,7 +134,7 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
                                 " KV blocks, more than any PIM channel holds");
         r->finish_reason = FinishReason::kRejected;
         r->finished = now;
-        (void)Transition(*r, RequestState::kFinished);
+        Record(Transition(*r, RequestState::kFinished), "rejecting", *r);
         out.rejected.push_back(r);
         it = waiting_.erase(it);
         continue;
@@ -172,18 +182,24 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
     }
     for (size_t i = 0; i < admitted.size(); ++i) {
       Request* r = admitted[i];
-      if (channel[i] < 0 || !kv_->Allocate(r->id, channel[i], r->context_tokens()).ok()) {
-        waiting_.insert(r);  // fragmentation across channels: try again next step
+      const absl::Status allocated = channel[i] < 0
+                                         ? absl::ResourceExhaustedError("no channel fits")
+                                         : kv_->Allocate(r->id, channel[i], r->context_tokens());
+      if (!allocated.ok()) {
+        // Fragmentation across channels: try again next step. Any other error (the request
+        // already holds blocks, a bad channel) is a broken invariant.
+        if (!absl::IsResourceExhausted(allocated)) Record(allocated, "admitting", *r);
+        waiting_.insert(r);
         continue;
       }
       r->channel = channel[i];
       r->needs_prefill = true;
       if (r->first_admitted == kNoTime) r->first_admitted = now;
       if (options_.standalone_prefill) {
-        (void)Transition(*r, RequestState::kPrefilling);
+        Record(Transition(*r, RequestState::kPrefilling), "admitting", *r);
         ++prefilling_;
       } else {
-        (void)Transition(*r, RequestState::kRunning);
+        Record(Transition(*r, RequestState::kRunning), "admitting", *r);
       }
       running_.push_back(r);
       out.prefill.push_back(r);
@@ -226,7 +242,10 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
     ++r->generated;
     if (r->first_token == kNoTime) r->first_token = now;
     r->last_token = now;
-    if (r->done() && Finish(r, now).ok()) finished.push_back(r);
+    if (!r->done()) return;
+    const absl::Status s = Finish(r, now);
+    Record(s, "finishing", *r);
+    if (s.ok()) finished.push_back(r);
   };
   for (Request* r : out.decode) {
     if (r->state == RequestState::kRunning) produced(r);

@@ -78,6 +78,10 @@ class Scheduler {
   int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
   int64_t prefilling() const { return prefilling_; }
+  // OK, or the first broken invariant met since construction: a KV-cache or state-transition
+  // error while scheduling, preempting or finishing, or a failed MHA estimate. Once not OK the
+  // scheduler's state is suspect; the engine stops (Engine::AdvanceTo returns it).
+  absl::Status fault() const;
   // Estimated MHA load of each channel (sum over its running requests).
   std::vector<double> ChannelLoads();
   const SchedulerOptions& options() const { return options_; }
@@ -93,6 +97,8 @@ class Scheduler {
   void Preempt(Request* r, ScheduleOutput* out);
   absl::Status Finish(Request* r, SimTime now);
   void RemoveRunning(Request* r);
+  // Keeps the first error (with `what` for context) in fault_.
+  void Record(const absl::Status& s, const char* what, const Request& r);
 
   SchedulerOptions options_;
   kv_cache::BlockManager* kv_;
@@ -101,6 +107,7 @@ class Scheduler {
   std::vector<Request*> running_;  // kRunning and kPrefilling, in admission order
   int64_t prefilling_ = 0;
   int rr_cursor_ = 0;
+  absl::Status fault_;
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_;
   std::vector<std::vector<Request*>> per_channel_;

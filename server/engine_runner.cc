@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -177,6 +178,10 @@ absl::StatusOr<std::string> EngineRunner::Submit(const SubmitArgs& args,
                                                  std::shared_ptr<RequestSink> sink) {
   {
     absl::MutexLock l(&mu_);
+    if (!fault_.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the engine has faulted and accepts no requests: ", fault_.message()));
+    }
     if (draining_ || stop_) {
       return absl::UnavailableError("the server is shutting down; not accepting new requests");
     }
@@ -279,6 +284,7 @@ ServerSnapshot EngineRunner::Snapshot() {
   }
   s.live = live_count_;
   s.draining = draining_;
+  s.faulted = !fault_.ok();
   return s;
 }
 
@@ -315,14 +321,18 @@ void EngineRunner::Loop() {
     // The busy clock hears of every change between idle and busy, and of the load updates.
     if (HasWork() != busy_) ObserveBusy();
     bool progressed = false;
-    if (fast) {
+    absl::Status advanced;
+    if (!engine_->fault().ok()) {
+      // Stopped for good: only commands (answered with errors) are served.
+    } else if (fast) {
       if (engine_->NextEventTime() != scheduler::kNoTime) {
-        (void)engine_->AdvanceTo(engine_->NextEventTime());
-        progressed = true;
+        advanced = engine_->AdvanceTo(engine_->NextEventTime());
+        progressed = advanced.ok();
       }
     } else {
-      (void)engine_->AdvanceTo(SimNow());
+      advanced = engine_->AdvanceTo(SimNow());
     }
+    if (!advanced.ok()) EnterFault(advanced);
     // Load gauges: every loop in realtime; every 64 event batches when running flat out.
     if (!fast || !progressed || (++loops & 63) == 0) UpdateLoadMetrics();
     if (fast && progressed) continue;
@@ -331,7 +341,8 @@ void EngineRunner::Loop() {
     // late by tens of microseconds to milliseconds on a busy machine, which would delay tokens.
     constexpr double kSpinNs = 300e3;
     absl::Duration wait = absl::InfiniteDuration();
-    const engine::SimTime next = engine_->NextEventTime();
+    const engine::SimTime next =
+        engine_->fault().ok() ? engine_->NextEventTime() : scheduler::kNoTime;
     if (!fast && next != scheduler::kNoTime) {
       const double wall_target_ns = static_cast<double>(next) / options_.speed;
       auto wall_now_ns = [this] {
@@ -357,6 +368,48 @@ void EngineRunner::Loop() {
     auto ready = [this]()
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !commands_.empty() || stop_; };
     mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  }
+}
+
+void EngineRunner::SetFaultHandler(std::function<void(const absl::Status&)> handler) {
+  Call([this, &handler] { fault_handler_ = std::move(handler); });
+}
+
+void EngineRunner::InjectKvFaultForTesting() {
+  Call([this] { engine_->InjectKvFaultForTesting(); });
+}
+
+void EngineRunner::EnterFault(const absl::Status& error) {
+  const absl::Status internal = absl::InternalError(
+      absl::StrCat("the engine stopped on a broken invariant: ", error.message()));
+  {
+    absl::MutexLock l(&mu_);
+    fault_ = internal;
+  }
+  std::fprintf(stderr,
+               "neupims: ENGINE FAULT at simulated %.6f s: %s; %zu live request(s) end with "
+               "INTERNAL, no new requests are admitted, health is NOT_SERVING\n",
+               static_cast<double>(engine_->now()) / 1e9, internal.ToString().c_str(),
+               live_.size());
+  if (metrics_ != nullptr) metrics_->OnEngineFault();
+  // Health first: a client that sees its stream end with INTERNAL then finds NOT_SERVING.
+  if (fault_handler_) fault_handler_(internal);
+  absl::flat_hash_map<int64_t, Live> live;
+  live.swap(live_);
+  by_name_.clear();
+  {
+    absl::MutexLock l(&mu_);
+    live_count_ -= static_cast<int64_t>(live.size());
+  }
+  for (auto& [engine_id, l] : live) {
+    Completion c;
+    c.request_id = l.id;
+    c.reason = Finish::kAborted;
+    c.completion_tokens = l.delivered;
+    c.error = std::string(internal.message());
+    c.status = internal;
+    if (metrics_ != nullptr) metrics_->OnRequestError("INTERNAL");
+    l.sink->OnComplete(c);
   }
 }
 

@@ -15,6 +15,11 @@
 // time. Both give identical simulated results for identical arrivals. This is the only place below
 // the gRPC layer that reads the wall clock.
 //
+// Faults: an error from the engine (Engine::AdvanceTo: a broken invariant in the scheduler, the KV
+// cache or a hardware model) stops it for good: every live request ends with INTERNAL and the
+// error, Submit answers UNAVAILABLE, the snapshot says faulted (health NOT_SERVING), the metrics
+// count it (neupims:engine_faults_total), the fault handler runs and stderr says what broke.
+//
 // Shutdown: BeginDrain() makes Submit fail with UNAVAILABLE; WaitDrained() waits until no request
 // is live (or a timeout), Stop() aborts what is left and joins the thread.
 #ifndef NEUPIMS_SERVER_ENGINE_RUNNER_H_
@@ -64,6 +69,9 @@ struct Completion {
   int pim_channel = -1;
   int preemptions = 0;
   std::string error;
+  // OK, or why the request could not end normally: INTERNAL when the engine faulted (a broken
+  // invariant; `error` says what broke). Front ends end the call with this status.
+  absl::Status status;
 };
 
 // Receives one request's output on the engine thread.
@@ -104,6 +112,7 @@ struct ServerSnapshot {
   int64_t iterations = 0;
   int64_t live = 0;  // requests submitted and not yet completed
   bool draining = false;
+  bool faulted = false;  // the engine met a broken invariant and stopped (EngineRunner::fault)
 };
 
 struct RunnerOptions {
@@ -143,6 +152,12 @@ class EngineRunner {
   void RecordSendLag(double first_token_sim_time_s);
   std::vector<double> TakeSendLags();
 
+  // Called once, on the engine thread, when the engine faults (the server turns health
+  // NOT_SERVING). Set it before requests arrive.
+  void SetFaultHandler(std::function<void(const absl::Status&)> handler);
+  // Test hook: the engine's KV cache fails its next Free (applied on the engine thread).
+  void InjectKvFaultForTesting();
+
   void BeginDrain();
   // Waits until no request is live or `timeout` passes; true if drained.
   bool WaitDrained(std::chrono::milliseconds timeout);
@@ -181,6 +196,8 @@ class EngineRunner {
   bool HasWork() const;  // live requests or pending events (engine thread)
   void ObserveBusy();    // feeds busy_clock_ (engine thread)
   void UpdateLoadMetrics();
+  // Engine thread: the engine returned `error`; ends every live request (see Faults above).
+  void EnterFault(const absl::Status& error);
 
   RunnerOptions options_;
   ServerMetrics* metrics_;
@@ -194,6 +211,7 @@ class EngineRunner {
   std::deque<Command> commands_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fault_ ABSL_GUARDED_BY(mu_);
   int64_t live_count_ ABSL_GUARDED_BY(mu_) = 0;
   ServerSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
   absl::Mutex lag_mu_;
@@ -206,6 +224,7 @@ class EngineRunner {
   int64_t next_name_ = 1;
   BusyClock busy_clock_;
   bool busy_ = false;
+  std::function<void(const absl::Status&)> fault_handler_;
   std::thread thread_;
 };
 

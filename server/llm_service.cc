@@ -67,8 +67,14 @@ class StreamState : public RequestSink {
     {
       absl::MutexLock l(&mu_);
       if (reactor_ == nullptr || finished_) return;
-      pending_.emplace_back();
-      FillComplete(c, pending_.back().mutable_complete());
+      if (c.status.ok()) {
+        pending_.emplace_back();
+        FillComplete(c, pending_.back().mutable_complete());
+      } else {
+        // The engine faulted: the tokens already queued go out, then the call ends with the
+        // error (INTERNAL) instead of a completion message.
+        final_status_ = ToGrpcStatus(c.status);
+      }
       completed_ = true;
       a = NextLocked();
     }
@@ -135,7 +141,7 @@ class StreamState : public RequestSink {
     if (completed_) {
       finished_ = true;
       a.finish = true;
-      a.status = grpc::Status::OK;
+      a.status = final_status_;
     }
     return a;
   }
@@ -158,6 +164,7 @@ class StreamState : public RequestSink {
   std::deque<GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);  // front is in flight if in_flight_
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);  // OK unless the engine faulted
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -257,6 +264,10 @@ class CompleteSink : public RequestSink {
     }
   }
   void OnComplete(const Completion& c) override {
+    if (!c.status.ok()) {
+      reactor_->Finish(ToGrpcStatus(c.status));
+      return;
+    }
     FillComplete(c, response_->mutable_complete());
     reactor_->Finish(grpc::Status::OK);
   }

@@ -152,6 +152,7 @@ struct ServerMetrics::Impl {
   Gauge* sim_time = nullptr;
   Gauge* sim_wall_ratio_gauge = nullptr;
   Gauge* draining = nullptr;
+  Counter* engine_faults = nullptr;
   // Tokens and requests.
   Counter* prompt_tokens = nullptr;
   Counter* generation_tokens = nullptr;
@@ -239,6 +240,11 @@ ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::
   draining = &Build(BuildGauge(), "neupims:server_draining",
                     "1 once the server drains (refuses new requests, finishes in-flight ones).")
                   .Add(With({}));
+
+  engine_faults = &Build(BuildCounter(), "neupims:engine_faults_total",
+                         "Broken invariants that stopped the engine (it then admits nothing and "
+                         "health is NOT_SERVING); 0 on a healthy server.")
+                       .Add(With({}));
 
   // Tokens and requests (vLLM).
   prompt_tokens = &Build(BuildCounter(), "neupims:prompt_tokens_total",
@@ -504,6 +510,8 @@ void ServerMetrics::OnRequestError(const std::string& code) {
   impl_->errors_family->Add(impl_->With({{"code", code.empty() ? std::string("UNKNOWN") : code}}))
       .Increment();
 }
+
+void ServerMetrics::OnEngineFault() { impl_->engine_faults->Increment(); }
 
 void ServerMetrics::SetDraining(bool draining) { impl_->draining->Set(draining ? 1.0 : 0.0); }
 

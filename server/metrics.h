@@ -49,6 +49,9 @@ class ServerMetrics {
   void SetLoad(const engine::EngineLoad& load, double sim_time_s, double sim_wall_ratio);
   // A request refused before reaching the engine or failed by the API, by gRPC code name.
   void OnRequestError(const std::string& code);
+  // The engine met a broken invariant and stopped (EngineRunner's faults):
+  // neupims:engine_faults_total.
+  void OnEngineFault();
   // The server stopped accepting requests (SIGTERM, Server::Drain): neupims:server_draining 1.
   void SetDraining(bool draining);
   // Realtime pacing: wall seconds between a token's scheduled time and its hand-off to gRPC

@@ -44,14 +44,18 @@ ApiError BadField(std::string param, absl::string_view message) {
   return {absl::InvalidArgumentError(absl::StrCat(param, ": ", message)), std::move(param)};
 }
 
-void SendError(const ApiError& e, httplib::Response& res) {
+json ErrorJson(const ApiError& e) {
   const HttpError h = ToHttpError(e.status);
   json err = {{"message", std::string(e.status.message())},
               {"type", h.type},
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", h.http_status}};
-  res.status = h.http_status;
-  res.set_content(json{{"error", std::move(err)}}.dump(), kJson);
+  return json{{"error", std::move(err)}};
+}
+
+void SendError(const ApiError& e, httplib::Response& res) {
+  res.status = ToHttpError(e.status).http_status;
+  res.set_content(ErrorJson(e).dump(), kJson);
 }
 
 // ---- Requests --------------------------------------------------------------------------------
@@ -421,7 +425,10 @@ void OpenAiHttpServer::Impl::Routes() {
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (runner->Snapshot().draining) {
+    const ServerSnapshot snap = runner->Snapshot();
+    if (snap.faulted) {
+      SendError({absl::UnavailableError("the engine has faulted"), ""}, res);
+    } else if (snap.draining) {
       SendError({absl::UnavailableError("the server is draining"), ""}, res);
     } else {
       res.status = 200;
@@ -518,6 +525,10 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
   std::vector<int64_t> ids;
   std::optional<Completion> done;
   while (!done.has_value()) state->Take(&ids, &done);
+  if (!done->status.ok()) {  // the engine faulted
+    SendError({done->status, ""}, res);
+    return;
+  }
   std::string text;
   for (int64_t t : ids) text += tok.Decode(t);
   res.set_content(FullResponse(shape, text, *done, static_cast<int64_t>(ids.size())).dump(), kJson);
@@ -559,7 +570,12 @@ void OpenAiHttpServer::Impl::Stream(const ParsedRequest& p, ResponseShape shape,
           c.state->Take(&c.ids, &done);
           for (int64_t id : c.ids) c.writer.AppendToken(tok->Decode(id), &c.out);
           c.streamed += static_cast<int64_t>(c.ids.size());
-          if (done.has_value()) {
+          if (done.has_value() && !done->status.ok()) {
+            // The engine faulted: an error event (as OpenAI streams report errors) and no
+            // [DONE], so that clients do not take the output for complete.
+            absl::StrAppend(&c.out, "data: ", ErrorJson({done->status, ""}).dump(), "\n\n");
+            c.completed = true;
+          } else if (done.has_value()) {
             c.writer.AppendEnd(*done, c.streamed, c.include_usage, &c.out);
             c.completed = true;
           }
@@ -595,6 +611,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                           .count();
   const size_t threads = static_cast<size_t>(std::max(1, options.threads));
   im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  im.http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
   im.http.set_tcp_nodelay(true);
   im.http.set_keep_alive_max_count(1 << 20);

@@ -33,6 +33,7 @@ struct HttpOptions {
   std::string bind_address = "127.0.0.1";
   int port = 8000;    // 0: pick a free port (OpenAiHttpServer::port())
   int threads = 512;  // connections served at once (each open stream holds one)
+  int64_t max_body_bytes = int64_t{4} << 20;  // larger request bodies: 413
   std::string version;
 };
 

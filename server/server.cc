@@ -78,6 +78,10 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   if (root.Has("dual_row_buffers")) {
     e->dual_row_buffers = root.OptionalBool("dual_row_buffers", false);
   }
+  // 0: the model's context is the only limit.
+  const int64_t max_prompt =
+      root.OptionalInt("max_prompt_tokens", e->max_prompt_tokens.value_or(0), {.min = 0});
+  e->max_prompt_tokens = max_prompt > 0 ? std::optional<int64_t>(max_prompt) : std::nullopt;
   // 0: unbounded.
   const int64_t max_waiting =
       root.OptionalInt("max_waiting", e->max_waiting.value_or(0), {.min = 0});
@@ -102,6 +106,8 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
   o->runner.speed = root.OptionalDouble("speed", o->runner.speed, option_ranges::kSpeed);
   o->runner.mean_output_tokens = root.OptionalDouble(
       "mean_output_tokens", o->runner.mean_output_tokens, option_ranges::kMeanOutputTokens);
+  o->max_message_bytes = root.OptionalInt("max_message_bytes", o->max_message_bytes,
+                                          {.min = 1024, .max = int64_t{1} << 30});
   const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
                                              option_ranges::kDrainTimeoutS);
   o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));
@@ -156,6 +162,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat(options.bind_address, ":", options.port),
                            grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(im.service.get());
   im.grpc_server = builder.BuildAndStart();
   if (im.grpc_server == nullptr || s->port_ == 0) {
@@ -165,11 +172,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::HealthCheckServiceInterface* health = im.grpc_server->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus("neupims.v1.LlmService", true);
+  // A broken invariant stops the engine: health NOT_SERVING (the engine thread calls this; it is
+  // joined in Shutdown before the gRPC server goes).
+  s->runner_->SetFaultHandler([health](const absl::Status&) { health->SetServingStatus(false); });
   if (options.http_port.has_value()) {
     HttpOptions http;
     http.bind_address = options.bind_address;
     http.port = *options.http_port;
     http.threads = options.http_threads;
+    http.max_body_bytes = options.max_message_bytes;
     http.version = kVersion;
     ASSIGN_OR_RETURN(
         im.http, OpenAiHttpServer::Start(http, s->runner_.get(), im.metrics.get(), im.registry));
@@ -234,6 +245,13 @@ int RunServerMain(const ServerOptions& options) {
   if (s.metrics_port() >= 0) {
     std::fprintf(stderr, "  metrics http://%s:%d/metrics\n", options.bind_address.c_str(),
                  s.metrics_port());
+  }
+  const std::string& a = options.bind_address;
+  if (!(a.rfind("127.", 0) == 0 || a == "::1" || a == "[::1]" || a == "localhost")) {
+    std::fprintf(stderr,
+                 "warning: listening on %s without TLS or authentication: anyone who can reach "
+                 "these ports can submit requests and read the outputs\n",
+                 a.c_str());
   }
   std::fflush(stderr);
   int sig = 0;

@@ -30,6 +30,9 @@ struct ServerOptions {
   int metrics_port = 9400;                   // 0: pick a free port; -1: no metrics endpoint
   std::optional<int> http_port = 8000;       // OpenAI-compatible API; 0: a free port; nullopt: none
   int http_threads = HttpOptions{}.threads;  // HTTP connections served at once
+  // Largest request accepted, in bytes: a gRPC message (RESOURCE_EXHAUSTED beyond) and an HTTP
+  // body (413 beyond). The default is gRPC's own default.
+  int64_t max_message_bytes = int64_t{4} << 20;
   std::chrono::milliseconds drain_timeout{30000};
 };
 
@@ -38,9 +41,10 @@ struct ServerOptions {
 // "block_tokens", "prefill", "prefill_groups", "prefill_link_gbps", "interconnect_gbps",
 // "interconnect_latency_ns", "level", "mha_estimator", "channel_policy", "sub_batch",
 // "sbi_min_batch", "dual_row_buffers", "bind_address", "port", "metrics_port", "http_port" (-1:
-// none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens"}: every engine
-// flag of `simulate`. Enum fields take the names of their option's names table; a bad name is an
-// error naming the field and listing the choices.
+// none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens",
+// "max_message_bytes", "max_prompt_tokens" (0: the model's context)}: every engine flag of
+// `simulate`. Enum fields take the names of their option's names table; a bad name is an error
+// naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 
 class Server {

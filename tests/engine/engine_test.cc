@@ -325,6 +325,36 @@ TEST(EngineSubmit, DuplicateLiveIdIsAlreadyExistsAndFinishedIdsMayBeReused) {
   EXPECT_EQ(e->stats().finished, 2);
 }
 
+TEST(EngineCheckRequest, MaxPromptTokensIsATooLargeInvalidArgument) {
+  EngineOptions o;
+  o.max_prompt_tokens = 64;
+  std::unique_ptr<Engine> e = MakeEngine(o);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(e->CheckRequest({1, 64, 4, 0, 0}).ok());
+  const absl::Status s = e->CheckRequest({1, 65, 4, 0, 0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(IsRequestTooLarge(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("max_prompt_tokens (64)"));
+  o.max_prompt_tokens = 0;
+  EXPECT_EQ(Engine::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineFault, ABrokenKvCacheStopsTheEngineForGood) {
+  std::unique_ptr<Engine> e = MakeEngine({});
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->Submit({1, 16, 2, 0, 0}).ok());
+  e->InjectKvFaultForTesting();  // the request's Free when it finishes fails
+  const absl::Status s = e->RunToCompletion();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("finishing request 1"));
+  EXPECT_EQ(e->fault(), s);
+  // Sticky: the engine neither advances nor admits.
+  EXPECT_EQ(e->AdvanceTo(e->now() + 1000), s);
+  const absl::Status refused = e->Submit({2, 16, 2, e->now(), 0});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("faulted"));
+}
+
 TEST(EngineSubmit, FullWaitingQueueIsResourceExhausted) {
   EngineOptions o;
   o.max_batch = 1;

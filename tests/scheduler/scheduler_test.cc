@@ -700,5 +700,55 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
   }
 }
 
+// ---- Faults: a broken invariant is reported, never dropped.
+
+TEST(SchedulerFault, AFailedFreeWhileFinishingIsTheSchedulersFault) {
+  SchedulerOptions o;
+  Harness h(o, 4, {16});
+  Request* r = h.Add(1, 4, 1);
+  EXPECT_TRUE(h.scheduler().fault().ok());
+  h.kv().FailNextFreeForTesting();
+  std::vector<Request*> finished;
+  h.Step(0, &finished);  // the prefill produces the only token: the request finishes
+  EXPECT_THAT(finished, IsEmpty());
+  const absl::Status f = h.scheduler().fault();
+  EXPECT_EQ(f.code(), absl::StatusCode::kInternal) << f;
+  EXPECT_THAT(std::string(f.message()), HasSubstr("finishing request 1"));
+  EXPECT_THAT(std::string(f.message()), HasSubstr("injected fault"));
+  (void)r;
+}
+
+TEST(SchedulerFault, AFailedFreeWhilePreemptingIsTheSchedulersFault) {
+  SchedulerOptions o;
+  // One channel of 2 blocks of 2 tokens: two 2-token requests fill it; the first decode step of
+  // either needs a third block, so the younger one is preempted (its Free fails).
+  Harness h(o, 2, {2});
+  h.Add(1, 2, 8);
+  h.Add(2, 2, 8);
+  h.Step(0);
+  EXPECT_TRUE(h.scheduler().fault().ok());
+  h.kv().FailNextFreeForTesting();
+  const ScheduleOutput out = h.Step(1);
+  EXPECT_FALSE(out.preempted.empty());
+  EXPECT_THAT(std::string(h.scheduler().fault().message()), HasSubstr("preempting request"));
+}
+
+class FailingEstimator : public MhaEstimator {
+ public:
+  double Estimate(int64_t) override { return 0; }
+  absl::Status status() const override { return absl::InternalError("the PIM model failed"); }
+};
+
+TEST(SchedulerFault, AFailedMhaEstimateIsTheSchedulersFault) {
+  kv_cache::BlockManagerOptions ko;
+  ko.block_tokens = 4;
+  ko.blocks_per_channel = {16, 16};
+  absl::StatusOr<kv_cache::BlockManager> kv = kv_cache::BlockManager::Create(ko);
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  FailingEstimator est;
+  Scheduler s(SchedulerOptions{}, &*kv, &est);
+  EXPECT_THAT(std::string(s.fault().message()), HasSubstr("the PIM model failed"));
+}
+
 }  // namespace
 }  // namespace neupims::scheduler

@@ -386,6 +386,27 @@ TEST_F(OpenAiApiTest, BadRequestsAre400) {
   ExpectError(streamed, 400);
 }
 
+TEST_F(OpenAiApiTest, ABodyOverMaxMessageBytesIs413) {
+  ServerOptions o = FastOptions();
+  o.max_message_bytes = 4096;
+  StartServer(o);
+  // httplib refuses it before any handler; the error handler keeps httplib's status.
+  const HttpResult big =
+      Post("/v1/completions", json{{"prompt", std::string(8192, 'a')}, {"max_tokens", 2}});
+  EXPECT_EQ(big.status, 413) << big.body;
+  EXPECT_EQ(Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}}).status, 200);
+}
+
+TEST_F(OpenAiApiTest, AnEngineFaultIs500ThenHealthAndNewRequestsAre503) {
+  StartServer(FastOptions());
+  server_->runner().InjectKvFaultForTesting();  // the request's end breaks the KV cache
+  const json e =
+      ExpectError(Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}}), 500);
+  EXPECT_THAT(e.value("message", std::string()), HasSubstr("broken invariant"));
+  EXPECT_EQ(Get("/health").status, 503);
+  ExpectError(Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}}), 503);
+}
+
 TEST_F(OpenAiApiTest, UnknownModelAndPathAre404) {
   StartServer(FastOptions());
   const json e = ExpectError(

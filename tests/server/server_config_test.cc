@@ -53,6 +53,24 @@ TEST(LoadServerConfig, HttpPortIsOptionalAndMinusOneTurnsItOff) {
   EXPECT_THAT(bad.message(), HasSubstr("http_port"));
 }
 
+TEST(LoadServerConfig, ReadsTheRequestSizeLimits) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_limits_default.json", "{}", &o).ok());
+  EXPECT_EQ(o.max_message_bytes, int64_t{4} << 20);
+  EXPECT_EQ(o.runner.engine.max_prompt_tokens, std::nullopt);
+  ASSERT_TRUE(LoadText("server_config_limits.json",
+                       R"({"max_message_bytes": 65536, "max_prompt_tokens": 512})", &o)
+                  .ok());
+  EXPECT_EQ(o.max_message_bytes, 65536);
+  EXPECT_EQ(o.runner.engine.max_prompt_tokens, 512);
+  ASSERT_TRUE(LoadText("server_config_limits_off.json", R"({"max_prompt_tokens": 0})", &o).ok());
+  EXPECT_EQ(o.runner.engine.max_prompt_tokens, std::nullopt);
+  const absl::Status bad =
+      LoadText("server_config_limits_bad.json", R"({"max_message_bytes": 10})", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("max_message_bytes"));
+}
+
 TEST(LoadServerConfig, ReadsEveryNumericEngineFlag) {
   ServerOptions o;
   const absl::Status s = LoadText("server_config_numeric.json", R"({

@@ -1031,6 +1031,75 @@ TEST_F(ServerTest, MetricsEndpointCountsWhatWasServed) {
   EXPECT_EQ(Metric(m, "neupims:num_requests_running"), 0);
 }
 
+// ---- Limits.
+
+TEST_F(ServerTest, PromptsAndMessagesOverTheConfiguredLimitsAreRefused) {
+  ServerOptions o = FastOptions();
+  o.max_message_bytes = 4096;
+  o.runner.engine.max_prompt_tokens = 100;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(Generate(LengthRequest(100, 2))));
+  const StreamResult long_prompt = Generate(LengthRequest(101, 2));
+  EXPECT_EQ(long_prompt.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(long_prompt.status.error_message().find("max_prompt_tokens"), std::string::npos)
+      << long_prompt.status.error_message();
+  GenerateRequest big = LengthRequest(1, 2);
+  big.set_text(std::string(8192, 'a'));
+  EXPECT_EQ(Generate(big).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// ---- Faults.
+
+TEST_F(ServerTest, AnEngineFaultEndsLiveStreamsWithInternalAndStopsServing) {
+  ServerOptions o = RealtimeOptions(1);
+  o.metrics_port = 0;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  AsyncStream running(stub_.get(), LengthRequest(kLongPrompt, kLongTokens));
+  const absl::Time until = absl::Now() + absl::Seconds(15);
+  while (running.tokens_seen() < 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GE(running.tokens_seen(), 1);
+  // The next Free fails: the short request's end breaks the KV cache's invariant.
+  server_->runner().InjectKvFaultForTesting();
+  const StreamResult shorter = Generate(LengthRequest(8, 2), std::chrono::milliseconds(15000));
+  EXPECT_EQ(shorter.status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(shorter.status.error_message().find("broken invariant"), std::string::npos)
+      << shorter.status.error_message();
+  ASSERT_TRUE(running.Wait(std::chrono::seconds(15)));
+  const StreamResult r = running.result();
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL) << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("injected fault"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_FALSE(r.complete.has_value());
+  // No new request is admitted, health is NOT_SERVING and the metrics count the fault.
+  EXPECT_EQ(Generate(LengthRequest(8, 2)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  grpc::Status st;
+  EXPECT_EQ(HealthCheck(channel_, "", &st), 2) << st.error_message();
+  EXPECT_EQ(HealthCheck(channel_, "neupims.v1.LlmService", &st), 2) << st.error_message();
+  const std::string http = HttpGet(server_->metrics_port(), "/metrics");
+  const size_t body_at = http.find("\r\n\r\n");
+  ASSERT_NE(body_at, std::string::npos);
+  const std::vector<Sample> m = ParsePrometheus(http.substr(body_at + 4));
+  EXPECT_EQ(Metric(m, "neupims:engine_faults_total"), 1);
+  EXPECT_EQ(Metric(m, "neupims:request_errors_total", {{"code", "INTERNAL"}}), 2);
+}
+
+TEST_F(ServerTest, AClientThatStopsReadingStallsNeitherTheEngineNorOtherStreams) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  grpc::ClientContext ctx;
+  // Never read: its tokens wait in its stream's buffer (bounded by the request's max_new_tokens,
+  // itself bounded by the model's context), the engine thread never waits for it.
+  auto stalled = stub_->Generate(&ctx, LengthRequest(kLongPrompt, kLongTokens));
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(Generate(LengthRequest(16, 64, seed))));
+  }
+  ExpectEngineBecomesIdle();  // the stalled request ran to its end as well
+  ctx.TryCancel();
+  GenerateResponse resp;
+  while (stalled->Read(&resp)) {
+  }
+  (void)stalled->Finish();
+}
+
 // ---- Shutdown.
 
 TEST_F(ServerTest, DrainThenShutdownEndsInFlightStreamsWithAFinalMessage) {

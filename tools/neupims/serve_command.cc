@@ -26,6 +26,8 @@ struct ServeFlags {
   int64_t max_waiting = 4096;
   double drain_timeout_s = 30;
   double mean_output_tokens = 256;
+  int64_t max_message_bytes = int64_t{4} << 20;
+  int64_t max_prompt_tokens = 0;
 };
 
 }  // namespace
@@ -71,6 +73,16 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   c->add_option("--mean-output-tokens", f->mean_output_tokens,
                 "Mean length of synthetic completions (requests without ignore_eos)")
       ->check(InRange(option_ranges::kMeanOutputTokens))
+      ->capture_default_str();
+  c->add_option("--max-message-bytes", f->max_message_bytes,
+                "Largest request accepted, in bytes (gRPC message: RESOURCE_EXHAUSTED beyond; "
+                "HTTP body: 413)")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
+      ->capture_default_str();
+  c->add_option("--max-prompt-tokens", f->max_prompt_tokens,
+                "Longest prompt accepted, in tokens (INVALID_ARGUMENT / HTTP 413 beyond; 0: the "
+                "model's context is the only limit)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
@@ -127,6 +139,13 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (given("--max-waiting")) e.max_waiting = max_waiting_flag;
     if (f->config.empty() || given("--drain-timeout")) {
       o.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->drain_timeout_s * 1000));
+    }
+    if (f->config.empty() || given("--max-message-bytes")) {
+      o.max_message_bytes = f->max_message_bytes;
+    }
+    if (f->config.empty() || given("--max-prompt-tokens")) {
+      e.max_prompt_tokens =
+          f->max_prompt_tokens > 0 ? std::optional<int64_t>(f->max_prompt_tokens) : std::nullopt;
     }
     if (f->config.empty() || given("--mean-output-tokens")) {
       o.runner.mean_output_tokens = f->mean_output_tokens;
