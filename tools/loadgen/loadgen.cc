@@ -33,8 +33,8 @@
 #include "grpcpp/grpcpp.h"
 #include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
-#include "tools/loadgen/openai_client.h"
 #include "tools/loadgen/metrics_scrape.h"
+#include "tools/loadgen/openai_client.h"
 
 namespace neupims::loadgen {
 namespace {

@@ -46,7 +46,7 @@ struct ServerSample {
   double kv_cache_usage = 0;
   double sim_time_s = 0;
   std::vector<double> channel_kv_usage;  // per PIM channel
-  bool has_hardware = false;  // the fields below were scraped
+  bool has_hardware = false;             // the fields below were scraped
   double npu_systolic = 0, npu_vector = 0, pim = 0, hbm_bandwidth = 0;  // utilisation 0..1
   double power_w = 0;
   double energy_j = 0, generation_tokens = 0;  // the server's cumulative counters

@@ -13,8 +13,8 @@
 #include "models/cnn/strategy.h"
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
-#include "tools/neupims/cnn_plan_command.h"
 #include "tools/neupims/cnn_partition_commands.h"
+#include "tools/neupims/cnn_plan_command.h"
 #include "tools/neupims/enum_flag.h"
 
 namespace neupims::cli {

@@ -6,30 +6,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/tools/neupims/cli_runner.h"
 
 namespace neupims::cli {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int status;
-  std::string out;
-};
-
-Output RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
-
 TEST(CnnSelectCommand, Vgg19TextNamesTheSelectionAndItsShare) {
-  const Output o = RunCli("cnn select --model vgg19");
+  const CliOutput o = RunCli("cnn select --model vgg19");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("Conv2DBackpropFilter, Conv2DBackpropInput, BiasAddGrad, "
                                "MaxPoolGrad, Conv2D"));
@@ -37,7 +22,7 @@ TEST(CnnSelectCommand, Vgg19TextNamesTheSelectionAndItsShare) {
 }
 
 TEST(CnnSelectCommand, AlexNetJsonListsTheSelectionAndTheRanking) {
-  const Output o = RunCli("cnn select --model alexnet --coverage 0.9 --json");
+  const CliOutput o = RunCli("cnn select --model alexnet --coverage 0.9 --json");
   ASSERT_EQ(o.status, 0) << o.out;
   const nlohmann::json j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["selected"].get<std::vector<std::string>>(),
@@ -48,14 +33,14 @@ TEST(CnnSelectCommand, AlexNetJsonListsTheSelectionAndTheRanking) {
 }
 
 TEST(CnnSelectCommand, UnknownModelListsTheChoices) {
-  const Output o = RunCli("cnn select --model resnet50");
+  const CliOutput o = RunCli("cnn select --model resnet50");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("vgg19, alexnet, dcgan"));
   EXPECT_NE(RunCli("cnn select --coverage 1.5").status, 0);
 }
 
 TEST(CnnHypeCommand, JsonReportsPlacementMakespanAndPeakPowerUnderTheCap) {
-  const Output o = RunCli("cnn hype --workload cnn-step --power-cap-w 230 --json");
+  const CliOutput o = RunCli("cnn hype --workload cnn-step --power-cap-w 230 --json");
   ASSERT_EQ(o.status, 0) << o.out;
   const nlohmann::json j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["workload"], "cnn-step");
@@ -67,7 +52,7 @@ TEST(CnnHypeCommand, JsonReportsPlacementMakespanAndPeakPowerUnderTheCap) {
 }
 
 TEST(CnnHypeCommand, TextPrintsTheOffloadedSetAndTheKernelChoice) {
-  const Output o = RunCli("cnn hype");
+  const CliOutput o = RunCli("cnn hype");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("offloaded:"));
   EXPECT_THAT(o.out, HasSubstr("makespan:"));
@@ -76,7 +61,7 @@ TEST(CnnHypeCommand, TextPrintsTheOffloadedSetAndTheKernelChoice) {
 }
 
 TEST(CnnHypeCommand, BadInputsAreClearErrors) {
-  Output o = RunCli("cnn hype --workload nosuch");
+  CliOutput o = RunCli("cnn hype --workload nosuch");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("cnn-step"));
   o = RunCli("cnn hype --power-cap-w 40");

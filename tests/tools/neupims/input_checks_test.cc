@@ -9,28 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/tools/neupims/cli_runner.h"
 
 namespace neupims::cli {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Output {
-  int status;
-  std::string out;
-};
-
-Output RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
@@ -43,7 +28,7 @@ constexpr const char* kSimulate = "simulate --no-progress -n 2 --synthetic 8:2 "
 TEST(InputChecks, EngineFlagsRefuseNanAndAbsurdMagnitudes) {
   for (const char* flag : {"--interconnect-latency-ns nan", "--interconnect-gbps 1e-300",
                            "--interconnect-gbps inf", "--prefill-link-gbps 0"}) {
-    const Output o = RunCli(absl::StrCat(kSimulate, flag));
+    const CliOutput o = RunCli(absl::StrCat(kSimulate, flag));
     EXPECT_NE(o.status, 0) << flag;
     EXPECT_THAT(o.out, HasSubstr("must be in [")) << flag << "\n" << o.out;
     EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
@@ -51,7 +36,7 @@ TEST(InputChecks, EngineFlagsRefuseNanAndAbsurdMagnitudes) {
 }
 
 TEST(InputChecks, BurstinessZeroSaysItMustBePositive) {
-  const Output o = RunCli(absl::StrCat(kSimulate, "--burstiness 0"));
+  const CliOutput o = RunCli(absl::StrCat(kSimulate, "--burstiness 0"));
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.out, HasSubstr("--burstiness"));
   EXPECT_THAT(o.out, HasSubstr("must be in (0, 1000]"));
@@ -60,7 +45,8 @@ TEST(InputChecks, BurstinessZeroSaysItMustBePositive) {
 TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
   for (const char* flag :
        {"--speed 1e-300", "--mean-output-tokens nan", "--drain-timeout nan", "--speed nan"}) {
-    const Output o = RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
+    const CliOutput o =
+        RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
     EXPECT_NE(o.status, 0) << flag;
     EXPECT_THAT(o.out, HasSubstr("must be in [")) << flag << "\n" << o.out;
   }
@@ -69,27 +55,27 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
 TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
   const std::string dir = (std::filesystem::path(::testing::TempDir()) / "cfg_dir.json").string();
   std::filesystem::create_directories(dir);
-  const Output device = RunCli(absl::StrCat(kSimulate, "--device ", dir));
+  const CliOutput device = RunCli(absl::StrCat(kSimulate, "--device ", dir));
   EXPECT_NE(device.status, 0);
   EXPECT_THAT(device.out, HasSubstr(dir + ": is a directory"));
-  const Output server = RunCli(absl::StrCat("serve --config ", dir));
+  const CliOutput server = RunCli(absl::StrCat("serve --config ", dir));
   EXPECT_NE(server.status, 0);
   EXPECT_THAT(server.out, HasSubstr(dir + ": is a directory"));
 }
 
 TEST(InputChecks, AnEmptyDatasetNameSaysNoFileWasGiven) {
-  const Output o = RunCli("simulate --no-progress -n 2 --dataset ''");
+  const CliOutput o = RunCli("simulate --no-progress -n 2 --dataset ''");
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.out, HasSubstr("no file name given"));
 }
 
 TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
   const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
-  const Output h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
+  const CliOutput h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
   EXPECT_EQ(h.status, 2) << h.out;  // an error, not SIGABRT
   EXPECT_THAT(h.out, HasSubstr(huge + ": number out of range at field 'frequency_mhz'"));
   const std::string dup = WriteTemp("dup_server.json", R"({"port": 0, "port": 1})");
-  const Output d = RunCli(absl::StrCat("serve --config ", dup));
+  const CliOutput d = RunCli(absl::StrCat("serve --config ", dup));
   EXPECT_NE(d.status, 0);
   EXPECT_THAT(d.out, HasSubstr(dup + ": duplicate key 'port'"));
 }
@@ -109,7 +95,7 @@ TEST(InputChecks, BatchFileColumnsAreStrict) {
   };
   for (const auto& c : cases) {
     const std::string path = WriteTemp(c.name, c.text);
-    const Output o = RunCli(absl::StrCat("step --layers one --batch-file ", path));
+    const CliOutput o = RunCli(absl::StrCat("step --layers one --batch-file ", path));
     EXPECT_EQ(o.status, 2) << c.name << "\n" << o.out;
     EXPECT_THAT(o.out, HasSubstr(path + c.error)) << o.out;
   }
@@ -117,7 +103,7 @@ TEST(InputChecks, BatchFileColumnsAreStrict) {
 
 TEST(InputChecks, BatchFileWithABomIsReadLikeTheOtherTables) {
   const std::string path = WriteTemp("bom_batch.csv", "\xEF\xBB\xBFseq_len,channel\n8,0\n16,1\n");
-  const Output o = RunCli(absl::StrCat("step --layers one --json --batch-file ", path));
+  const CliOutput o = RunCli(absl::StrCat("step --layers one --json --batch-file ", path));
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("\"batch\": 2"));
 }
@@ -127,7 +113,7 @@ TEST(InputChecks, OnlyOneWayToGiveAStepBatch) {
   for (const std::string& flags : {absl::StrCat("--batch-file ", path, " --batch 2"),
                                    absl::StrCat("--batch-file ", path, " --seq-lens 8,9"),
                                    std::string("--batch 2 --seq-lens 8,9")}) {
-    const Output o = RunCli("step --layers one " + flags);
+    const CliOutput o = RunCli("step --layers one " + flags);
     EXPECT_NE(o.status, 0) << flags;
     EXPECT_THAT(o.out, HasSubstr("excludes")) << flags << "\n" << o.out;
   }
@@ -140,13 +126,13 @@ TEST(InputChecks, ParseErrorsExitWithTheBadInputCode) {
 }
 
 TEST(InputChecks, WritesToAFullDiskFailNamingThePath) {
-  const Output csv = RunCli(absl::StrCat(kSimulate, "--csv /dev/full"));
+  const CliOutput csv = RunCli(absl::StrCat(kSimulate, "--csv /dev/full"));
   EXPECT_EQ(csv.status, 1) << csv.out;
   EXPECT_THAT(csv.out, HasSubstr("/dev/full"));
-  const Output json = RunCli(absl::StrCat(kSimulate, "--json-out /dev/full"));
+  const CliOutput json = RunCli(absl::StrCat(kSimulate, "--json-out /dev/full"));
   EXPECT_EQ(json.status, 1) << json.out;
   EXPECT_THAT(json.out, HasSubstr("/dev/full"));
-  const Output timeline = RunCli(absl::StrCat(kSimulate, "--timeline /dev/full"));
+  const CliOutput timeline = RunCli(absl::StrCat(kSimulate, "--timeline /dev/full"));
   EXPECT_EQ(timeline.status, 1) << timeline.out;
   EXPECT_THAT(timeline.out, HasSubstr("/dev/full"));
 }
@@ -166,12 +152,13 @@ TEST(InputChecks, StandardOutputToAFullDiskIsAnError) {
 }
 
 TEST(InputChecks, ArrivalsBeyondTheSimulatedClockAreRefused) {
-  const Output rate = RunCli("simulate --no-progress -n 20 --synthetic 10:10 --request-rate 1e-9");
+  const CliOutput rate =
+      RunCli("simulate --no-progress -n 20 --synthetic 10:10 --request-rate 1e-9");
   EXPECT_EQ(rate.status, 2) << rate.out;
   EXPECT_THAT(rate.out, HasSubstr("beyond the simulated clock's limit"));
   const std::string trace =
       WriteTemp("far.jsonl", "{\"arrival_s\": 1e10, \"prompt_tokens\": 8, \"output_tokens\": 2}\n");
-  const Output far = RunCli(absl::StrCat("simulate --no-progress --trace ", trace));
+  const CliOutput far = RunCli(absl::StrCat("simulate --no-progress --trace ", trace));
   EXPECT_EQ(far.status, 2) << far.out;
   EXPECT_THAT(far.out,
               HasSubstr(absl::StrCat("--trace ", trace, ": request 0 arrives at 1e+10 s")));
@@ -181,21 +168,21 @@ TEST(InputChecks, GemmShapesBeyondTwoToThe53MacsAreRefusedNotWrapped) {
   for (const char* dims : {"-m 2097152 -k 2097152 -n 2097152",
                            "-m 1073741824 -k 1073741824 "
                            "-n 1073741824"}) {
-    const Output o = RunCli(absl::StrCat("hw gemm --level analytic ", dims));
+    const CliOutput o = RunCli(absl::StrCat("hw gemm --level analytic ", dims));
     EXPECT_EQ(o.status, 2) << dims << "\n" << o.out;
     EXPECT_THAT(o.out, HasSubstr("over the limit of 2^53")) << o.out;
   }
 }
 
 TEST(InputChecks, AStepBatchMustFitTheKvCache) {
-  const Output total = RunCli("step --layers one --batch 1048576 --seq-len 2048");
+  const CliOutput total = RunCli("step --layers one --batch 1048576 --seq-len 2048");
   EXPECT_EQ(total.status, 2) << total.out;
   EXPECT_THAT(total.out, HasSubstr("KV blocks of 32 tokens, but the device holds"));
   // 300 blocks on channel 0 (of 256): runs, with a warning.
   std::string rows = "seq_len,channel\n";
   for (int i = 0; i < 150; ++i) rows += "64,0\n";
   const std::string path = WriteTemp("one_channel.csv", rows);
-  const Output pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
+  const CliOutput pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
   EXPECT_EQ(pinned.status, 0) << pinned.out;
   EXPECT_THAT(pinned.out, HasSubstr("warning: the batch's KV cache (300 blocks"));
 }
