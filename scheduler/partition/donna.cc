@@ -150,13 +150,16 @@ class Search {
         bounded_(bounded),
         layers_(static_cast<int>(p.layers.size())),
         kinds_(static_cast<int>(classes_.members.size())),
-        labels_(static_cast<size_t>(layers_) * classes_.states * kinds_),
+        labels_(pareto ? static_cast<size_t>(layers_) * classes_.states * kinds_ : 0),
+        single_(pareto ? 0 : static_cast<size_t>(layers_) * classes_.states * kinds_,
+                Label{kInf, kInf, kInf, -1, -1}),
         free_(classes_.states, 0) {
     for (int used = 0; used < classes_.states; ++used) {
       for (int c = 0; c < kinds_; ++c) {
         if (classes_.count(used, c) < classes_.size(c)) free_[used] |= 1u << c;
       }
     }
+    Bounds();
     // Transfer time and energy of every cut between every two classes, once.
     comm_.resize(static_cast<size_t>(kinds_) * kinds_ * layers_);
     for (int u = 0; u < kinds_; ++u) {
@@ -177,13 +180,13 @@ class Search {
   void Run(Done done) {
     for (int u = 0; u < kinds_; ++u) {
       if (p_.input_device && ClassOfDevice(*p_.input_device) != u) continue;
-      labels_[Index(0, 0, u)].push_back(Label{});
+      Offer(Index(0, 0, u), Label{});
     }
     for (int i = 0; i < layers_; ++i) {
       for (int used = 0; used < classes_.states; ++used) {
         for (int u = 0; u < kinds_; ++u) {
           const int state = Index(i, used, u);
-          for (int k = 0; k < static_cast<int>(labels_[state].size()); ++k) {
+          for (int k = 0; k < Labels(state); ++k) {
             Expand(i, used, u, state, k, done);
           }
         }
@@ -196,9 +199,9 @@ class Search {
   std::vector<Stage> Trace(int state, int label, int last_class) const {
     std::vector<std::pair<int, int>> rev = {{last_class, layers_ - 1}};  // (class, last layer)
     while (state >= 0) {
-      const int i = state / (classes_.states * kinds_);
+      const int i = LayerOf(state);
       if (i == 0) break;
-      const Label& l = labels_[state][label];
+      const Label& l = LabelAt(state, label);
       rev.push_back({ClassOf(l.pred_state), i - 1});
       state = l.pred_state;
       label = l.pred_label;
@@ -224,8 +227,50 @@ class Search {
   }
 
  private:
-  int Index(int i, int used, int u) const { return (i * classes_.states + used) * kinds_ + u; }
-  int ClassOf(int state) const { return state % kinds_; }
+  // States (layers placed i, used-state, class of the next stage): i innermost, so the offers
+  // of one expansion (j = i+1.. for each next class) walk memory in order.
+  int Index(int i, int used, int u) const { return (used * kinds_ + u) * layers_ + i; }
+  int LayerOf(int state) const { return state % layers_; }
+  int Labels(int state) const {
+    return pareto_ ? static_cast<int>(labels_[state].size()) : (single_[state].c < kInf ? 1 : 0);
+  }
+  const Label& LabelAt(int state, int k) const {
+    return pareto_ ? labels_[state][k] : single_[state];
+  }
+
+  // Lower bounds on what layers [j, L) still cost, whatever devices run them: each layer at
+  // least its cheapest energy and time on any device; the slowest such layer bounds T, and so
+  // does their total spread over the devices still free. They only prune (a partial plan whose
+  // bound already reaches the best complete plan's C cannot improve on it), so the search stays
+  // exact; they are what keeps 8 all-different devices fast.
+  void Bounds() {
+    min_e_.assign(layers_ + 1, 0);
+    min_t_sum_.assign(layers_ + 1, 0);
+    min_t_max_.assign(layers_ + 1, 0);
+    for (int l = layers_ - 1; l >= 0; --l) {
+      double t = kInf, e = kInf;
+      for (size_t d = 0; d < p_.devices.size(); ++d) {
+        if (!std::isfinite(p_.time_s[l][d]) || !std::isfinite(p_.energy_j[l][d])) continue;
+        t = std::min(t, p_.time_s[l][d]);
+        e = std::min(e, p_.energy_j[l][d]);
+      }
+      if (!std::isfinite(t)) t = e = 0;  // runs nowhere: no plan reaches it anyway
+      min_e_[l] = min_e_[l + 1] + e;
+      min_t_sum_[l] = min_t_sum_[l + 1] + t;
+      min_t_max_[l] = std::max(min_t_max_[l + 1], t);
+    }
+    free_devices_.assign(classes_.states, 0);
+    for (int used = 0; used < classes_.states; ++used) {
+      for (int c = 0; c < kinds_; ++c)
+        free_devices_[used] += classes_.size(c) - classes_.count(used, c);
+    }
+  }
+  // C's lower bound for a partial plan (t, e) that has placed j layers and used `used`.
+  double Bound(double t, double e, int j, int used) const {
+    const int free = std::max(free_devices_[used], 1);
+    return Cost(std::max({t, min_t_max_[j], min_t_sum_[j] / free}), e + min_e_[j]);
+  }
+  int ClassOf(int state) const { return state / layers_ % kinds_; }
   bool Free(int used, int c) const { return (free_[used] >> c) & 1u; }
   int ClassOfDevice(int d) const {
     for (int c = 0; c < kinds_; ++c) {
@@ -239,14 +284,15 @@ class Search {
   template <typename Done>
   void Expand(int i, int used, int u, int state, int k, Done& done) {
     if (!Free(used, u)) return;
-    const Label from = labels_[state][k];
+    const Label from = LabelAt(state, k);
     const int d = classes_.rep(u);
     const int now_used = used + classes_.stride[u];
     for (int j = i + 1; j <= layers_; ++j) {
       if (!costs_.Runs(d, i, j)) break;  // a longer stage cannot run either
       const double t_comp = std::max(from.t, costs_.TimeS(d, i, j));
       const double e_comp = from.e + costs_.EnergyJ(d, i, j);
-      if (bounded_ && Cost(t_comp, e_comp) >= best_c_) break;  // only grows with j
+      // Only grows with j: the stage's energy on d is at least the cheapest the bound assumed.
+      if (bounded_ && Cost(t_comp, e_comp + min_e_[j]) >= best_c_) break;
       if (j == layers_) {
         if (!bounded_ || Cost(t_comp, e_comp) < best_c_) done(state, k, u, t_comp, e_comp);
         continue;
@@ -256,7 +302,7 @@ class Search {
         const auto [comm_s, comm_j] = comm_[(u * kinds_ + v) * layers_ + j];
         Label next{std::max(t_comp, comm_s), e_comp + comm_j, 0, state, k};
         next.c = Cost(next.t, next.e);
-        if (bounded_ && next.c >= best_c_) continue;
+        if (bounded_ && Bound(next.t, next.e, j, now_used) >= best_c_) continue;
         Offer(Index(j, now_used, v), next);
       }
     }
@@ -264,15 +310,11 @@ class Search {
 
   // Keeps the label of least C (published) or every non-dominated label (exact).
   void Offer(int state, const Label& l) {
-    std::vector<Label>& ls = labels_[state];
     if (!pareto_) {
-      if (ls.empty()) {
-        ls.push_back(l);
-      } else if (l.c < ls[0].c) {
-        ls[0] = l;
-      }
+      if (l.c < single_[state].c) single_[state] = l;
       return;
     }
+    std::vector<Label>& ls = labels_[state];
     for (const Label& o : ls) {
       if (o.t <= l.t && o.e <= l.e) return;
     }
@@ -292,9 +334,12 @@ class Search {
   bool pareto_;
   bool bounded_;
   int layers_, kinds_;
-  std::vector<std::vector<Label>> labels_;
+  std::vector<std::vector<Label>> labels_;       // exact: every non-dominated label per state
+  std::vector<Label> single_;                    // published: one label per state (c = inf: none)
   std::vector<uint32_t> free_;                   // per used-state: the classes with a device left
   std::vector<std::pair<double, double>> comm_;  // [u][v][j]: seconds, joules
+  std::vector<double> min_e_, min_t_sum_, min_t_max_;  // Bounds(): per layers placed
+  std::vector<int> free_devices_;                      // per used-state
   double best_c_ = kInf;
 };
 
