@@ -83,7 +83,7 @@ void AddBlock(GemvProgram* p, int64_t repeat, absl::InlinedVector<TileRun, 2> ru
 
 }  // namespace
 
-absl::Status ValidateAttentionShape(const AttentionShape& s, const PimGeometry& g) {
+absl::Status ValidateAttentionShape(const AttentionShape& s) {
   if (s.seq_len < 1) {
     return absl::InvalidArgumentError(absl::StrCat("seq_len must be >= 1, got ", s.seq_len));
   }
@@ -94,42 +94,40 @@ absl::Status ValidateAttentionShape(const AttentionShape& s, const PimGeometry& 
     return absl::InvalidArgumentError(absl::StrCat(
         "num_heads (", s.num_heads, ") must be a multiple of num_kv_heads (", s.num_kv_heads, ")"));
   }
-  if (s.head_dim % g.lanes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "head_dim (", s.head_dim, ") must be a multiple of the PIM lanes (", g.lanes, ")"));
-  }
-  if (g.page_elements % s.head_dim != 0 && s.head_dim % g.page_elements != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("head_dim (", s.head_dim,
-                                                   ") must divide or be a multiple of the page (",
-                                                   g.page_elements, " elements)"));
-  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<GemvProgram> PlanLogit(const AttentionShape& s, const PimGeometry& g) {
-  RETURN_IF_ERROR(ValidateAttentionShape(s, g));
+  RETURN_IF_ERROR(ValidateAttentionShape(s));
   GemvProgram p;
   const int64_t group_size = s.num_heads / s.num_kv_heads;  // queries sharing one K head (GQA)
-  const int64_t kv_elems = static_cast<int64_t>(s.num_kv_heads) * s.head_dim;
   const int P = g.page_elements;
-  if (s.head_dim <= P) {
-    // Each chunk holds P / head_dim heads: one dot product per head.
-    const int64_t chunks = CeilDiv(kv_elems, P);
-    const int64_t last_elems = kv_elems - (chunks - 1) * P;
-    const int steps = s.head_dim / g.lanes;
-    AddBlock(&p, group_size * (chunks - 1), TilesOver(s.seq_len, P / s.head_dim, steps, g));
-    AddBlock(&p, group_size,
-             TilesOver(s.seq_len, static_cast<int>(last_elems / s.head_dim), steps, g));
+  // A dot product starts on a column boundary, so a head takes whole column steps (lanes past
+  // head_dim are zero padding) and a key row holds whole heads: 6 heads of 80 fill 480 of 512
+  // elements. A head longer than the page spans several rows, the last one partial.
+  const int steps_per_head = static_cast<int>(CeilDiv(s.head_dim, g.lanes));
+  const int slot = steps_per_head * g.lanes;
+  if (slot <= P) {
+    const int per_chunk = P / slot;  // heads per key row
+    const int64_t chunks = CeilDiv(s.num_kv_heads, per_chunk);
+    const int last_heads = static_cast<int>(s.num_kv_heads - (chunks - 1) * per_chunk);
+    AddBlock(&p, group_size * (chunks - 1), TilesOver(s.seq_len, per_chunk, steps_per_head, g));
+    AddBlock(&p, group_size, TilesOver(s.seq_len, last_heads, steps_per_head, g));
   } else {
-    // A head spans head_dim / P chunks: one partial dot product per chunk, summed on the NPU.
-    const int64_t chunks = kv_elems / P;
-    AddBlock(&p, group_size * chunks, TilesOver(s.seq_len, 1, P / g.lanes, g));
+    // One partial dot product per row of a head, summed on the NPU.
+    const int64_t full_rows = s.head_dim / P;
+    const int rest = s.head_dim % P;
+    AddBlock(&p, group_size * s.num_kv_heads * full_rows, TilesOver(s.seq_len, 1, P / g.lanes, g));
+    if (rest > 0) {
+      AddBlock(&p, group_size * s.num_kv_heads,
+               TilesOver(s.seq_len, 1, static_cast<int>(CeilDiv(rest, g.lanes)), g));
+    }
   }
   return p;
 }
 
 absl::StatusOr<GemvProgram> PlanAttend(const AttentionShape& s, const PimGeometry& g) {
-  RETURN_IF_ERROR(ValidateAttentionShape(s, g));
+  RETURN_IF_ERROR(ValidateAttentionShape(s));
   GemvProgram p;
   const int P = g.page_elements;
   const int64_t chunks = CeilDiv(s.seq_len, P);

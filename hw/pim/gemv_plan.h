@@ -90,13 +90,15 @@ struct GemvProgram {
 };
 
 // Logit (K^T q) then attend (p V) for one request-layer. Errors: non-positive sizes, heads not
-// divisible by KV heads, head_dim not a multiple of the lanes, head_dim and page not nested.
+// divisible by KV heads. A head_dim that does not divide the page (80, 96, 112) or is not a
+// multiple of the lanes is laid out with padding: each head takes whole column steps and a key
+// row holds as many whole heads as fit (the rest of the row is unused).
 absl::StatusOr<GemvProgram> PlanAttention(const AttentionShape& shape, const PimGeometry& g);
 absl::StatusOr<GemvProgram> PlanLogit(const AttentionShape& shape, const PimGeometry& g);
 absl::StatusOr<GemvProgram> PlanAttend(const AttentionShape& shape, const PimGeometry& g);
 absl::StatusOr<GemvProgram> PlanGemv(const GemvShape& shape, const PimGeometry& g);
 
-absl::Status ValidateAttentionShape(const AttentionShape& shape, const PimGeometry& g);
+absl::Status ValidateAttentionShape(const AttentionShape& shape);
 
 }  // namespace neupims::hw
 

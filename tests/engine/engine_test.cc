@@ -664,6 +664,30 @@ TEST(EngineAbort, WaitingAndPrefillingRequestsCanBeAborted) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Head sizes that do not divide the PIM page.
+
+// Phi-2's heads of 80 are laid out with padded key rows (6 heads per row, docs/hw.md) instead
+// of refused: every request completes on the PIM in both PIM modes.
+TEST(EngineModels, HeadDimThatDoesNotDivideThePageServesEveryRequest) {
+  for (const char* mode : {"neupims", "npu+pim"}) {
+    SCOPED_TRACE(mode);
+    EngineOptions o;
+    o.model = "phi-2";
+    o.mode = ModeNamed(mode);
+    std::unique_ptr<Engine> e = MakeEngine(o);
+    ASSERT_NE(e, nullptr);
+    Recorder rec;
+    e->set_observer(&rec);
+    const std::vector<SubmitSpec> specs = Fixed(16, 100, 20);
+    ASSERT_TRUE(SubmitAll(*e, specs).ok());
+    const absl::Status run = e->RunToCompletion();
+    ASSERT_TRUE(run.ok()) << run;
+    CheckCompleted(*e, rec, specs);
+    EXPECT_GT(e->stats().pim_channel_busy_ns, 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Preemption under memory pressure.
 
 // LLaMA-2-7B on one device (no TP): 13.5 GB of weights leave ~35 KV blocks of 32 tokens per PIM

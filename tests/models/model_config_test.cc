@@ -37,8 +37,9 @@ absl::Status ParseStatus(const nlohmann::json& j) {
 }
 
 TEST(ModelConfig, EveryBuiltinModelLoadsUnderItsOwnName) {
-  EXPECT_THAT(BuiltinModelNames(), UnorderedElementsAre("gpt3-7b", "gpt3-13b", "gpt3-30b",
-                                                        "gpt3-175b", "llama2-7b", "llama2-70b"));
+  EXPECT_THAT(BuiltinModelNames(),
+              UnorderedElementsAre("gpt3-7b", "gpt3-13b", "gpt3-30b", "gpt3-175b", "llama2-7b",
+                                   "llama2-70b", "phi-2"));
   for (const std::string& name : BuiltinModelNames()) {
     SCOPED_TRACE(name);
     absl::StatusOr<ModelConfig> cfg = LoadModelConfig(name);

@@ -20,7 +20,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   engine::EngineOptions& o = f->options;
   cmd->add_option("--model", o.model,
                   "Model: built-in (gpt3-7b, gpt3-13b, gpt3-30b, gpt3-175b, llama2-7b, "
-                  "llama2-70b) or a JSON file")
+                  "llama2-70b, phi-2) or a JSON file")
       ->capture_default_str();
   AddEnumFlag(cmd, "--mode", engine::SystemModeNames(), &o.mode,
               "System: npu-only, npu+pim or neupims");

@@ -82,11 +82,47 @@ TEST(GemvPlan, GemvCoversRowsByBanksAndColumnsByPages) {
   EXPECT_EQ(p->macs(Table2()), (3 * 8 + 1) * (32 + 32 + 5) * 4 * 16);
 }
 
+TEST(GemvPlan, HeadDimThatDoesNotDivideThePageKeepsWholeHeadsPerKeyRow) {
+  // GPT-J-class: 16 heads of 80 (5 column steps each). A key row holds floor(512 / 80) = 6
+  // heads, so 16 heads take 3 query chunks (6 + 6 + 4), not ceil(1280 / 512) = 3 dense ones
+  // by luck: check the dot products per tile too.
+  AttentionShape s{/*seq_len=*/64, 16, 16, 80};
+  auto p = PlanLogit(s, Table2());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->vector_loads(), 3);
+  EXPECT_EQ(p->blocks[0].runs[0].dots, 6);
+  EXPECT_EQ(p->blocks[1].runs[0].dots, 4);
+  EXPECT_EQ(p->dot_products(), 2 * 16);  // 2 tiles of 32 tokens x 16 heads
+  EXPECT_EQ(p->column_steps(), 2 * 16 * 5);
+  // Phi-class 96 (5 heads per row) and Falcon-class 112 (4 heads per row).
+  auto phi = PlanLogit({64, 32, 32, 96}, Table2());
+  ASSERT_TRUE(phi.ok());
+  EXPECT_EQ(phi->vector_loads(), 7);  // ceil(32 / 5)
+  auto falcon = PlanLogit({64, 8, 8, 112}, Table2());
+  ASSERT_TRUE(falcon.ok());
+  EXPECT_EQ(falcon->vector_loads(), 2);  // ceil(8 / 4)
+  // Values need no padding: 80 dimensions = 2 full tiles + one of 16 banks.
+  auto attend = PlanAttend(s, Table2());
+  ASSERT_TRUE(attend.ok());
+  EXPECT_EQ(attend->tiles(), 16 * 3);
+}
+
+TEST(GemvPlan, HeadDimOffTheLanesIsPaddedToWholeColumnSteps) {
+  // 100 elements: 7 steps (112 lanes, 12 of them zero), 4 heads per key row.
+  auto p = PlanLogit({32, 8, 8, 100}, Table2());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->vector_loads(), 2);
+  EXPECT_EQ(p->column_steps(), 8 * 7);
+  // 768 elements: one full row (32 steps) and a half row (16 steps) per head.
+  auto wide = PlanLogit({32, 2, 2, 768}, Table2());
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->vector_loads(), 4);
+  EXPECT_EQ(wide->column_steps(), 2 * (32 + 16));
+}
+
 TEST(GemvPlan, RejectsBadShapes) {
   EXPECT_FALSE(PlanAttention({0, 8, 8, 128}, Table2()).ok());
-  EXPECT_FALSE(PlanAttention({10, 8, 3, 128}, Table2()).ok());      // heads % kv_heads
-  EXPECT_FALSE(PlanAttention({10, 8, 8, 100}, Table2()).ok());      // not a multiple of 16 lanes
-  EXPECT_FALSE(PlanAttention({10, 8, 8, 48 * 16}, Table2()).ok());  // neither divides the page
+  EXPECT_FALSE(PlanAttention({10, 8, 3, 128}, Table2()).ok());  // heads % kv_heads
   EXPECT_FALSE(PlanGemv({0, 10}, Table2()).ok());
   EXPECT_EQ(PlanAttention({-5, 8, 8, 128}, Table2()).status().code(),
             absl::StatusCode::kInvalidArgument);
