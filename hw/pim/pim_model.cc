@@ -157,8 +157,7 @@ class CommandLevelPimModel : public PimModel {
 // ---------------------------------------------------------------------------------------------
 class AnalyticPimModel : public PimModel {
  public:
-  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&)
-      : PimModel(spec), tiles_(spec), neupims_(spec.pim.command_set == PimCommandSet::kNeuPims) {}
+  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&) : PimModel(spec), tiles_(spec) {}
 
   const char* name() const override { return "analytic"; }
 
@@ -291,7 +290,6 @@ class AnalyticPimModel : public PimModel {
   }
 
   TileCostModel tiles_;
-  bool neupims_;
   absl::flat_hash_map<uint64_t, Calibrated> calibrated_;
 };
 
