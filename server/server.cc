@@ -1,6 +1,8 @@
 #include "server/server.h"
 
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <optional>
@@ -88,11 +90,9 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   e->max_waiting = max_waiting > 0 ? std::optional<int64_t>(max_waiting) : std::nullopt;
 }
 
-}  // namespace
-
-absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
-  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromFile(path));
-  ConfigObject root = doc->Root();
+// Reads every field of a server config document into `o`.
+absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
+  ConfigObject root = doc.Root();
   ReadEngineOptions(root, &o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
   o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
@@ -112,7 +112,19 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
                                              option_ranges::kDrainTimeoutS);
   o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));
   root.Finish();
-  return doc->status();
+  return doc.status();
+}
+
+}  // namespace
+
+absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
+  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromFile(path));
+  return ReadServerConfig(*doc, o);
+}
+
+absl::Status ParseServerConfig(absl::string_view text, absl::string_view source, ServerOptions* o) {
+  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromString(text, std::string(source)));
+  return ReadServerConfig(*doc, o);
 }
 
 struct Server::Impl {
@@ -131,7 +143,35 @@ Server::~Server() { Shutdown(); }
 
 std::string Server::address() const { return absl::StrCat(options_.bind_address, ":", port_); }
 
+namespace {
+
+// The bind address must name a local interface: a name that does not resolve is an error saying
+// so, before gRPC or the metrics exposer log their own, vaguer failures (issue 17).
+absl::Status CheckBindAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  // gRPC's spelling of IPv6 addresses ("[::1]") is not getaddrinfo's.
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
+  }
+  const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) freeaddrinfo(found);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bind address '", host, "' does not resolve (", gai_strerror(rc),
+                     "); give an IP address or a local host name (default 127.0.0.1)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  RETURN_IF_ERROR(CheckBindAddress(options.bind_address));
   std::unique_ptr<Server> s(new Server(options));
   Impl& im = *s->impl_;
   im.registry = std::make_shared<prometheus::Registry>();

@@ -158,8 +158,7 @@ class CommandLevelPimModel : public PimModel {
 // ---------------------------------------------------------------------------------------------
 class AnalyticPimModel : public PimModel {
  public:
-  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&)
-      : PimModel(spec), tiles_(spec), neupims_(spec.pim.command_set == PimCommandSet::kNeuPims) {}
+  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&) : PimModel(spec), tiles_(spec) {}
 
   const char* name() const override { return "analytic"; }
 
@@ -306,7 +305,6 @@ class AnalyticPimModel : public PimModel {
   }
 
   TileCostModel tiles_;
-  bool neupims_;
   absl::flat_hash_map<CalibrationKey, Calibrated> calibrated_;
 };
 
