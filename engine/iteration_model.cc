@@ -440,7 +440,9 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     BuildGraph(serialized, sim_layers, last_stage);
     const bool blocked = options_.mode.pim_attention && !options_.mode.dual_row_buffers;
     schedule_.makespan_ns = graph_.Schedule(blocked);
-    schedule_.period_ns = sim_layers < L ? (graph_.LayerEnd(3) - graph_.LayerEnd(1)) / 2 : 0.0;
+    // Measured whenever the interior layers exist, not only when this stage extrapolates: the
+    // key holds sim_layers but not L, so a replay for a longer stack may use it.
+    schedule_.period_ns = sim_layers >= 4 ? (graph_.LayerEnd(3) - graph_.LayerEnd(1)) / 2 : 0.0;
     schedule_.key = key;
     schedule_.valid = replayable;
     ++schedule_.built;

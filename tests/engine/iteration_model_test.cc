@@ -256,5 +256,24 @@ TEST(IterationModel, ReplayedScheduleEqualsAFreshSchedule) {
   }
 }
 
+// Runs of 5 and of 6 or 32 layers share a schedule key (five layers scheduled, no LM head): the
+// replayed schedule must extrapolate as a fresh one does.
+TEST(IterationModel, ReplayAcrossLayerCountsExtrapolatesAsAFreshSchedule) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  for (int layers : {5, 32, 6, 5, 3, 32}) {
+    SCOPED_TRACE(layers);
+    in.layers = layers;
+    std::unique_ptr<IterationModel> fresh = MakeModel("neupims");
+    ASSERT_NE(fresh, nullptr);
+    absl::StatusOr<IterationCost> got = m->Run(in);
+    absl::StatusOr<IterationCost> want = fresh->Run(in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    ExpectSameCost(*got, *want);
+  }
+}
+
 }  // namespace
 }  // namespace neupims::engine
