@@ -60,6 +60,47 @@ void BM_DecodeIteration(benchmark::State& state) {
   state.counters["requests_per_second"] =
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// The same batch decoding: every request grows by one token per iteration (restarting after
+// 48 tokens, so lengths stay within the context), and the busiest channel's attention and the
+// softmax width cross their steps as in a real run, so most iterations build and schedule their
+// graph (BM_DecodeIteration repeats one input, whose schedule is replayed after the first run).
+void BM_DecodeIterationGrowing(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  const int batch = static_cast<int>(state.range(1));
+  std::unique_ptr<IterationModel> m = Model(mode);
+  if (m == nullptr) {
+    state.SkipWithError("cannot create the model");
+    return;
+  }
+  const IterationInput start =
+      Batch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels);
+  IterationInput in = start;
+  int step = 0;
+  const int64_t built_before = m->schedules_built();
+  for (auto _ : state) {
+    auto c = m->Run(in);
+    benchmark::DoNotOptimize(c);
+    if (++step == 48) {
+      step = 0;
+      in = start;
+    } else {
+      for (auto& sb : in.sub_batches) {
+        for (DecodeItem& d : sb) ++d.seq_len;
+      }
+    }
+  }
+  state.counters["scheduled_fraction"] =
+      static_cast<double>(m->schedules_built() - built_before) /
+      static_cast<double>(std::max<int64_t>(1, state.iterations()));
+}
+BENCHMARK(BM_DecodeIterationGrowing)
+    ->ArgNames({"mode", "batch"})
+    ->Args({0, 256})
+    ->Args({0, 64})
+    ->Args({1, 256})
+    ->Args({2, 256});
+
 BENCHMARK(BM_DecodeIteration)
     ->ArgNames({"mode", "batch"})
     ->Args({0, 256})

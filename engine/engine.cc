@@ -343,7 +343,9 @@ absl::Status Engine::Process(const Event& e) {
 absl::Status Engine::MaybeStartIteration() {
   if (in_flight_) return absl::OkStatus();
   graveyard_.clear();
-  scheduler::ScheduleOutput out = scheduler_->Schedule(now_);
+  // Into the in-flight step's buffers (none is in flight): no allocation per iteration.
+  scheduler::ScheduleOutput& out = current_;
+  scheduler_->Schedule(now_, &out);
   RETURN_IF_ERROR(scheduler_->fault());
   for (Request* r : out.rejected) Notify(r);
   stats_.preemptions += static_cast<int64_t>(out.preempted.size());
@@ -370,7 +372,6 @@ absl::Status Engine::MaybeStartIteration() {
   }
   in.record_timeline = stats_.iterations < timeline_iterations_;
   ASSIGN_OR_RETURN(current_cost_, iteration_->Run(in));
-  current_ = std::move(out);
   in_flight_ = true;
   iteration_start_ = now_;
   Push(now_ + std::max<SimTime>(1, CeilNs(current_cost_.duration_ns)), EventKind::kIterationEnd, 0);

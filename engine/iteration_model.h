@@ -25,6 +25,11 @@
 // at full bandwidth. Per-request attention
 // latencies are cached by sequence length (they change only at tile boundaries).
 //
+// Replays: the list schedule depends only on the graph's shape and its nodes' durations
+// (ScheduleKey); a decode stage whose key equals the previous stage's reuses the graph and
+// schedule already built and only sums the (current) costs again. Prefill-only iterations are
+// memoised by their prompts. Both are exact: the same bits as building and scheduling anew.
+//
 // Contract: not thread-safe; simulated time only (nanoseconds); one instance per engine.
 #ifndef NEUPIMS_ENGINE_ITERATION_MODEL_H_
 #define NEUPIMS_ENGINE_ITERATION_MODEL_H_
@@ -112,6 +117,9 @@ class IterationModel {
   int layers_per_device() const { return layers_per_device_; }
   // Share of a channel's peak bandwidth MEM traffic gets while the PIM computes (dual RB).
   double bandwidth_share_during_pim() const { return bandwidth_share_during_pim_; }
+  // Stage graphs built and list-scheduled so far; a stage whose schedule inputs repeat the
+  // previous stage's replays that schedule instead (RunStage).
+  int64_t schedules_built() const { return schedule_.built; }
 
  private:
   explicit IterationModel(const IterationModelOptions& options);
@@ -156,9 +164,35 @@ class IterationModel {
   // The attention work of sub-batch `items` (PIM modes) into `a`; adds its commands to `cost`.
   absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                    HwCost* cost);
-  // Builds the stage graph of one micro-batch (layers 0 .. sim_layers, plus the LM head).
-  absl::Status BuildStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
-                          absl::Span<const int64_t> prompts, int sim_layers, bool last_stage);
+  // What determines a stage's schedule: the graph's shape and every node's duration.
+  struct ScheduleKey {
+    std::array<const CostedLayer*, 2> layer{};  // each sub-batch's costed layer (by tokens)
+    std::array<bool, 2> attention{};
+    std::array<double, 2> logit_ns{}, attend_ns{}, softmax_ns{};
+    std::array<std::array<double, 2>, 2> npu_attention_ns{};
+    bool serialized = false;
+    int sim_layers = 0;
+    bool last_stage = false;
+    bool operator==(const ScheduleKey&) const = default;
+  };
+  // Costs the ops of one micro-batch's stage: stage_layer_, softmax_, npu_attention_,
+  // prefill_costed_ (attention_ already accumulated).
+  absl::Status CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
+                         absl::Span<const int64_t> prompts);
+  ScheduleKey StageScheduleKey(bool serialized, int sim_layers, bool last_stage) const;
+  // Builds the stage graph of the costed stage (layers 0 .. sim_layers, plus the LM head).
+  void BuildGraph(bool serialized, int sim_layers, bool last_stage);
+  // A prefill-only iteration (standalone prefill NPUs) by its prompts and layer count.
+  struct PrefillKey {
+    std::vector<int64_t> prompts;
+    int layers = 0;
+    bool operator==(const PrefillKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const PrefillKey& k) {
+      return H::combine(std::move(h), k.prompts, k.layers);
+    }
+  };
+  absl::StatusOr<IterationCost> RunUncached(const IterationInput& input);
   // One pipeline stage for one micro-batch.
   absl::StatusOr<IterationCost> RunStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
                                          absl::Span<const int64_t> prompts, int micro_batch,
@@ -188,6 +222,19 @@ class IterationModel {
   // Per-stage scratch, reused (allocation-free in steady state).
   StageGraph graph_;
   std::array<SubBatchAttention, 2> attention_;
+  // Prefill-only iterations already computed: Run is a pure function of its input, and the
+  // standalone prefill NPUs see the same prompt lists again and again. Bounded (cleared when
+  // full).
+  absl::flat_hash_map<PrefillKey, IterationCost> prefill_memo_;
+  PrefillKey prefill_key_;                           // scratch (keeps its capacity)
+  std::array<const CostedLayer*, 2> stage_layer_{};  // CostStage: each sub-batch's layer
+  // The schedule of graph_, replayed while its key repeats (RunStage).
+  struct {
+    ScheduleKey key;
+    bool valid = false;  // graph_ holds the graph of `key`, scheduled
+    double makespan_ns = 0, period_ns = 0;
+    int64_t built = 0;  // graphs built and scheduled (for tests and profiles)
+  } schedule_;
   std::vector<models::Op> prefill_ops_;
   std::vector<CostedOp> prefill_costed_;
   std::array<CostedOp, 2> softmax_;                            // per sub-batch

@@ -1,5 +1,6 @@
 #include "kv_cache/block_manager.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -95,6 +96,16 @@ AllocStatus BlockManager::CanAllocate(int channel, int64_t tokens) const {
   return AllocStatus::kOk;
 }
 
+const BlockManager::Table* BlockManager::Find(RequestId id) const {
+  auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &slots_[static_cast<size_t>(it->second)];
+}
+
+BlockManager::Table* BlockManager::Find(RequestId id) {
+  auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &slots_[static_cast<size_t>(it->second)];
+}
+
 absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
   if (tokens < 1) {
     return absl::InvalidArgumentError(
@@ -104,7 +115,7 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
     return absl::OutOfRangeError(
         absl::StrCat("request ", id, ": channel ", channel, " out of range [0, ", channels(), ")"));
   }
-  if (tables_.contains(id)) {
+  if (index_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("request ", id, " is already allocated"));
   }
   Pool& pool = pools_[channel];
@@ -114,48 +125,67 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
                                                      " blocks, channel ", channel, " has ",
                                                      pool.free.size(), " free"));
   }
-  Table table;
+  int slot = 0;
+  if (free_slots_.empty()) {
+    slot = static_cast<int>(slots_.size());
+    slots_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Table& table = slots_[static_cast<size_t>(slot)];
+  table.used = true;
+  table.id = id;
   table.channel = channel;
   table.tokens = tokens;
-  table.blocks.reserve(static_cast<size_t>(needed));
+  table.room = needed * block_tokens_ - tokens;
+  table.blocks.clear();  // keeps the capacity of the slot's previous table
   for (int64_t i = 0; i < needed; ++i) {
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
   }
-  tables_.emplace(id, std::move(table));
+  index_.emplace(id, slot);
   return absl::OkStatus();
 }
 
 bool BlockManager::CanAppendSlot(RequestId id) const {
-  auto it = tables_.find(id);
-  if (it == tables_.end()) return false;
-  const Table& table = it->second;
-  if (table.tokens % block_tokens_ != 0) return true;  // room in the last block
-  return !pools_[table.channel].free.empty();
+  const Table* table = Find(id);
+  if (table == nullptr) return false;
+  if (table->room > 0) return true;  // room in the last block
+  return !pools_[table->channel].free.empty();
 }
 
 absl::Status BlockManager::AppendSlot(RequestId id) {
   if (TryAppendSlot(id)) return absl::OkStatus();
-  auto it = tables_.find(id);
-  if (it == tables_.end()) {
+  const Table* table = Find(id);
+  if (table == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
   }
   return absl::ResourceExhaustedError(absl::StrCat("request ", id, ": no free block in channel ",
-                                                   it->second.channel, " to append a token"));
+                                                   table->channel, " to append a token"));
 }
 
-bool BlockManager::TryAppendSlot(RequestId id) {
-  auto it = tables_.find(id);
-  if (it == tables_.end()) return false;
-  Table& table = it->second;
-  if (table.tokens % block_tokens_ == 0) {  // the last block is full: the token starts a new one
+bool BlockManager::Append(Table& table) {
+  if (table.room == 0) {  // the last block is full: the token starts a new one
     Pool& pool = pools_[table.channel];
     if (pool.free.empty()) return false;
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
+    table.room = block_tokens_;
   }
+  --table.room;
   ++table.tokens;
   return true;
+}
+
+bool BlockManager::TryAppendSlot(RequestId id) {
+  Table* table = Find(id);
+  return table != nullptr && Append(*table);
+}
+
+int BlockManager::SlotOf(RequestId id) const {
+  auto it = index_.find(id);
+  return it == index_.end() ? -1 : it->second;
 }
 
 absl::Status BlockManager::Free(RequestId id) {
@@ -163,32 +193,36 @@ absl::Status BlockManager::Free(RequestId id) {
     fail_next_free_ = false;
     return absl::InternalError(absl::StrCat("injected fault: freeing request ", id, " failed"));
   }
-  auto it = tables_.find(id);
-  if (it == tables_.end()) {
+  auto it = index_.find(id);
+  if (it == index_.end()) {
     return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
   }
-  Pool& pool = pools_[it->second.channel];
-  const std::vector<int64_t>& blocks = it->second.blocks;
+  Table& table = slots_[static_cast<size_t>(it->second)];
+  Pool& pool = pools_[table.channel];
+  const std::vector<int64_t>& blocks = table.blocks;
   // Push in reverse so the request's first block ends up on top: re-allocating the same size
   // right away gets the same block table back.
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool.free.push_back(*b);
-  tables_.erase(it);
+  table.used = false;
+  table.blocks.clear();
+  free_slots_.push_back(it->second);
+  index_.erase(it);
   return absl::OkStatus();
 }
 
 int BlockManager::ChannelOf(RequestId id) const {
-  auto it = tables_.find(id);
-  return it == tables_.end() ? -1 : it->second.channel;
+  const Table* table = Find(id);
+  return table == nullptr ? -1 : table->channel;
 }
 
 int64_t BlockManager::TokensOf(RequestId id) const {
-  auto it = tables_.find(id);
-  return it == tables_.end() ? 0 : it->second.tokens;
+  const Table* table = Find(id);
+  return table == nullptr ? 0 : table->tokens;
 }
 
 const std::vector<int64_t>& BlockManager::BlockTable(RequestId id) const {
-  auto it = tables_.find(id);
-  return it == tables_.end() ? EmptyTable() : it->second.blocks;
+  const Table* table = Find(id);
+  return table == nullptr ? EmptyTable() : table->blocks;
 }
 
 int64_t BlockManager::FreeBlocks(int channel) const {
@@ -252,7 +286,13 @@ absl::Status BlockManager::CheckInvariants() const {
     }
   }
   int64_t index = 0;
-  for (const auto& [id, table] : tables_) {
+  for (const auto& [id, slot] : index_) {
+    if (slot < 0 || static_cast<size_t>(slot) >= slots_.size() ||
+        !slots_[static_cast<size_t>(slot)].used || slots_[static_cast<size_t>(slot)].id != id) {
+      return absl::InternalError(
+          absl::StrCat("request ", id, ": slot ", slot, " is not its table"));
+    }
+    const Table& table = slots_[static_cast<size_t>(slot)];
     if (!ValidChannel(table.channel)) {
       return absl::InternalError(
           absl::StrCat("request ", id, ": channel ", table.channel, " out of range"));
@@ -264,6 +304,10 @@ absl::Status BlockManager::CheckInvariants() const {
       return absl::InternalError(absl::StrCat("request ", id, ": ", table.blocks.size(),
                                               " blocks for ", table.tokens, " tokens (expected ",
                                               BlocksFor(table.tokens), ")"));
+    }
+    if (table.room != static_cast<int64_t>(table.blocks.size()) * block_tokens_ - table.tokens) {
+      return absl::InternalError(
+          absl::StrCat("request ", id, ": ", table.room, " free slots recorded in its last block"));
     }
     std::vector<int64_t>& own = owner[table.channel];
     for (int64_t b : table.blocks) {
@@ -282,6 +326,12 @@ absl::Status BlockManager::CheckInvariants() const {
       own[b] = index;
     }
     ++index;
+  }
+  const auto used =
+      std::count_if(slots_.begin(), slots_.end(), [](const Table& t) { return t.used; });
+  if (static_cast<size_t>(used) != index_.size()) {
+    return absl::InternalError(
+        absl::StrCat(used, " block tables in use for ", index_.size(), " allocated requests"));
   }
   for (size_t c = 0; c < pools_.size(); ++c) {
     for (size_t b = 0; b < owner[c].size(); ++b) {

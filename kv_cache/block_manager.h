@@ -78,8 +78,27 @@ class BlockManager {
   // Releases every block of the request (finish, abort, preemption). Error: NotFound.
   absl::Status Free(RequestId id);
 
+  // Where the request's block table is kept (-1 if unknown): a hint the caller may hold while
+  // the request is allocated, so that its per-token appends skip the id lookup.
+  int SlotOf(RequestId id) const;
+  // TryAppendSlot through a hint from SlotOf. A stale or wrong hint (the table there belongs to
+  // another request, or to none) falls back to the lookup by id, so the answer is always
+  // TryAppendSlot(id)'s.
+  // Inline: the scheduler calls it for every decoding request in every iteration.
+  bool TryAppendSlot(RequestId id, int slot_hint) {
+    if (slot_hint >= 0 && static_cast<size_t>(slot_hint) < slots_.size()) {
+      Table& table = slots_[static_cast<size_t>(slot_hint)];
+      if (table.used && table.id == id && table.room > 0) {  // room in its last block
+        --table.room;
+        ++table.tokens;
+        return true;
+      }
+    }
+    return TryAppendSlot(id);
+  }
+
   // Accessors for one request; for an unknown id: ChannelOf -1, TokensOf 0, BlockTable empty.
-  bool Has(RequestId id) const { return tables_.contains(id); }
+  bool Has(RequestId id) const { return index_.contains(id); }
   int ChannelOf(RequestId id) const;
   int64_t TokensOf(RequestId id) const;
   const std::vector<int64_t>& BlockTable(RequestId id) const;
@@ -92,7 +111,7 @@ class BlockManager {
   int64_t TotalBlocks() const;
   // used / total over all channels.
   double Usage() const;
-  int64_t requests() const { return static_cast<int64_t>(tables_.size()); }
+  int64_t requests() const { return static_cast<int64_t>(index_.size()); }
 
   // Checks every internal invariant (no block owned twice, free lists consistent, usage within
   // capacity); returns the first broken one. For tests.
@@ -108,17 +127,27 @@ class BlockManager {
     std::vector<int64_t> free;  // free physical block ids (stack)
   };
   struct Table {
+    bool used = false;
+    RequestId id = 0;
     int channel = 0;
     int64_t tokens = 0;
+    int64_t room = 0;  // free token slots in the last block: blocks x block_tokens - tokens
     std::vector<int64_t> blocks;
   };
   BlockManager() = default;
   bool ValidChannel(int channel) const { return channel >= 0 && channel < channels(); }
+  const Table* Find(RequestId id) const;
+  Table* Find(RequestId id);
+  bool Append(Table& table);
 
   int block_tokens_ = 32;
   double watermark_ = 0;
   std::vector<Pool> pools_;
-  absl::flat_hash_map<RequestId, Table> tables_;
+  // Block tables in slots (reused after Free, keeping their vectors' capacity) and the slot of
+  // each allocated request.
+  std::vector<Table> slots_;
+  std::vector<int> free_slots_;
+  absl::flat_hash_map<RequestId, int> index_;
   bool fail_next_free_ = false;
 };
 

@@ -25,10 +25,10 @@ std::vector<int> RoundRobin(int channels, int requests, int* cursor,
 // Algorithm 3 (sub-batch partitioning): each channel's requests are split in halves, the first
 // half to SB1 and the rest to SB2; odd counts alternate between rounding up and down (starting
 // with up) so both sub-batches stay balanced in size and per-channel load.
+// Appends to *first and *second (which the caller may reuse between steps).
 template <typename T>
-std::pair<std::vector<T>, std::vector<T>> PartitionSubBatches(
-    const std::vector<std::vector<T>>& per_channel) {
-  std::pair<std::vector<T>, std::vector<T>> out;
+void PartitionSubBatches(const std::vector<std::vector<T>>& per_channel, std::vector<T>* first,
+                         std::vector<T>* second) {
   bool turn = true;
   for (const std::vector<T>& reqs : per_channel) {
     size_t half = reqs.size() / 2;
@@ -36,9 +36,15 @@ std::pair<std::vector<T>, std::vector<T>> PartitionSubBatches(
       if (turn) ++half;  // ceil on this turn, floor on the next
       turn = !turn;
     }
-    out.first.insert(out.first.end(), reqs.begin(), reqs.begin() + static_cast<long>(half));
-    out.second.insert(out.second.end(), reqs.begin() + static_cast<long>(half), reqs.end());
+    first->insert(first->end(), reqs.begin(), reqs.begin() + static_cast<long>(half));
+    second->insert(second->end(), reqs.begin() + static_cast<long>(half), reqs.end());
   }
+}
+template <typename T>
+std::pair<std::vector<T>, std::vector<T>> PartitionSubBatches(
+    const std::vector<std::vector<T>>& per_channel) {
+  std::pair<std::vector<T>, std::vector<T>> out;
+  PartitionSubBatches(per_channel, &out.first, &out.second);
   return out;
 }
 

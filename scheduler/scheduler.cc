@@ -83,6 +83,18 @@ void Scheduler::Preempt(Request* r, ScheduleOutput* out) {
 
 ScheduleOutput Scheduler::Schedule(SimTime now) {
   ScheduleOutput out;
+  Schedule(now, &out);
+  return out;
+}
+
+void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
+  ScheduleOutput& out = *out_ptr;
+  out.prefill.clear();
+  out.decode.clear();
+  out.preempted.clear();
+  out.rejected.clear();
+  out.sub_batch[0].clear();
+  out.sub_batch[1].clear();
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
   std::vector<Request*>& decoding = decoding_;
@@ -93,7 +105,7 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
   }
   for (Request* r : decoding) {
     if (r->state != RequestState::kRunning) continue;  // preempted as a victim meanwhile
-    while (!kv_->TryAppendSlot(r->id)) {
+    while (!kv_->TryAppendSlot(r->id, r->kv_slot)) {
       Request* victim = nullptr;
       for (Request* c : running_) {
         if (c->channel == r->channel && c->state == RequestState::kRunning &&
@@ -111,7 +123,8 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
   }
 
   // 2. Admission, FCFS within priority, only when nothing had to be preempted.
-  std::vector<Request*> admitted;
+  std::vector<Request*>& admitted = admitted_;
+  admitted.clear();
   if (out.preempted.empty()) {
     int64_t budget = options_.max_prefill_tokens;
     int64_t batch = static_cast<int64_t>(running_.size());
@@ -193,6 +206,7 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
         continue;
       }
       r->channel = channel[i];
+      r->kv_slot = kv_->SlotOf(r->id);
       r->needs_prefill = true;
       if (r->first_admitted == kNoTime) r->first_admitted = now;
       if (options_.standalone_prefill) {
@@ -213,16 +227,13 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
     per_channel.resize(kv_->channels());
     for (std::vector<Request*>& c : per_channel) c.clear();
     for (Request* r : out.decode) per_channel[r->channel].push_back(r);
-    auto [a, b] = PartitionSubBatches(per_channel);
-    for (Request* r : a) r->sub_batch = 0;
-    for (Request* r : b) r->sub_batch = 1;
-    out.sub_batch[0] = std::move(a);
-    out.sub_batch[1] = std::move(b);
+    PartitionSubBatches(per_channel, &out.sub_batch[0], &out.sub_batch[1]);
+    for (Request* r : out.sub_batch[0]) r->sub_batch = 0;
+    for (Request* r : out.sub_batch[1]) r->sub_batch = 1;
   } else {
     for (Request* r : out.decode) r->sub_batch = 0;
-    out.sub_batch[0] = out.decode;
+    out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
   }
-  return out;
 }
 
 absl::Status Scheduler::Finish(Request* r, SimTime now) {

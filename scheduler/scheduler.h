@@ -68,6 +68,9 @@ class Scheduler {
   absl::Status Abort(Request* r);
 
   ScheduleOutput Schedule(SimTime now);
+  // The same into `out`, whose vectors are cleared and reused (no allocation per step once they
+  // have grown to the batch size).
+  void Schedule(SimTime now, ScheduleOutput* out);
 
   // After the engine ran `out`: local prefills produced their first token, decodes one token.
   // Requests that reached max_new_tokens are finished and their KV freed; they are returned.
@@ -109,7 +112,7 @@ class Scheduler {
   int rr_cursor_ = 0;
   absl::Status fault_;
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
-  std::vector<Request*> decoding_;
+  std::vector<Request*> decoding_, admitted_;
   std::vector<std::vector<Request*>> per_channel_;
 };
 

@@ -205,3 +205,75 @@ TEST(IterationModel, AttentionCostIsCachedAndGrowsWithTheSequence) {
 
 }  // namespace
 }  // namespace neupims::engine
+
+namespace neupims::engine {
+namespace {
+
+// Every field of two costs, exactly (a replayed schedule must give the same bits).
+void ExpectSameCost(const IterationCost& a, const IterationCost& b) {
+  EXPECT_EQ(a.duration_ns, b.duration_ns);
+  EXPECT_EQ(a.channel_imbalance, b.channel_imbalance);
+#define NEUPIMS_EXPECT_FIELD(name, kind) EXPECT_EQ(a.name, b.name) << #name;
+  NEUPIMS_HW_COST_FIELDS(NEUPIMS_EXPECT_FIELD)
+#undef NEUPIMS_EXPECT_FIELD
+  EXPECT_EQ(a.pim_commands, b.pim_commands);
+}
+
+// A decode batch whose requests all grow by `grow` tokens: most steps keep every node's
+// duration (nothing crosses a tile or vector-lane step), so the schedule is replayed; each
+// result must equal what a fresh model (which always schedules) computes.
+TEST(IterationModel, ReplayedScheduleEqualsAFreshSchedule) {
+  for (const char* mode_name : {"neupims", "npu+pim", "npu-only"}) {
+    SCOPED_TRACE(mode_name);
+    std::unique_ptr<IterationModel> m = MakeModel(mode_name);
+    ASSERT_NE(m, nullptr);
+    IterationInput in = Batch128(m->options().mode);
+    const int kSteps = 40;
+    for (int step = 0; step < kSteps; ++step) {
+      std::unique_ptr<IterationModel> fresh = MakeModel(mode_name);
+      ASSERT_NE(fresh, nullptr);
+      absl::StatusOr<IterationCost> got = m->Run(in);
+      absl::StatusOr<IterationCost> want = fresh->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectSameCost(*got, *want);
+      for (auto& sb : in.sub_batches) {
+        for (DecodeItem& d : sb) ++d.seq_len;
+      }
+      // A prefill in between always schedules its own graph and must not disturb the replay.
+      if (step == kSteps / 2) {
+        IterationInput prefill = in;
+        prefill.prefill_prompts = {300};
+        ASSERT_TRUE(m->Run(prefill).ok());
+      }
+    }
+    EXPECT_GT(m->schedules_built(), 1);
+    // With PIM attention a step changes durations only when the busiest channel's sum crosses
+    // a step; npu-only attention GEMMs grow with every token.
+    if (m->options().mode.pim_attention) {
+      EXPECT_LT(m->schedules_built(), kSteps);
+    }
+  }
+}
+
+// Runs of 5 and of 6 or 32 layers share a schedule key (five layers scheduled, no LM head): the
+// replayed schedule must extrapolate as a fresh one does.
+TEST(IterationModel, ReplayAcrossLayerCountsExtrapolatesAsAFreshSchedule) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  for (int layers : {5, 32, 6, 5, 3, 32}) {
+    SCOPED_TRACE(layers);
+    in.layers = layers;
+    std::unique_ptr<IterationModel> fresh = MakeModel("neupims");
+    ASSERT_NE(fresh, nullptr);
+    absl::StatusOr<IterationCost> got = m->Run(in);
+    absl::StatusOr<IterationCost> want = fresh->Run(in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    ExpectSameCost(*got, *want);
+  }
+}
+
+}  // namespace
+}  // namespace neupims::engine

@@ -583,3 +583,41 @@ TEST(RandomizedOperations, KeepEveryInvariantAndLeakNoBlocks) {
 
 }  // namespace
 }  // namespace neupims::kv_cache
+
+namespace neupims::kv_cache {
+namespace {
+
+// The slot hint only skips the lookup: with a right, stale or wrong hint every append does what
+// TryAppendSlot(id) does.
+TEST(TryAppendSlotHint, AnyHintGivesTheLookupsAnswer) {
+  BlockManager m = Make(4, {3}, 0.0);
+  ASSERT_TRUE(m.Allocate(1, 0, 3).ok());
+  const int slot1 = m.SlotOf(1);
+  ASSERT_GE(slot1, 0);
+  EXPECT_EQ(m.SlotOf(99), -1);
+  EXPECT_TRUE(m.TryAppendSlot(1, slot1));  // 4 tokens: the first block is full
+  EXPECT_TRUE(m.TryAppendSlot(1, slot1));  // 5: a second block
+  EXPECT_EQ(m.TokensOf(1), 5);
+  EXPECT_EQ(m.BlockTable(1).size(), 2u);
+  ASSERT_TRUE(m.Free(1).ok());
+  EXPECT_FALSE(m.TryAppendSlot(1, slot1));  // freed: the hint's slot is empty
+  // Request 2 reuses the slot; request 1's stale hint must not grow it.
+  ASSERT_TRUE(m.Allocate(2, 0, 1).ok());
+  EXPECT_EQ(m.SlotOf(2), slot1);
+  EXPECT_FALSE(m.TryAppendSlot(1, slot1));
+  EXPECT_EQ(m.TokensOf(2), 1);
+  // Wrong and out-of-range hints fall back to the lookup.
+  EXPECT_TRUE(m.TryAppendSlot(2, slot1 + 7));
+  EXPECT_TRUE(m.TryAppendSlot(2, -1));
+  EXPECT_EQ(m.TokensOf(2), 3);
+  ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+  // A full channel refuses through the hint as through the lookup, changing nothing.
+  ASSERT_TRUE(m.Allocate(3, 0, 8).ok());         // the other two blocks
+  EXPECT_TRUE(m.TryAppendSlot(2, m.SlotOf(2)));  // 4 tokens: the last slot of its block
+  EXPECT_FALSE(m.TryAppendSlot(2, m.SlotOf(2)));
+  EXPECT_EQ(m.TokensOf(2), 4);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+}
+
+}  // namespace
+}  // namespace neupims::kv_cache

@@ -189,6 +189,26 @@ TEST(LengthDataset, FiltersEachRowIntoExactlyOneCategory) {
   EXPECT_EQ((*pairs)[2].output_tokens, 8);
 }
 
+// The loader reads "123<TAB>45" rows in one pass and every other form through the general
+// reader: both must give the same values.
+TEST(LengthDataset, PlainAndPaddedRowsReadAlike) {
+  const std::string path = WriteTemp("forms.tsv",
+                                     "input_toks\toutput_toks\n"
+                                     "12\t34\n"
+                                     " 12 \t 34\n"    // spaces: the general reader trims them
+                                     "0012\t034\r\n"  // leading zeros, CRLF
+                                     "   \n"          // whitespace only: blank
+                                     "12\t0000000000000000000034\n");  // 22 digits
+  absl::StatusOr<std::vector<LengthPair>> pairs =
+      LoadLengthDataset(path, LengthFilter{.max_seq_len = 2048}, nullptr);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  ASSERT_EQ(pairs->size(), 4u);
+  for (const LengthPair& p : *pairs) {
+    EXPECT_EQ(p.prompt_tokens, 12);
+    EXPECT_EQ(p.output_tokens, 34);
+  }
+}
+
 TEST(LengthDataset, MalformedLineErrorNamesFileAndLine) {
   const std::string path =
       WriteTemp("bad.tsv", "input_toks\toutput_toks\n1\t2\n3\t4\n5\tx7\n8\t9\n");

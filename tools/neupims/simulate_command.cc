@@ -48,19 +48,28 @@ class Collector : public engine::EngineObserver {
  public:
   explicit Collector(engine::Engine* e) : engine_(e) {}
 
+  // Ids 0 .. n-1 (as the workload numbers them) keep their last token time in a vector: one
+  // load per token instead of a hash lookup; other ids use the map.
+  void ReserveDenseIds(size_t n) { last_token_dense_.assign(n, scheduler::kNoTime); }
+
   void OnTokens(const engine::Request& r, int64_t, int count, SimTime t) override {
-    auto [it, first] = last_token_.try_emplace(r.id, t);
-    if (!first) {
+    SimTime* last = nullptr;
+    if (r.id >= 0 && static_cast<size_t>(r.id) < last_token_dense_.size()) {
+      last = &last_token_dense_[static_cast<size_t>(r.id)];
+    } else {
+      last = &last_token_.try_emplace(r.id, scheduler::kNoTime).first->second;
+    }
+    if (*last != scheduler::kNoTime) {
       // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
       // so memory grows with iterations, not tokens.
-      const double gap_ns = static_cast<double>(t - it->second);
+      const double gap_ns = static_cast<double>(t - *last);
       if (!itl_ns_.empty() && itl_ns_.back().value == gap_ns) {
         ++itl_ns_.back().count;
       } else {
         itl_ns_.push_back({gap_ns, 1});
       }
-      it->second = t;
     }
+    *last = t;
     tokens_ += count;
   }
 
@@ -77,7 +86,11 @@ class Collector : public engine::EngineObserver {
     rec.reason = scheduler::ToString(r.finish_reason);
     rec.error = r.error;
     records_.push_back(std::move(rec));
-    last_token_.erase(r.id);
+    if (r.id >= 0 && static_cast<size_t>(r.id) < last_token_dense_.size()) {
+      last_token_dense_[static_cast<size_t>(r.id)] = scheduler::kNoTime;
+    } else {
+      last_token_.erase(r.id);
+    }
     // Closed loop: the next request arrives when one finishes.
     if (next_closed_ < closed_loop_.size()) {
       engine::SubmitSpec s = closed_loop_[next_closed_++];
@@ -109,6 +122,7 @@ class Collector : public engine::EngineObserver {
   engine::Engine* engine_;
   std::vector<RequestRecord> records_;
   std::vector<SampleRun> itl_ns_;  // inter-token gaps, run-length
+  std::vector<SimTime> last_token_dense_;
   absl::flat_hash_map<int64_t, SimTime> last_token_;
   std::vector<IterSample> iterations_;
   std::vector<engine::TimelineEvent> timeline_;
@@ -352,6 +366,7 @@ int RunSimulate(const SimulateFlags& f) {
                  workload::DescribeKept(rep, e.model().max_seq_len).c_str());
   }
   Collector collector(&e);
+  collector.ReserveDenseIds(w->requests.size());
   e.set_observer(&collector);
   if (!f.timeline_path.empty()) e.set_timeline_iterations(f.timeline_iterations);
   std::vector<engine::SubmitSpec> specs;
