@@ -669,6 +669,14 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   im.http->set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
   im.http->set_tcp_nodelay(true);
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind a port already in use
+  // and silently share its connections (as gRPC's default would; server.cc turns that off).
+  // SO_REUSEADDR alone refuses a live port and still lets a restart bind over the connections a
+  // killed server left in TIME_WAIT.
+  im.http->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   im.http->set_keep_alive_max_count(1 << 20);
   im.Routes();
   if (options.port == 0) {
