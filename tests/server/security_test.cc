@@ -1,6 +1,8 @@
 // Security::Load's checks of the TLS and token files, the bearer-token check and the bind warning.
 #include "server/security.h"
 
+#include <openssl/ssl.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -178,6 +180,35 @@ TEST_F(SecurityLoad, TheBearerCheckSaysWhatIsWrongWithoutEchoingIt) {
               HasSubstr("more than one"));
   EXPECT_FALSE(s.CheckAuthorization({"Bearer right-token-and-more"}).ok());
   EXPECT_FALSE(s.CheckAuthorization({"Bearer right-toke"}).ok());
+}
+
+TEST_F(SecurityLoad, TheHttpTlsContextGetsTheChainTheKeyAndTheClientCheck) {
+  SecurityOptions o = Tls();
+  // A chain file: the leaf, then its CA (as a server behind an intermediate would send).
+  o.tls_cert =
+      Write("chain.pem", test_pki::ReadText(pki_->server_cert) + test_pki::ReadText(pki_->ca_cert));
+  o.tls_client_ca = pki_->ca_cert;
+  absl::StatusOr<std::shared_ptr<const Security>> s = Security::Load(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_TRUE((*s)->ConfigureServerContext(ctx));
+  STACK_OF(X509)* extra = nullptr;
+  SSL_CTX_get_extra_chain_certs(ctx, &extra);
+  EXPECT_EQ(extra == nullptr ? 0 : sk_X509_num(extra), 1);
+  EXPECT_EQ(SSL_CTX_get_min_proto_version(ctx), TLS1_2_VERSION);
+  EXPECT_EQ(SSL_CTX_get_verify_mode(ctx), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT);
+  EXPECT_EQ(sk_X509_NAME_num(SSL_CTX_get_client_CA_list(ctx)), 1);
+  SSL_CTX_free(ctx);
+
+  // Without a client CA, client certificates are not asked for.
+  o.tls_client_ca.clear();
+  s = Security::Load(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ctx = SSL_CTX_new(TLS_server_method());
+  EXPECT_TRUE((*s)->ConfigureServerContext(ctx));
+  EXPECT_EQ(SSL_CTX_get_verify_mode(ctx), SSL_VERIFY_NONE);
+  SSL_CTX_free(ctx);
 }
 
 TEST(BindWarning, SaysWhichProtectionIsMissing) {
