@@ -463,6 +463,9 @@ bool OpenAiHttpServer::Impl::Authorized(const httplib::Request& req, httplib::Re
   res.set_header("WWW-Authenticate", values.empty()
                                          ? "Bearer realm=\"neupims\""
                                          : "Bearer realm=\"neupims\", error=\"invalid_token\"");
+  // The check runs before httplib reads the body, which is left unread: the connection cannot
+  // carry another request.
+  res.set_header("Connection", "close");
   return false;
 }
 

@@ -361,6 +361,7 @@ TEST_F(TlsTest, HttpsWithTheTokenWorksAndWithoutItIs401) {
   ASSERT_TRUE(missing) << "transport error " << static_cast<int>(missing.error());
   EXPECT_EQ(missing->status, 401);
   EXPECT_EQ(missing->get_header_value("WWW-Authenticate"), "Bearer realm=\"neupims\"");
+  EXPECT_EQ(missing->get_header_value("Connection"), "close");  // its body was never read
   const json error = json::parse(missing->body);
   EXPECT_EQ(error["error"]["type"], "authentication_error");
   EXPECT_EQ(error["error"]["code"], 401);
