@@ -19,8 +19,9 @@ PACKAGES=(
   clang-format
 )
 if [ "$BUILD_ONLY" -eq 0 ]; then
-  # Tests of deploy/: promtool and a real Prometheus server (tests/deploy).
-  PACKAGES+=(prometheus)
+  # Tests of deploy/: promtool and a real Prometheus server (tests/deploy). The fuzz preset:
+  # clang 14 and its libFuzzer / sanitizer runtimes.
+  PACKAGES+=(prometheus clang-14 libclang-rt-14-dev)
   # The TLS tests make their CA and certificates with the openssl command (tests/server).
   PACKAGES+=(openssl)
 fi

@@ -1,6 +1,8 @@
 #include "server/server.h"
 
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <optional>
@@ -108,11 +110,9 @@ std::string SecuritySummary(const SecurityOptions& o) {
   return out;
 }
 
-}  // namespace
-
-absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
-  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromFile(path));
-  ConfigObject root = doc->Root();
+// Reads every field of a server config document into `o`.
+absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
+  ConfigObject root = doc.Root();
   ReadEngineOptions(root, &o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
   o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
@@ -137,7 +137,19 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
   sec.tls_client_ca = root.OptionalString("tls_client_ca", sec.tls_client_ca);
   sec.auth_token_file = root.OptionalString("auth_token_file", sec.auth_token_file);
   root.Finish();
-  return doc->status();
+  return doc.status();
+}
+
+}  // namespace
+
+absl::Status LoadServerConfig(const std::string& path, ServerOptions* o) {
+  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromFile(path));
+  return ReadServerConfig(*doc, o);
+}
+
+absl::Status ParseServerConfig(absl::string_view text, absl::string_view source, ServerOptions* o) {
+  ASSIGN_OR_RETURN(auto doc, ConfigDocument::FromString(text, std::string(source)));
+  return ReadServerConfig(*doc, o);
 }
 
 struct Server::Impl {
@@ -157,7 +169,35 @@ Server::~Server() { Shutdown(); }
 
 std::string Server::address() const { return absl::StrCat(options_.bind_address, ":", port_); }
 
+namespace {
+
+// The bind address must name a local interface: a name that does not resolve is an error saying
+// so, before gRPC or the metrics exposer log their own, vaguer failures (issue 17).
+absl::Status CheckBindAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  // gRPC's spelling of IPv6 addresses ("[::1]") is not getaddrinfo's.
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
+  }
+  const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) freeaddrinfo(found);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bind address '", host, "' does not resolve (", gai_strerror(rc),
+                     "); give an IP address or a local host name (default 127.0.0.1)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  RETURN_IF_ERROR(CheckBindAddress(options.bind_address));
   std::unique_ptr<Server> s(new Server(options));
   Impl& im = *s->impl_;
   // The security files first: a bad one fails before the engine is built or anything listens.

@@ -52,6 +52,9 @@ struct ServerOptions {
 // of `simulate`. Enum fields take the names of their option's names table; a bad name is an error
 // naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
+// The same from text already in memory; `source` is what errors call it.
+absl::Status ParseServerConfig(absl::string_view text, absl::string_view source,
+                               ServerOptions* options);
 
 class Server {
  public:

@@ -258,12 +258,25 @@ absl::StatusOr<NpuOpResult> VectorCost(const NpuSpec& spec, const VectorShape& s
   return r;
 }
 
+// The most weight-tile passes SimulateGemm walks one by one (30-50 ns each: 2-3 s). The largest
+// GEMM of a served LLM (GPT3-175B's FFN over a 16k-token prefill) is ~5M; a bigger shape is
+// refused instead of running for minutes (`neupims hw gemm -m 262144 -k 262144 -n 262144`).
+constexpr int64_t kMaxSimulatedTiles = int64_t{1} << 26;
+
 class TiledNpuModel final : public NpuModel {
  public:
   explicit TiledNpuModel(const NpuSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<NpuOpResult> Gemm(const GemmShape& shape, const NpuContext& ctx) const override {
     ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec_, shape, ctx));
+    if (plan.total_tiles > kMaxSimulatedTiles) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GemmShape ", shape.m, " x ", shape.k, " x ", shape.n, " is ", plan.total_tiles,
+          " weight-tile passes, over the tile-by-tile simulation's limit of 2^26 (",
+          kMaxSimulatedTiles,
+          ", a few seconds of simulation); the analytic level gives the same schedule in closed "
+          "form"));
+    }
     NpuOpResult r = plan.result;
     r.cycles = SimulateGemm(spec_, shape, plan);
     return r;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -157,8 +158,7 @@ class CommandLevelPimModel : public PimModel {
 // ---------------------------------------------------------------------------------------------
 class AnalyticPimModel : public PimModel {
  public:
-  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&)
-      : PimModel(spec), tiles_(spec), neupims_(spec.pim.command_set == PimCommandSet::kNeuPims) {}
+  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&) : PimModel(spec), tiles_(spec) {}
 
   const char* name() const override { return "analytic"; }
 
@@ -208,6 +208,20 @@ class AnalyticPimModel : public PimModel {
                                         static_cast<double>(busy) / static_cast<double>(tiles));
   }
 
+  // A tile shape under a traffic mix (demand and write share in thousandths).
+  struct CalibrationKey {
+    int groups, dots, steps_per_dot;
+    bool block_start;
+    int64_t demand_milli, write_milli;
+    MemTraffic::Pattern pattern;
+    bool operator==(const CalibrationKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const CalibrationKey& k) {
+      return H::combine(std::move(h), k.groups, k.dots, k.steps_per_dot, k.block_start,
+                        k.demand_milli, k.write_milli, k.pattern);
+    }
+  };
+
   // Measured period (and MEM bytes served) of one tile shape under `traffic`.
   struct Calibrated {
     double period = 0;
@@ -215,13 +229,13 @@ class AnalyticPimModel : public PimModel {
   };
 
   const Calibrated& Calibrate(const TileRun& run, bool block_start, const MemTraffic& traffic) {
-    const uint64_t key = (static_cast<uint64_t>(run.groups) << 48) ^
-                         (static_cast<uint64_t>(run.dots) << 36) ^
-                         (static_cast<uint64_t>(run.steps_per_dot) << 24) ^
-                         (static_cast<uint64_t>(std::llround(traffic.demand * 1000)) << 8) ^
-                         (static_cast<uint64_t>(std::llround(traffic.write_fraction * 100)) << 1) ^
-                         (block_start ? 1 : 0) ^
-                         (traffic.pattern == MemTraffic::Pattern::kRandom ? (1ull << 63) : 0);
+    const CalibrationKey key{run.groups,
+                             run.dots,
+                             run.steps_per_dot,
+                             block_start,
+                             std::llround(traffic.demand * 1000),
+                             std::llround(traffic.write_fraction * 1000),
+                             traffic.pattern};
     auto it = calibrated_.find(key);
     if (it != calibrated_.end()) return it->second;
     // Ten tiles of this shape (each after its own GWRITE for block-start tiles) on a channel
@@ -291,8 +305,7 @@ class AnalyticPimModel : public PimModel {
   }
 
   TileCostModel tiles_;
-  bool neupims_;
-  absl::flat_hash_map<uint64_t, Calibrated> calibrated_;
+  absl::flat_hash_map<CalibrationKey, Calibrated> calibrated_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
 #include "common/file_io.h"
+#include "common/json_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -466,6 +467,30 @@ TEST(ConfigReader, ParseStrictJsonKeepsDocumentOrderAndValues) {
       ParseStrictJson(R"({"z": 1, "a": [true, null, 2.5, "s", 18446744073709551615]})", "", &j)
           .ok());
   EXPECT_EQ(j.dump(), R"({"z":1,"a":[true,null,2.5,"s",18446744073709551615]})");
+}
+
+TEST(ConfigReader, ReadStrictJsonFileRefusesDuplicateKeysNamingTheFile) {
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / "spec.json").string();
+  ASSERT_TRUE(WriteFile(path, R"({"a": 1, "a": 2})").ok());
+  const absl::StatusOr<nlohmann::json> dup = ReadStrictJsonFile(path);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(dup.status().message(), HasSubstr(path + ": duplicate key 'a'"));
+  ASSERT_TRUE(WriteFile(path, R"({"b": [1, 2]})").ok());
+  const absl::StatusOr<nlohmann::json> ok = ReadStrictJsonFile(path);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)["b"][1], 2);
+  EXPECT_TRUE(absl::IsNotFound(ReadStrictJsonFile(path + ".missing").status()));
+}
+
+TEST(ConfigReader, CatchJsonErrorsTurnsAccessorExceptionsIntoStatuses) {
+  const nlohmann::json j = nlohmann::json::parse(R"({"n": "not a number"})");
+  const absl::Status status = CatchJsonErrors("shard.json", [&] {
+    return absl::Status(absl::StatusCode::kInternal, std::to_string(j.at("n").get<int>()));
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("shard.json: malformed: "));
+  EXPECT_TRUE(CatchJsonErrors("x", [] { return absl::OkStatus(); }).ok());
+  EXPECT_TRUE(absl::IsNotFound(CatchJsonErrors("x", [] { return absl::NotFoundError("kept"); })));
 }
 
 }  // namespace

@@ -160,5 +160,16 @@ TEST(LoadServerConfig, ReadsTheSecurityFilePathsAndRefusesWrongTypes) {
   EXPECT_THAT(std::string(typo.message()), HasSubstr("tls_crt"));
 }
 
+TEST(ParseServerConfig, ReadsTextLikeAFileAndNamesTheSource) {
+  ServerOptions o;
+  ASSERT_TRUE(ParseServerConfig(R"({"port": 7000, "speed": 2.5})", "inline.json", &o).ok());
+  EXPECT_EQ(o.port, 7000);
+  EXPECT_DOUBLE_EQ(o.runner.speed, 2.5);
+  const absl::Status bad = ParseServerConfig(R"({"prot": 1})", "inline.json", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("inline.json"));
+  EXPECT_THAT(bad.message(), HasSubstr("prot"));
+}
+
 }  // namespace
 }  // namespace neupims::server

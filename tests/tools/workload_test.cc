@@ -564,5 +564,27 @@ TEST(LoadTrace, MissingFileIsNotFoundAndUnknownExtensionIsAnError) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ParseFromText, DatasetsAndTracesReadFromAnOpenTableNameIt) {
+  TableReader dataset("inline.tsv", "input_toks\toutput_toks\n10\t20\n0\t5\n", '\t');
+  LoadReport report;
+  const absl::StatusOr<std::vector<LengthPair>> pairs =
+      ParseLengthDataset(dataset, LengthFilter{}, &report);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ(pairs->size(), 1u);
+  EXPECT_EQ(report.source, "inline.tsv");
+  EXPECT_EQ(report.dropped_zero_prompt, 1);
+  TableReader jsonl("inline.jsonl", R"({"arrival_s": 1, "prompt_tokens": 2, "output_tokens": x})",
+                    ',');
+  const absl::StatusOr<std::vector<RequestSpec>> bad =
+      ParseTrace(jsonl, TraceFormat::kJsonl, LengthFilter{}, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("inline.jsonl:1"));
+  TableReader csv("inline.csv", "arrival_s,prompt_tokens,output_tokens\n2,1,1\n1,3,3\n", ',');
+  const absl::StatusOr<std::vector<RequestSpec>> sorted =
+      ParseTrace(csv, TraceFormat::kCsv, LengthFilter{}, nullptr);
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  EXPECT_EQ((*sorted)[0].prompt_tokens, 3);
+}
+
 }  // namespace
 }  // namespace neupims::workload

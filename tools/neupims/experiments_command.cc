@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/json_file.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
@@ -120,34 +121,44 @@ absl::Status WriteShard(const ExperimentFlags& f, const Shard& shard,
   return WriteFile(f.shard_out, out.dump(1) + "\n");
 }
 
+// One shard file's runs into `runs`; each run exactly once over all files.
+absl::Status LoadShard(const ExperimentFlags& f, const std::string& path, const json& j,
+                       std::vector<EngineRun>& runs, std::vector<bool>& seen) {
+  if (j.value("format", "") != kShardFormat) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not an experiments shard file"));
+  }
+  if (j.at("settings") != ShardSettings(f)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": made with other settings ",
+                                                   j.at("settings").dump(),
+                                                   " (give the same --quick/--samples/--seed)"));
+  }
+  for (const json& r : j.at("runs")) {
+    const int64_t i = r.at("index").get<int64_t>();
+    if (i < 0 || i >= static_cast<int64_t>(runs.size()) || seen[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": run ", i, " unknown or repeated"));
+    }
+    seen[i] = true;
+    const int code = r.at("engine_code").get<int>();
+    if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": run ", i, ": bad engine_code ", code));
+    }
+    runs[i].engine_status =
+        absl::Status(static_cast<absl::StatusCode>(code), r.at("engine_error").get<std::string>());
+    for (const json& x : r.at("results")) {
+      ASSIGN_OR_RETURN(StepResult step, StepResultFromJson(x));
+      runs[i].results.push_back(step);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Fills every run's results from shard files of these settings; each run exactly once.
 absl::Status LoadShards(const ExperimentFlags& f, std::vector<EngineRun>& runs) {
   std::vector<bool> seen(runs.size(), false);
   for (const std::string& path : f.merge) {
-    ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, kMaxConfigFileBytes));
-    const json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || j.value("format", "") != kShardFormat) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": not an experiments shard file"));
-    }
-    if (j.at("settings") != ShardSettings(f)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": made with other settings ",
-                                                     j.at("settings").dump(),
-                                                     " (give the same --quick/--samples/--seed)"));
-    }
-    for (const json& r : j.at("runs")) {
-      const int64_t i = r.at("index").get<int64_t>();
-      if (i < 0 || i >= static_cast<int64_t>(runs.size()) || seen[i]) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": run ", i, " unknown or repeated"));
-      }
-      seen[i] = true;
-      runs[i].engine_status =
-          absl::Status(static_cast<absl::StatusCode>(r.at("engine_code").get<int>()),
-                       r.at("engine_error").get<std::string>());
-      for (const json& x : r.at("results")) {
-        ASSIGN_OR_RETURN(StepResult step, StepResultFromJson(x));
-        runs[i].results.push_back(step);
-      }
-    }
+    ASSIGN_OR_RETURN(const json j, ReadStrictJsonFile(path));
+    RETURN_IF_ERROR(CatchJsonErrors(path, [&] { return LoadShard(f, path, j, runs, seen); }));
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!seen[i]) {

@@ -86,7 +86,8 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
                   "Command level: cycles since the last refresh when the op starts")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--phases", o->phases,
-                  "Command level: average over this many evenly spaced refresh phases")
+                  "Command level: average over this many evenly spaced refresh phases (the "
+                  "analytic level reports that expectation; use 16-64 to compare short ops)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--trace", o->trace_path,
                   "Command level: write the issued command trace to this CSV file");

@@ -20,6 +20,7 @@
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
 #include "tools/neupims/timeline_writer.h"
+#include "tools/workload/batch_file.h"
 
 namespace neupims::cli {
 namespace {
@@ -36,68 +37,6 @@ struct StepFlags {
   std::string timeline_path;
   bool json = false;
 };
-
-// The most requests a batch may hold, from --batch or a batch file alike.
-constexpr int64_t kMaxBatchRequests = int64_t{1} << 20;
-
-// The column indices a batch-file header names: `seq_len` and optionally one of `channel` /
-// `ch_idx`. Unknown, repeated and conflicting columns are errors, never ignored.
-absl::Status ReadBatchHeader(TableReader& table, absl::string_view line, int* seq_col, int* ch_col,
-                             size_t* columns) {
-  const std::vector<absl::string_view> header = table.Split(absl::StripAsciiWhitespace(line));
-  *columns = header.size();
-  std::string channel_name;
-  for (size_t i = 0; i < header.size(); ++i) {
-    const absl::string_view h = absl::StripAsciiWhitespace(header[i]);
-    int* col = h == "seq_len" ? seq_col : (h == "channel" || h == "ch_idx") ? ch_col : nullptr;
-    if (col == nullptr) {
-      return table.Error(absl::StrCat("unknown column '", h,
-                                      "' (expected seq_len and optionally channel or ch_idx)"));
-    }
-    if (*col >= 0) {
-      return table.Error(h == "seq_len" ? std::string("column 'seq_len' given twice")
-                                        : absl::StrCat("columns '", channel_name, "' and '", h,
-                                                       "' both name the channel; give one"));
-    }
-    if (col == ch_col) channel_name = std::string(h);
-    *col = static_cast<int>(i);
-  }
-  if (*seq_col < 0)
-    return table.Error("header must name a seq_len column (and optionally channel)");
-  return absl::OkStatus();
-}
-
-// Batch file: CSV with a header naming `seq_len` and optionally `channel` (or `ch_idx`); at most
-// kMaxBatchRequests rows; a channel must be >= 0 (leave the column out for policy assignment).
-absl::StatusOr<std::vector<engine::Engine::StepRequest>> ReadBatchFile(const std::string& path) {
-  ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
-  absl::string_view line;
-  if (!table.NextLine(&line)) return table.Error("empty batch file (expected a header)");
-  int seq_col = -1, ch_col = -1;
-  size_t columns = 0;
-  RETURN_IF_ERROR(ReadBatchHeader(table, line, &seq_col, &ch_col, &columns));
-  std::vector<engine::Engine::StepRequest> out;
-  std::vector<absl::string_view> f;
-  while (table.NextRow(&f)) {
-    engine::Engine::StepRequest r;
-    if (f.size() != columns ||
-        !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[seq_col]), &r.seq_len) ||
-        (ch_col >= 0 && !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[ch_col]), &r.channel))) {
-      return table.Error(absl::StrCat("expected ", columns, " integer fields"));
-    }
-    if (ch_col >= 0 && r.channel < 0) {
-      return table.Error(absl::StrCat("channel ", r.channel,
-                                      " must be >= 0 (leave out the channel column to let the "
-                                      "policy assign channels)"));
-    }
-    if (static_cast<int64_t>(out.size()) == kMaxBatchRequests) {
-      return table.Error(absl::StrCat("more than ", kMaxBatchRequests, " requests in one batch"));
-    }
-    out.push_back(r);
-  }
-  if (out.empty()) return table.Error("no requests");
-  return out;
-}
 
 // The batch's KV cache must fit the device's memory in total, or the batch is refused. A channel
 // a file overfills, or a batch beyond the room the engine leaves beside the weights, is a
@@ -142,9 +81,9 @@ int RunStep(const StepFlags& f) {
   engine::Engine& e = **engine_or;
   std::vector<engine::Engine::StepRequest> batch;
   if (!f.batch_file.empty()) {
-    auto b = ReadBatchFile(f.batch_file);
-    if (!b.ok()) return ReportError(b.status());
-    batch = std::move(*b);
+    auto rows = workload::ReadBatchFile(f.batch_file);
+    if (!rows.ok()) return ReportError(rows.status());
+    for (const workload::BatchRow& r : *rows) batch.push_back({r.seq_len, r.channel.value_or(-1)});
   } else if (!f.seq_lens.empty()) {
     for (int64_t s : f.seq_lens) batch.push_back({s, -1});
   } else {
@@ -271,7 +210,7 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
                               ->delimiter(',');
   CLI::Option* batch =
       c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
-          ->check(CLI::Range(int64_t{1}, kMaxBatchRequests));
+          ->check(CLI::Range(int64_t{1}, workload::kMaxBatchRequests));
   // One way to give the batch: two of these together is an error, not a silent choice.
   batch_file->excludes(seq_lens)->excludes(batch);
   seq_lens->excludes(batch);

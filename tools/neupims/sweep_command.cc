@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/json_file.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
@@ -121,13 +122,6 @@ absl::StatusOr<SweepSpec> ParseSpec(const json& j, const std::string& source) {
   return s;
 }
 
-absl::StatusOr<json> ReadJson(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, kMaxConfigFileBytes));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  return j;
-}
-
 // One point: its own engine and its own batches, seeded by (seed, dataset, batch) only, so a
 // point's result does not depend on the shard or the thread that runs it.
 StepResult RunPoint(const SweepSpec& spec, const Point& p,
@@ -159,7 +153,7 @@ struct RunFlags {
 int RunSweep(const RunFlags& f) {
   absl::StatusOr<Shard> shard = ParseShard(f.shard);
   if (!shard.ok()) return ReportError(shard.status());
-  absl::StatusOr<json> spec_json = ReadJson(f.spec_path);
+  absl::StatusOr<json> spec_json = ReadStrictJsonFile(f.spec_path);
   if (!spec_json.ok()) return ReportError(spec_json.status());
   absl::StatusOr<SweepSpec> spec = ParseSpec(*spec_json, f.spec_path);
   if (!spec.ok()) return ReportError(spec.status());
@@ -198,34 +192,42 @@ int RunSweep(const RunFlags& f) {
 
 // ---- merge ------------------------------------------------------------------------------
 
+// One shard file's points into `results` (the first file fixes the spec).
+absl::Status MergeShard(const std::string& path, const std::string& first, const json& j,
+                        SweepSpec* spec, std::optional<json>& spec_json,
+                        std::vector<std::optional<StepResult>>& results) {
+  if (j.value("format", "") != kShardFormat) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a sweep shard file"));
+  }
+  if (!spec_json) {
+    spec_json = j.at("spec");
+    ASSIGN_OR_RETURN(*spec, ParseSpec(*spec_json, path));
+    results.resize(Grid(*spec).size());
+  } else if (j.at("spec") != *spec_json) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": a different sweep spec than ", first));
+  }
+  for (const json& p : j.at("points")) {
+    const int64_t i = p.at("index").get<int64_t>();
+    if (i < 0 || i >= static_cast<int64_t>(results.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": point ", i, " is not in the grid"));
+    }
+    if (results[i].has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": point ", i, " given twice"));
+    }
+    ASSIGN_OR_RETURN(results[i], StepResultFromJson(p.at("result")));
+  }
+  return absl::OkStatus();
+}
+
 // Every point of the grid exactly once, from shard files of one spec.
 absl::StatusOr<std::vector<StepResult>> MergeShards(const std::vector<std::string>& paths,
                                                     SweepSpec* spec) {
   std::optional<json> spec_json;
   std::vector<std::optional<StepResult>> results;
   for (const std::string& path : paths) {
-    ASSIGN_OR_RETURN(json j, ReadJson(path));
-    if (j.value("format", "") != kShardFormat) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": not a sweep shard file"));
-    }
-    if (!spec_json) {
-      spec_json = j.at("spec");
-      ASSIGN_OR_RETURN(*spec, ParseSpec(*spec_json, path));
-      results.resize(Grid(*spec).size());
-    } else if (j.at("spec") != *spec_json) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": a different sweep spec than ", paths.front()));
-    }
-    for (const json& p : j.at("points")) {
-      const int64_t i = p.at("index").get<int64_t>();
-      if (i < 0 || i >= static_cast<int64_t>(results.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": point ", i, " is not in the grid"));
-      }
-      if (results[i].has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": point ", i, " given twice"));
-      }
-      ASSIGN_OR_RETURN(results[i], StepResultFromJson(p.at("result")));
-    }
+    ASSIGN_OR_RETURN(json j, ReadStrictJsonFile(path));
+    RETURN_IF_ERROR(CatchJsonErrors(
+        path, [&] { return MergeShard(path, paths.front(), j, spec, spec_json, results); }));
   }
   std::vector<StepResult> out;
   for (size_t i = 0; i < results.size(); ++i) {

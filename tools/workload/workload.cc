@@ -297,8 +297,15 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
                                                           LoadReport* report) {
   RETURN_IF_ERROR(ValidateFilter(filter));
   ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, '\t'));
+  return ParseLengthDataset(table, filter, report);
+}
+
+absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
+                                                           const LengthFilter& filter,
+                                                           LoadReport* report) {
+  RETURN_IF_ERROR(ValidateFilter(filter));
   LoadReport local;
-  local.source = path;
+  local.source = table.path();
   absl::string_view header;
   if (!table.NextLine(&header)) return table.Error("empty file (expected header)");
   if (header != kDatasetHeader) {
@@ -474,10 +481,18 @@ absl::StatusOr<std::vector<RequestSpec>> LoadTrace(const std::string& path,
         absl::StrCat(path, ": unknown trace format (expected a .csv or .jsonl file)"));
   }
   ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
+  return ParseTrace(table, extension == ".csv" ? TraceFormat::kCsv : TraceFormat::kJsonl, filter,
+                    report);
+}
+
+absl::StatusOr<std::vector<RequestSpec>> ParseTrace(TableReader& table, TraceFormat format,
+                                                    const LengthFilter& filter,
+                                                    LoadReport* report) {
+  RETURN_IF_ERROR(ValidateFilter(filter));
   LoadReport local;
-  local.source = path;
+  local.source = table.path();
   std::vector<RequestSpec> requests;
-  if (extension == ".csv") {
+  if (format == TraceFormat::kCsv) {
     RETURN_IF_ERROR(ParseCsvTrace(table, filter, local, requests));
   } else {
     RETURN_IF_ERROR(ParseJsonlTrace(table, filter, local, requests));

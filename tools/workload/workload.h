@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/table_reader.h"
 
 namespace neupims::workload {
 
@@ -60,6 +61,11 @@ struct LengthFilter {
 absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& path,
                                                           const LengthFilter& filter,
                                                           LoadReport* report);
+
+// The same on a table already open (fuzzing, tests): errors name table.path().
+absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
+                                                           const LengthFilter& filter,
+                                                           LoadReport* report);
 
 enum class ArrivalKind { kAllAtOnce, kPoisson, kGamma, kClosedLoop };
 
@@ -103,6 +109,12 @@ absl::StatusOr<std::vector<LengthPair>> SyntheticLengths(const SyntheticOptions&
 // sorted by arrival time.
 absl::StatusOr<std::vector<RequestSpec>> LoadTrace(const std::string& path,
                                                    const LengthFilter& filter, LoadReport* report);
+
+enum class TraceFormat { kCsv, kJsonl };
+
+// The same on a table already open (read with ',' as the delimiter), in the given format.
+absl::StatusOr<std::vector<RequestSpec>> ParseTrace(TableReader& table, TraceFormat format,
+                                                    const LengthFilter& filter, LoadReport* report);
 
 // Where ../shared/datasets lives: $NEUPIMS_DATASETS if set, else <source dir>/../shared/datasets,
 // else ./../shared/datasets. Resolves "sharegpt" / "alpaca" to their TSV files; other values

@@ -363,5 +363,17 @@ TEST(NpuSpec, ValidateRejectsScratchpadTooSmallForWeightBuffers) {
   EXPECT_THAT(ValidateNpuSpec(spec).message(), HasSubstr("npu.energy.mac_pj"));
 }
 
+TEST(NpuModel, TiledModelRefusesGemmsBeyondItsTileLimitAndTheAnalyticOneRunsThem) {
+  // 1,024 x 1,024 weight tiles per pass, 256 passes (32 rows of X fit the scratchpad): 2^28
+  // tile-passes, over the tile-by-tile limit of 2^26.
+  const GemmShape shape{8192, 131072, 131072, true, false};
+  const absl::StatusOr<NpuOpResult> tiled = CreateTiledNpuModel(TestSpec())->Gemm(shape);
+  EXPECT_EQ(tiled.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tiled.status().message(), HasSubstr("268435456 weight-tile passes"));
+  const absl::StatusOr<NpuOpResult> analytic = CreateAnalyticNpuModel(TestSpec())->Gemm(shape);
+  ASSERT_TRUE(analytic.ok()) << analytic.status();
+  EXPECT_EQ(analytic->macs, int64_t{8192} * 131072 * 131072);
+}
+
 }  // namespace
 }  // namespace neupims::hw

@@ -211,5 +211,57 @@ TEST(InputChecks, AStepBatchMustFitTheKvCache) {
   EXPECT_THAT(pinned.out, HasSubstr("warning: the batch's KV cache (300 blocks"));
 }
 
+TEST(InputChecks, ASweepSpecWithADuplicateKeyIsRefusedNamingIt) {
+  const std::string spec = WriteTemp(
+      "dup_spec.json",
+      R"({"models": ["gpt3-7b"], "modes": ["neupims"], "datasets": ["sharegpt"], "batches": [1],
+          "samples": 1, "samples": 2})");
+  const CliOutput o =
+      RunCli(absl::StrCat("sweep --spec ", spec, " --out ", WriteTemp("unused.json", "")));
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(spec + ": duplicate key 'samples'"));
+}
+
+TEST(InputChecks, MalformedShardFilesAreErrorsNotAborts) {
+  // Valid JSON of the right format whose fields have the wrong types: nlohmann's accessors
+  // would throw; the merge reports the file instead.
+  const std::string sweep = WriteTemp(
+      "bad_sweep_shard.json", R"({"format": "neupims-sweep-shard/1", "spec": 3, "points": {}})");
+  const CliOutput s = RunCli(absl::StrCat("sweep merge ", sweep));
+  EXPECT_EQ(s.status, 2) << s.out;
+  EXPECT_THAT(s.out, HasSubstr(sweep + ": "));
+  const std::string experiments =
+      WriteTemp("bad_experiments_shard.json", R"(["not", "an", "object"])");
+  const CliOutput e = RunCli(absl::StrCat("experiments --quick --merge ", experiments));
+  EXPECT_EQ(e.status, 2) << e.out;
+  EXPECT_THAT(e.out, HasSubstr(experiments + ": "));
+}
+
+TEST(InputChecks, CommandLevelGemmsBeyondTheTileLimitAreRefusedAtOnce) {
+  // 2^50 MACs (under the 2^53 limit every level has) in 2^31 weight-tile passes.
+  const CliOutput o = RunCli("hw gemm -m 65536 -k 131072 -n 131072");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("2147483648 weight-tile passes, over the tile-by-tile "
+                               "simulation's limit of 2^26"));
+  EXPECT_EQ(RunCli("hw gemm -m 65536 -k 131072 -n 131072 --level analytic").status, 0);
+}
+
+TEST(InputChecks, ARunThatWouldNotFitInMemoryIsRefusedBeforeItStarts) {
+  const CliOutput o =
+      RunCli("simulate --no-progress -n 100000000 --synthetic 1:1 --max-memory-gb 8");
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("-n 100000000: simulate keeps about 700 bytes per request"));
+  EXPECT_THAT(o.out, HasSubstr("70.0 GB for this run, more than --max-memory-gb (8.0 GB)"));
+  EXPECT_EQ(RunCli("simulate --no-progress -n 20 --synthetic 4:4 --max-memory-gb 8").status, 0);
+}
+
+TEST(InputChecks, ABindAddressThatDoesNotResolveSaysSo) {
+  const CliOutput o = RunCli("serve --bind no.such.host.invalid --port 0 --metrics-port 0");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("bind address 'no.such.host.invalid' does not resolve"));
+  EXPECT_THAT(o.out, Not(HasSubstr("in use or not permitted")));
+  EXPECT_THAT(o.out, Not(HasSubstr("CivetServer")));
+}
+
 }  // namespace
 }  // namespace neupims::cli
