@@ -15,13 +15,15 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libtbb-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libssl-dev
   clang-format
 )
 if [ "$BUILD_ONLY" -eq 0 ]; then
   # Tests of deploy/: promtool and a real Prometheus server (tests/deploy). The fuzz preset:
   # clang 14 and its libFuzzer / sanitizer runtimes.
   PACKAGES+=(prometheus clang-14 libclang-rt-14-dev)
+  # The TLS tests make their CA and certificates with the openssl command (tests/server).
+  PACKAGES+=(openssl)
 fi
 
 # The deploy/ type checks (Grafana dashboard, Kubernetes manifests) use pinned npm packages.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <random>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "prometheus/text_serializer.h"
@@ -390,10 +392,21 @@ class HttpRequestState : public RequestSink {
 // library): a burst of new connections (hundreds of streams opened at once) would overflow it and
 // the kernel would drop SYNs, which clients retry only after a second. listen() again on the bound
 // socket raises the backlog (the kernel caps it at net.core.somaxconn).
-class BackloggedServer : public httplib::Server {
+template <typename Base>  // httplib::Server or httplib::SSLServer
+class Backlogged : public Base {
  public:
-  bool RaiseBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+  using Base::Base;
+  bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
 };
+
+// The values of a request's Authorization headers (httplib compares header names
+// case-insensitively).
+std::vector<std::string> AuthorizationValues(const httplib::Request& req) {
+  std::vector<std::string> values;
+  const size_t n = req.get_header_value_count("Authorization");
+  for (size_t i = 0; i < n; ++i) values.push_back(req.get_header_value("Authorization", i));
+  return values;
+}
 
 }  // namespace
 
@@ -405,26 +418,70 @@ struct OpenAiHttpServer::Impl {
   std::shared_ptr<const ServedEngine> served;
   int64_t started_unix_s = 0;
   std::atomic<uint64_t> next_id{0};
-  BackloggedServer http;
+  std::unique_ptr<httplib::Server> http;  // a Backlogged<> one
+  std::function<bool(int)> raise_backlog;
   std::thread listener;
   bool stopped = false;
 
+  absl::Status Create();
   void Routes();
+  // The bearer-token check before routing; true when the request may go on.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
   void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
               const std::string& request_id, httplib::Response& res);
   void Models(httplib::Response& res) const;
 };
 
+// A plain or a TLS server, as the options ask.
+absl::Status OpenAiHttpServer::Impl::Create() {
+  const Security* security = options.security.get();
+  if (security == nullptr || !security->tls()) {
+    auto plain = std::make_unique<Backlogged<httplib::Server>>();
+    raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
+    http = std::move(plain);
+    return absl::OkStatus();
+  }
+  auto tls = std::make_unique<Backlogged<httplib::SSLServer>>(
+      [security](SSL_CTX& ctx) { return security->ConfigureServerContext(&ctx); });
+  if (!tls->is_valid()) {
+    return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
+  }
+  raise_backlog = [s = tls.get()](int backlog) { return s->RaiseBacklog(backlog); };
+  http = std::move(tls);
+  return absl::OkStatus();
+}
+
+bool OpenAiHttpServer::Impl::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (options.security == nullptr || req.path == "/health") return true;
+  const std::vector<std::string> values = AuthorizationValues(req);
+  const absl::Status s = options.security->CheckAuthorization({values.begin(), values.end()});
+  if (s.ok()) return true;
+  if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
+  SendError({s, ""}, res);
+  // RFC 6750: a missing token gets the bare challenge, a wrong one says invalid_token.
+  res.set_header("WWW-Authenticate", values.empty()
+                                         ? "Bearer realm=\"neupims\""
+                                         : "Bearer realm=\"neupims\", error=\"invalid_token\"");
+  // The check runs before httplib reads the body, which is left unread: the connection cannot
+  // carry another request.
+  res.set_header("Connection", "close");
+  return false;
+}
+
 void OpenAiHttpServer::Impl::Routes() {
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                                : httplib::Server::HandlerResponse::Handled;
+  });
+  http->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Generate(Api::kCompletions, req, res);
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Generate(Api::kChat, req, res);
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
+  http->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const ServerSnapshot snap = runner->Snapshot();
     if (snap.faulted) {
       SendError({absl::UnavailableError("the engine has faulted"), ""}, res);
@@ -434,7 +491,7 @@ void OpenAiHttpServer::Impl::Routes() {
       res.status = 200;
     }
   });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     if (registry == nullptr) {
       SendError({absl::NotFoundError("no metrics registry"), ""}, res);
       return;
@@ -443,7 +500,7 @@ void OpenAiHttpServer::Impl::Routes() {
                     "text/plain; version=0.0.4");
   });
   // Unknown paths and methods, and httplib's own refusals, as OpenAI error objects.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int status = res.status;
     const std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
@@ -451,7 +508,7 @@ void OpenAiHttpServer::Impl::Routes() {
               res);
     res.status = status;  // httplib's own (405, 413, 414...), whatever the error type says
   });
-  http.set_exception_handler(
+  http->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";
         try {
@@ -609,16 +666,25 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   im.started_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  RETURN_IF_ERROR(im.Create());
   const size_t threads = static_cast<size_t>(std::max(1, options.threads));
-  im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  im.http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
+  im.http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  im.http->set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
-  im.http.set_tcp_nodelay(true);
-  im.http.set_keep_alive_max_count(1 << 20);
+  im.http->set_tcp_nodelay(true);
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind a port already in use
+  // and silently share its connections (as gRPC's default would; server.cc turns that off).
+  // SO_REUSEADDR alone refuses a live port and still lets a restart bind over the connections a
+  // killed server left in TIME_WAIT.
+  im.http->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  im.http->set_keep_alive_max_count(1 << 20);
   im.Routes();
   if (options.port == 0) {
-    s->port_ = im.http.bind_to_any_port(options.bind_address);
-  } else if (im.http.bind_to_port(options.bind_address, options.port)) {
+    s->port_ = im.http->bind_to_any_port(options.bind_address);
+  } else if (im.http->bind_to_port(options.bind_address, options.port)) {
     s->port_ = options.port;
   } else {
     s->port_ = -1;
@@ -627,11 +693,11 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot serve HTTP on ", options.bind_address, ":",
                                                options.port, " (in use or not permitted)"));
   }
-  if (!im.http.RaiseBacklog(4096)) {
+  if (!im.raise_backlog(4096)) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
                                                s->port_, " with a larger backlog"));
   }
-  im.listener = std::thread([&http = im.http] { http.listen_after_bind(); });
+  im.listener = std::thread([http = im.http.get()] { http->listen_after_bind(); });
   return s;
 }
 
@@ -639,7 +705,7 @@ void OpenAiHttpServer::Stop() {
   Impl& im = *impl_;
   if (im.stopped) return;
   im.stopped = true;
-  im.http.stop();
+  if (im.http != nullptr) im.http->stop();
   if (im.listener.joinable()) im.listener.join();
 }
 

@@ -16,6 +16,11 @@
 // client went away) aborts the request in the engine, which frees its KV blocks, as a gRPC cancel
 // does. Without output there is nothing to write, so a client that leaves while its request is
 // still queued is noticed at the request's first token.
+//
+// Security (security.h): with TLS the API is served over HTTPS (mutual TLS with a client CA);
+// with a token every route but /health answers 401, an OpenAI error object and
+// `WWW-Authenticate: Bearer`, unless the request carries `Authorization: Bearer <token>`.
+// /metrics is protected too: Prometheus sends the token from its scrape config.
 #ifndef NEUPIMS_SERVER_OPENAI_API_H_
 #define NEUPIMS_SERVER_OPENAI_API_H_
 
@@ -26,6 +31,7 @@
 #include "prometheus/registry.h"
 #include "server/engine_runner.h"
 #include "server/metrics.h"
+#include "server/security.h"
 
 namespace neupims::server {
 
@@ -35,11 +41,14 @@ struct HttpOptions {
   int threads = 512;  // connections served at once (each open stream holds one)
   int64_t max_body_bytes = int64_t{4} << 20;  // larger request bodies: 413
   std::string version;
+  // TLS and the bearer token; null: plain HTTP, no token.
+  std::shared_ptr<const Security> security;
 };
 
 class OpenAiHttpServer {
  public:
-  // Binds and serves on its own threads; UNAVAILABLE if the address cannot be bound. `metrics`
+  // Binds and serves on its own threads; UNAVAILABLE if the address cannot be bound (INTERNAL if
+  // the TLS context cannot be set up). `metrics`
   // and `registry` may be null (no error counts; /metrics answers 404).
   static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(
       const HttpOptions& options, EngineRunner* runner, ServerMetrics* metrics,

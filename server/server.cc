@@ -17,6 +17,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+#include "server/grpc_credentials.h"
 #include "server/llm_service.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
@@ -90,6 +91,25 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   e->max_waiting = max_waiting > 0 ? std::optional<int64_t>(max_waiting) : std::nullopt;
 }
 
+// Plaintext without security options (gRPC's own insecure credentials, as before); otherwise
+// TLS and / or the token check, refusals counted as request errors.
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(std::shared_ptr<const Security> security,
+                                                         ServerMetrics* metrics) {
+  if (!security->tls() && !security->token()) return grpc::InsecureServerCredentials();
+  return MakeGrpcServerCredentials(std::move(security), [metrics] {
+    if (metrics != nullptr) metrics->OnRequestError("UNAUTHENTICATED");
+  });
+}
+
+// ", TLS, client certificates, bearer token" as configured, for the start-up banner.
+std::string SecuritySummary(const SecurityOptions& o) {
+  std::string out;
+  if (o.tls()) absl::StrAppend(&out, ", TLS");
+  if (!o.tls_client_ca.empty()) absl::StrAppend(&out, ", client certificates");
+  if (o.token()) absl::StrAppend(&out, ", bearer token (not for health)");
+  return out;
+}
+
 // Reads every field of a server config document into `o`.
 absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   ConfigObject root = doc.Root();
@@ -111,6 +131,11 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
                                              option_ranges::kDrainTimeoutS);
   o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));
+  SecurityOptions& sec = o->security;
+  sec.tls_cert = root.OptionalString("tls_cert", sec.tls_cert);
+  sec.tls_key = root.OptionalString("tls_key", sec.tls_key);
+  sec.tls_client_ca = root.OptionalString("tls_client_ca", sec.tls_client_ca);
+  sec.auth_token_file = root.OptionalString("auth_token_file", sec.auth_token_file);
   root.Finish();
   return doc.status();
 }
@@ -134,6 +159,7 @@ struct Server::Impl {
   std::unique_ptr<LlmServiceImpl> service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<OpenAiHttpServer> http;
+  std::shared_ptr<const Security> security;
   bool shut_down = false;
 };
 
@@ -174,6 +200,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   RETURN_IF_ERROR(CheckBindAddress(options.bind_address));
   std::unique_ptr<Server> s(new Server(options));
   Impl& im = *s->impl_;
+  // The security files first: a bad one fails before the engine is built or anything listens.
+  ASSIGN_OR_RETURN(im.security, Security::Load(options.security));
+  if (options.security.any() && options.metrics_port >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-port (config \"metrics_port\") ", options.metrics_port,
+        ": the separate metrics port has neither TLS nor the token check; with TLS or a token "
+        "set it to -1 and scrape /metrics on the HTTP API's port, which has both"));
+  }
   im.registry = std::make_shared<prometheus::Registry>();
   // The engine first: a bad model / device / mode fails before anything listens.
   ASSIGN_OR_RETURN(s->runner_, EngineRunner::Create(options.runner, nullptr));
@@ -201,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // in use and silently share its connections; a port in use must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat(options.bind_address, ":", options.port),
-                           grpc::InsecureServerCredentials(), &s->port_);
+                           GrpcCredentials(im.security, im.metrics.get()), &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(im.service.get());
   im.grpc_server = builder.BuildAndStart();
@@ -222,6 +256,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http.threads = options.http_threads;
     http.max_body_bytes = options.max_message_bytes;
     http.version = kVersion;
+    if (options.security.any()) http.security = im.security;
     ASSIGN_OR_RETURN(
         im.http, OpenAiHttpServer::Start(http, s->runner_.get(), im.metrics.get(), im.registry));
     s->http_port_ = im.http->port();
@@ -271,28 +306,25 @@ int RunServerMain(const ServerOptions& options) {
   }
   Server& s = **server;
   const std::shared_ptr<const ServedEngine> served = s.runner().Snapshot().served;
+  const std::string security = SecuritySummary(options.security);
   std::fprintf(stderr,
                "neupims serve: %s on %s (%s, TP %d x PP %d), %s pacing x%g\n"
-               "  gRPC   %s  (neupims.v1.LlmService, grpc.health.v1.Health, reflection)\n",
+               "  gRPC   %s  (neupims.v1.LlmService, grpc.health.v1.Health, reflection%s)\n",
                served->model.name.c_str(), served->device.name.c_str(), served->mode.c_str(),
                served->parallelism.tp, served->parallelism.pp, ToString(options.runner.pacing),
-               options.runner.speed, s.address().c_str());
+               options.runner.speed, s.address().c_str(), security.c_str());
   if (s.http_port().has_value()) {
     std::fprintf(stderr,
-                 "  HTTP   http://%s:%d/v1  (OpenAI-compatible: completions, chat, models)\n",
-                 options.bind_address.c_str(), *s.http_port());
+                 "  HTTP   %s://%s:%d/v1  (OpenAI-compatible: completions, chat, models%s)\n",
+                 options.security.tls() ? "https" : "http", options.bind_address.c_str(),
+                 *s.http_port(), security.c_str());
   }
   if (s.metrics_port() >= 0) {
     std::fprintf(stderr, "  metrics http://%s:%d/metrics\n", options.bind_address.c_str(),
                  s.metrics_port());
   }
-  const std::string& a = options.bind_address;
-  if (!(a.rfind("127.", 0) == 0 || a == "::1" || a == "[::1]" || a == "localhost")) {
-    std::fprintf(stderr,
-                 "warning: listening on %s without TLS or authentication: anyone who can reach "
-                 "these ports can submit requests and read the outputs\n",
-                 a.c_str());
-  }
+  const std::string warning = BindWarning(options.bind_address, options.security);
+  if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
   std::fflush(stderr);
   int sig = 0;
   sigwait(&set, &sig);

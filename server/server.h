@@ -3,7 +3,7 @@
 // Role: assembles EngineRunner (the engine thread), LlmServiceImpl (neupims.v1.LlmService on the
 // callback API), grpc.health.v1.Health, server reflection (v1alpha), the OpenAI-compatible HTTP
 // API (openai_api.h, same engine) and the Prometheus exposer (/metrics on its own port). Binds
-// 127.0.0.1 by default.
+// 127.0.0.1 by default. Optional TLS and bearer token on gRPC and HTTP (security.h).
 //
 // Lifecycle: Start() -> serving; Drain() turns health NOT_SERVING (HTTP /health 503), refuses new
 // requests with UNAVAILABLE (HTTP 503) and waits for in-flight requests up to the drain timeout,
@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "server/engine_runner.h"
 #include "server/openai_api.h"
+#include "server/security.h"
 
 namespace neupims::server {
 
@@ -34,6 +35,10 @@ struct ServerOptions {
   // body (413 beyond). The default is gRPC's own default.
   int64_t max_message_bytes = int64_t{4} << 20;
   std::chrono::milliseconds drain_timeout{30000};
+  // TLS and the bearer token for gRPC and HTTP (security.h), read and checked by Start. With any
+  // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
+  // can do neither, so metrics are scraped from the HTTP API's /metrics instead.
+  SecurityOptions security;
 };
 
 // Reads a server config file (strict JSON, every field optional; unknown fields are errors
@@ -42,8 +47,9 @@ struct ServerOptions {
 // "interconnect_latency_ns", "level", "mha_estimator", "channel_policy", "sub_batch",
 // "sbi_min_batch", "dual_row_buffers", "bind_address", "port", "metrics_port", "http_port" (-1:
 // none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens",
-// "max_message_bytes", "max_prompt_tokens" (0: the model's context)}: every engine flag of
-// `simulate`. Enum fields take the names of their option's names table; a bad name is an error
+// "max_message_bytes", "max_prompt_tokens" (0: the model's context), "tls_cert", "tls_key",
+// "tls_client_ca", "auth_token_file" (paths, relative to the working directory)}: every engine flag
+// of `simulate`. Enum fields take the names of their option's names table; a bad name is an error
 // naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 // The same from text already in memory; `source` is what errors call it.

@@ -34,6 +34,7 @@ class LiveMetricsTest : public ::testing::Test {
     server::ServerOptions o;
     o.port = 0;
     o.metrics_port = 0;
+    o.http_port = std::nullopt;  // not used; the default 8000 may be taken
     o.runner.pacing = server::Pacing::kFast;
     absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();

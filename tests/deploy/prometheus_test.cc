@@ -98,6 +98,7 @@ class PrometheusTest : public ::testing::Test {
     server::ServerOptions o;
     o.port = 0;
     o.metrics_port = 0;
+    o.http_port = std::nullopt;  // not used; the default 8000 may be taken
     o.runner.pacing = server::Pacing::kRealtime;
     o.runner.speed = kSpeed;
     o.runner.engine.device = device_path.string();

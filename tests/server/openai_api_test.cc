@@ -210,6 +210,16 @@ class OpenAiApiTest : public ::testing::Test {
 
 // ---- Completions.
 
+TEST_F(OpenAiApiTest, StartRefusesAnHttpPortInUse) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  ServerOptions same_port = FastOptions();
+  same_port.http_port = *server_->http_port();
+  const absl::StatusOr<std::unique_ptr<Server>> second = Server::Start(same_port);
+  ASSERT_FALSE(second.ok()) << "a second server bound HTTP port " << *server_->http_port();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_EQ(Get("/health").status, 200);  // the first server is unaffected
+}
+
 TEST_F(OpenAiApiTest, CompletionNotStreamed) {
   StartServer(FastOptions());
   const HttpResult r =

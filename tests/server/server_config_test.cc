@@ -139,6 +139,27 @@ TEST(LoadServerConfig, UnknownEnumValueIsAnErrorNamingTheFieldAndTheChoices) {
   }
 }
 
+TEST(LoadServerConfig, ReadsTheSecurityFilePathsAndRefusesWrongTypes) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_security_default.json", "{}", &o).ok());
+  EXPECT_FALSE(o.security.any());
+  const absl::Status s = LoadText("server_config_security.json", R"({
+    "tls_cert": "c.pem", "tls_key": "k.pem", "tls_client_ca": "ca.pem",
+    "auth_token_file": "token"})",
+                                  &o);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(o.security.tls_cert, "c.pem");
+  EXPECT_EQ(o.security.tls_key, "k.pem");
+  EXPECT_EQ(o.security.tls_client_ca, "ca.pem");
+  EXPECT_EQ(o.security.auth_token_file, "token");
+  // The files themselves are checked by Server::Start (Security::Load, security_test.cc).
+  const absl::Status bad = LoadText("server_config_security_bad.json", R"({"tls_key": 1})", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("tls_key"));
+  const absl::Status typo = LoadText("server_config_security_typo.json", R"({"tls_crt": "c"})", &o);
+  EXPECT_THAT(std::string(typo.message()), HasSubstr("tls_crt"));
+}
+
 TEST(ParseServerConfig, ReadsTextLikeAFileAndNamesTheSource) {
   ServerOptions o;
   ASSERT_TRUE(ParseServerConfig(R"({"port": 7000, "speed": 2.5})", "inline.json", &o).ok());

@@ -322,6 +322,7 @@ TEST(LoadgenHardwareTest, ReadsTheServersMetricsWithEverySample) {
   server::ServerOptions so;
   so.port = 0;
   so.metrics_port = 0;
+  so.http_port = std::nullopt;  // not used; the default 8000 may be taken
   so.runner.pacing = server::Pacing::kRealtime;
   so.runner.speed = 4;
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);

@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "common/option_ranges.h"
 #include "server/server.h"
@@ -28,7 +29,21 @@ struct ServeFlags {
   double mean_output_tokens = 256;
   int64_t max_message_bytes = int64_t{4} << 20;
   int64_t max_prompt_tokens = 0;
+  server::SecurityOptions security;
 };
+
+// Paths only: Server::Start reads and checks the files (security.h), whether they came from
+// these flags or from the config file, so both name the same errors.
+void AddSecurityFlags(CLI::App* c, server::SecurityOptions* s) {
+  c->add_option("--tls-cert", s->tls_cert,
+                "PEM certificate chain: serve gRPC and HTTP over TLS (needs --tls-key)");
+  c->add_option("--tls-key", s->tls_key, "PEM private key of --tls-cert (unencrypted)");
+  c->add_option("--tls-client-ca", s->tls_client_ca,
+                "PEM CA certificate(s): mutual TLS, clients must present a certificate it signed");
+  c->add_option("--auth-token-file", s->auth_token_file,
+                "File whose first line is the bearer token every gRPC service but health and "
+                "every HTTP route but /health require (UNAUTHENTICATED / 401 without it)");
+}
 
 }  // namespace
 
@@ -84,6 +99,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "model's context is the only limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  AddSecurityFlags(c, &f->security);
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
     // --max-waiting 0: unbounded.
@@ -149,6 +165,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     }
     if (f->config.empty() || given("--mean-output-tokens")) {
       o.runner.mean_output_tokens = f->mean_output_tokens;
+    }
+    server::SecurityOptions& sec = o.security;
+    for (auto [flag, value, field] :
+         {std::tuple{"--tls-cert", &f->security.tls_cert, &sec.tls_cert},
+          std::tuple{"--tls-key", &f->security.tls_key, &sec.tls_key},
+          std::tuple{"--tls-client-ca", &f->security.tls_client_ca, &sec.tls_client_ca},
+          std::tuple{"--auth-token-file", &f->security.auth_token_file, &sec.auth_token_file}}) {
+      if (given(flag)) *field = *value;
     }
     *exit_code = server::RunServerMain(o);
   });

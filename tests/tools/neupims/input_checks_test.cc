@@ -52,6 +52,30 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
   }
 }
 
+TEST(InputChecks, ServeTlsAndTokenFlagsAreCheckedNamingTheFlags) {
+  const std::string serve = "serve --port 0 --metrics-port -1 --http-port -1 ";
+  const CliOutput cert_only = RunCli(absl::StrCat(serve, "--tls-cert x"));
+  EXPECT_EQ(cert_only.status, 2) << cert_only.out;
+  EXPECT_THAT(cert_only.out,
+              HasSubstr("--tls-cert (config \"tls_cert\"): given without --tls-key"));
+  const CliOutput key_missing =
+      RunCli(absl::StrCat(serve, "--tls-cert /nonexistent/c.pem --tls-key /nonexistent/k.pem"));
+  EXPECT_EQ(key_missing.status, 2) << key_missing.out;
+  EXPECT_THAT(key_missing.out, HasSubstr("--tls-cert (config \"tls_cert\"): /nonexistent/c.pem: "
+                                         "no such file"));
+  const std::string empty_token = WriteTemp("empty_token.txt", "\n\n");
+  const CliOutput token = RunCli(absl::StrCat(serve, "--auth-token-file ", empty_token));
+  EXPECT_EQ(token.status, 2) << token.out;
+  EXPECT_THAT(token.out, HasSubstr("--auth-token-file"));
+  EXPECT_THAT(token.out, HasSubstr("the first line is empty"));
+  // Security and the separate, unprotectable metrics port exclude each other.
+  const std::string good_token = WriteTemp("good_token.txt", "abc\n");
+  const CliOutput metrics = RunCli(absl::StrCat(
+      "serve --port 0 --http-port -1 --metrics-port 0 --auth-token-file ", good_token));
+  EXPECT_EQ(metrics.status, 2) << metrics.out;
+  EXPECT_THAT(metrics.out, HasSubstr("--metrics-port"));
+}
+
 TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
   const std::string dir = (std::filesystem::path(::testing::TempDir()) / "cfg_dir.json").string();
   std::filesystem::create_directories(dir);

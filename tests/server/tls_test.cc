@@ -1,0 +1,433 @@
+// TLS, mutual TLS and the bearer token on the real server::Server: gRPC clients (the generated
+// stub, generic stubs for health and reflection) and cpp-httplib HTTPS clients, against a CA and
+// certificates made for the test by the `openssl` command (test_pki.h).
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "neupims/v1/llm_service.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "server/server.h"
+#include "tests/server/test_pki.h"
+
+namespace neupims::server {
+namespace {
+
+using neupims::v1::CompleteResponse;
+using neupims::v1::GenerateRequest;
+using neupims::v1::GetServerInfoRequest;
+using neupims::v1::LlmService;
+using neupims::v1::ServerInfo;
+using nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kToken[] = "tls-test-token-0123456789";
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+std::chrono::system_clock::time_point Deadline(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buffer.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices)
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+// How a client authenticates a call: nothing, raw `authorization` metadata, or gRPC's own
+// bearer-token call credentials (which gRPC sends over TLS only).
+struct CallAuth {
+  std::string header;  // "" = none
+  bool call_credentials = false;
+
+  void Apply(grpc::ClientContext* ctx) const {
+    if (call_credentials) {
+      ctx->set_credentials(grpc::AccessTokenCredentials(kToken));
+    } else if (!header.empty()) {
+      ctx->AddMetadata("authorization", header);
+    }
+  }
+};
+
+const CallAuth kNoAuth{};
+const CallAuth kGoodToken{absl::StrCat("Bearer ", kToken)};
+
+// grpc.health.v1.Health/Check of the whole server; SERVING is the response bytes 08 01.
+grpc::Status HealthCheck(const std::shared_ptr<grpc::Channel>& channel, std::string* response) {
+  grpc::GenericStub stub(channel);
+  const grpc::ByteBuffer request = ToByteBuffer("");
+  grpc::ByteBuffer reply;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(20));
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  grpc::Status status = done.get_future().get();
+  *response = FromByteBuffer(reply);
+  return status;
+}
+
+// One list_services request (field 7, empty) on the reflection stream; the answer's bytes in
+// `response`.
+grpc::Status ReflectionListServices(const std::shared_ptr<grpc::Channel>& channel,
+                                    const CallAuth& auth, std::string* response) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(20));
+  auth.Apply(&ctx);
+  auto call =
+      stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto next = [&cq] {
+    void* tag = nullptr;
+    bool ok = false;
+    return cq.Next(&tag, &ok) && ok;
+  };
+  call->StartCall(nullptr);
+  next();
+  call->Write(ToByteBuffer(std::string("\x3a\x00", 2)), nullptr);
+  next();
+  call->WritesDone(nullptr);
+  next();
+  grpc::ByteBuffer reply;
+  call->Read(&reply, nullptr);
+  if (next()) *response = FromByteBuffer(reply);
+  grpc::Status status;
+  call->Finish(&status, nullptr);
+  next();
+  cq.Shutdown();
+  while (next()) {
+  }
+  return status;
+}
+
+// A channel to 127.0.0.1:port verifying the server's certificate for "localhost" against `ca`;
+// with a client certificate when `cert` is given.
+std::shared_ptr<grpc::Channel> TlsChannel(int port, const std::string& ca,
+                                          const std::string& cert = "",
+                                          const std::string& key = "") {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = test_pki::ReadText(ca);
+  if (!cert.empty()) {
+    ssl.pem_cert_chain = test_pki::ReadText(cert);
+    ssl.pem_private_key = test_pki::ReadText(key);
+  }
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), grpc::SslCredentials(ssl),
+                                   args);
+}
+
+std::shared_ptr<grpc::Channel> PlainChannel(int port) {
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+}
+
+grpc::Status ServerInfoCall(const std::shared_ptr<grpc::Channel>& channel, const CallAuth& auth) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(10));
+  auth.Apply(&ctx);
+  ServerInfo info;
+  return LlmService::NewStub(channel)->GetServerInfo(&ctx, GetServerInfoRequest(), &info);
+}
+
+// A short Complete: 4 prompt tokens, 3 new ones.
+grpc::Status CompleteCall(const std::shared_ptr<grpc::Channel>& channel, const CallAuth& auth,
+                          CompleteResponse* response) {
+  GenerateRequest r;
+  r.set_prompt_length(4);
+  r.set_max_new_tokens(3);
+  r.set_ignore_eos(true);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(30));
+  auth.Apply(&ctx);
+  return LlmService::NewStub(channel)->Complete(&ctx, r, response);
+}
+
+// The value of neupims:request_errors_total{code="UNAUTHENTICATED",...} in an exposition text.
+std::string UnauthenticatedCount(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "neupims:request_errors_total{") &&
+        absl::StrContains(line, "code=\"UNAUTHENTICATED\"")) {
+      return std::string(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return "";
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    pki_ = new test_pki::TestPki();
+    const absl::Status s = test_pki::MakeTestPki(
+        (std::filesystem::path(::testing::TempDir()) / "tls_test").string(), pki_);
+    ASSERT_TRUE(s.ok()) << s;
+    token_file_ = pki_->Path("token");
+    std::ofstream(token_file_) << kToken << "\n";
+  }
+  static void TearDownTestSuite() {
+    if (!pki_->dir.empty()) std::filesystem::remove_all(pki_->dir);
+    delete pki_;
+    pki_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_FALSE(pki_->ca_cert.empty()) << "no test PKI (see the set-up failure above)";
+    // As in server_test.cc: uninstrumented gRPC and Abseil make ThreadSanitizer report false races.
+    const char* force = std::getenv("NEUPIMS_TSAN_SERVER_TESTS");
+    if (kThreadSanitizer && (force == nullptr || std::string(force) != "1")) {
+      GTEST_SKIP() << "ThreadSanitizer with uninstrumented gRPC / Abseil (set "
+                      "NEUPIMS_TSAN_SERVER_TESTS=1 to run anyway)";
+    }
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  // Fast pacing, no metrics port, the HTTP API on a free port.
+  static ServerOptions Options(bool tls, bool mutual, bool token) {
+    ServerOptions o;
+    o.port = 0;
+    o.metrics_port = -1;
+    o.http_port = 0;
+    o.http_threads = 16;
+    o.runner.pacing = Pacing::kFast;
+    o.drain_timeout = std::chrono::milliseconds(5000);
+    if (tls) {
+      o.security.tls_cert = pki_->server_cert;
+      o.security.tls_key = pki_->server_key;
+    }
+    if (mutual) o.security.tls_client_ca = pki_->ca_cert;
+    if (token) o.security.auth_token_file = token_file_;
+    return o;
+  }
+
+  void StartServer(const ServerOptions& options) {
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+
+  // An HTTPS client verifying the server against the test CA (and presenting the test client
+  // certificate when asked).
+  std::unique_ptr<httplib::SSLClient> HttpsClient(bool client_cert = false) const {
+    auto c = client_cert ? std::make_unique<httplib::SSLClient>("127.0.0.1", *server_->http_port(),
+                                                                pki_->client_cert, pki_->client_key)
+                         : std::make_unique<httplib::SSLClient>("127.0.0.1", *server_->http_port());
+    c->set_ca_cert_path(pki_->ca_cert.c_str());
+    c->enable_server_certificate_verification(true);
+    c->set_connection_timeout(10, 0);
+    c->set_read_timeout(30, 0);
+    return c;
+  }
+
+  static test_pki::TestPki* pki_;
+  static std::string token_file_;
+  std::unique_ptr<Server> server_;
+};
+
+test_pki::TestPki* TlsTest::pki_ = nullptr;
+std::string TlsTest::token_file_;
+
+// ---- gRPC
+
+TEST_F(TlsTest, GrpcOverTlsServesAClientThatTrustsTheCa) {
+  StartServer(Options(/*tls=*/true, /*mutual=*/false, /*token=*/false));
+  auto channel = TlsChannel(server_->port(), pki_->ca_cert);
+  CompleteResponse response;
+  const grpc::Status s = CompleteCall(channel, kNoAuth, &response);
+  ASSERT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
+  EXPECT_EQ(response.tokens_size(), 3);
+  EXPECT_EQ(response.complete().completion_tokens(), 3);
+  std::string health;
+  ASSERT_TRUE(HealthCheck(channel, &health).ok());
+  EXPECT_EQ(health, std::string("\x08\x01", 2));  // SERVING
+  std::string services;
+  ASSERT_TRUE(ReflectionListServices(channel, kNoAuth, &services).ok());
+  EXPECT_THAT(services, HasSubstr("neupims.v1.LlmService"));
+}
+
+TEST_F(TlsTest, GrpcOverTlsRefusesPlaintextClientsAndClientsThatDoNotTrustTheCa) {
+  StartServer(Options(/*tls=*/true, /*mutual=*/false, /*token=*/false));
+  const grpc::Status plain = ServerInfoCall(PlainChannel(server_->port()), kNoAuth);
+  EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << plain.error_message();
+  const grpc::Status untrusted =
+      ServerInfoCall(TlsChannel(server_->port(), pki_->Path("rogue_ca.pem")), kNoAuth);
+  EXPECT_EQ(untrusted.error_code(), grpc::StatusCode::UNAVAILABLE) << untrusted.error_message();
+}
+
+TEST_F(TlsTest, MutualTlsRefusesClientsWithoutACertificateFromTheClientCa) {
+  StartServer(Options(/*tls=*/true, /*mutual=*/true, /*token=*/false));
+  const grpc::Status no_cert = ServerInfoCall(TlsChannel(server_->port(), pki_->ca_cert), kNoAuth);
+  EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAVAILABLE) << no_cert.error_message();
+  const grpc::Status rogue = ServerInfoCall(
+      TlsChannel(server_->port(), pki_->ca_cert, pki_->rogue_client_cert, pki_->rogue_client_key),
+      kNoAuth);
+  EXPECT_EQ(rogue.error_code(), grpc::StatusCode::UNAVAILABLE) << rogue.error_message();
+  const grpc::Status good = ServerInfoCall(
+      TlsChannel(server_->port(), pki_->ca_cert, pki_->client_cert, pki_->client_key), kNoAuth);
+  EXPECT_TRUE(good.ok()) << good.error_code() << ": " << good.error_message();
+}
+
+TEST_F(TlsTest, TheTokenGuardsEveryGrpcServiceButHealth) {
+  StartServer(Options(/*tls=*/true, /*mutual=*/false, /*token=*/true));
+  auto channel = TlsChannel(server_->port(), pki_->ca_cert);
+  const CallAuth wrong{"Bearer not-the-token"};
+  for (const CallAuth* auth : {&kNoAuth, &wrong}) {
+    const grpc::Status info = ServerInfoCall(channel, *auth);
+    EXPECT_EQ(info.error_code(), grpc::StatusCode::UNAUTHENTICATED) << auth->header;
+    EXPECT_THAT(info.error_message(), Not(HasSubstr("not-the-token")));
+    CompleteResponse response;
+    EXPECT_EQ(CompleteCall(channel, *auth, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    std::string services;
+    EXPECT_EQ(ReflectionListServices(channel, *auth, &services).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(services, Not(HasSubstr("neupims.v1.LlmService")));
+  }
+  EXPECT_THAT(ServerInfoCall(channel, kNoAuth).error_message(), HasSubstr("missing bearer token"));
+  EXPECT_THAT(ServerInfoCall(channel, wrong).error_message(), HasSubstr("invalid bearer token"));
+
+  std::string health;
+  const grpc::Status h = HealthCheck(channel, &health);
+  ASSERT_TRUE(h.ok()) << h.error_code() << ": " << h.error_message();
+  EXPECT_EQ(health, std::string("\x08\x01", 2));
+
+  const CallAuth call_credentials{"", /*call_credentials=*/true};
+  for (const CallAuth* auth : {&kGoodToken, &call_credentials}) {
+    EXPECT_TRUE(ServerInfoCall(channel, *auth).ok());
+    CompleteResponse response;
+    const grpc::Status s = CompleteCall(channel, *auth, &response);
+    EXPECT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
+    EXPECT_EQ(response.complete().completion_tokens(), 3);
+    std::string services;
+    EXPECT_TRUE(ReflectionListServices(channel, *auth, &services).ok());
+    EXPECT_THAT(services, HasSubstr("neupims.v1.LlmService"));
+  }
+}
+
+TEST_F(TlsTest, TheTokenAlsoGuardsAPlaintextPort) {
+  StartServer(Options(/*tls=*/false, /*mutual=*/false, /*token=*/true));
+  auto channel = PlainChannel(server_->port());
+  EXPECT_EQ(ServerInfoCall(channel, kNoAuth).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ServerInfoCall(channel, {"Bearer nope"}).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(ServerInfoCall(channel, kGoodToken).ok());
+  std::string health;
+  EXPECT_TRUE(HealthCheck(channel, &health).ok());
+}
+
+// ---- HTTP
+
+TEST_F(TlsTest, HttpsWithTheTokenWorksAndWithoutItIs401) {
+  StartServer(Options(/*tls=*/true, /*mutual=*/false, /*token=*/true));
+  auto client = HttpsClient();
+  const json body = {{"prompt", "Hello"}, {"max_tokens", 3}, {"ignore_eos", true}};
+
+  httplib::Result missing = client->Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(missing) << "transport error " << static_cast<int>(missing.error());
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_EQ(missing->get_header_value("WWW-Authenticate"), "Bearer realm=\"neupims\"");
+  EXPECT_EQ(missing->get_header_value("Connection"), "close");  // its body was never read
+  const json error = json::parse(missing->body);
+  EXPECT_EQ(error["error"]["type"], "authentication_error");
+  EXPECT_EQ(error["error"]["code"], 401);
+  EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("missing bearer token"));
+
+  httplib::Headers wrong = {{"Authorization", "Bearer wrong-one"}};
+  httplib::Result bad = client->Get("/v1/models", wrong);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 401);
+  EXPECT_THAT(bad->get_header_value("WWW-Authenticate"), HasSubstr("error=\"invalid_token\""));
+  EXPECT_THAT(bad->body, AllOf(HasSubstr("invalid bearer token"), Not(HasSubstr("wrong-one"))));
+  for (const char* path : {"/metrics", "/no/such/route"}) {
+    httplib::Result r = client->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 401) << path;
+  }
+
+  httplib::Result health = client->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+
+  client->set_bearer_token_auth(kToken);
+  httplib::Result ok = client->Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(json::parse(ok->body)["usage"]["completion_tokens"], 3);
+  httplib::Result metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  // The refusals above are counted (2 on /v1, 2 more on /metrics and the unknown route).
+  EXPECT_EQ(UnauthenticatedCount(metrics->body), "4") << metrics->body;
+
+  // Plain HTTP to the HTTPS port gets no HTTP answer.
+  httplib::Client plain("127.0.0.1", *server_->http_port());
+  plain.set_read_timeout(10, 0);
+  httplib::Result p = plain.Get("/health");
+  EXPECT_TRUE(!p || p->status == 400) << p->status;
+}
+
+TEST_F(TlsTest, HttpsWithMutualTlsNeedsTheClientCertificate) {
+  StartServer(Options(/*tls=*/true, /*mutual=*/true, /*token=*/false));
+  httplib::Result without = HttpsClient(/*client_cert=*/false)->Get("/v1/models");
+  EXPECT_FALSE(without) << "status " << without->status;
+  httplib::Result with = HttpsClient(/*client_cert=*/true)->Get("/v1/models");
+  ASSERT_TRUE(with) << "transport error " << static_cast<int>(with.error());
+  EXPECT_EQ(with->status, 200);
+}
+
+// ---- Start-up checks
+
+TEST_F(TlsTest, TheSeparateMetricsPortIsRefusedWithSecurity) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.metrics_port = 0;
+  absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), AllOf(HasSubstr("--metrics-port"), HasSubstr("-1")));
+}
+
+TEST_F(TlsTest, StartRefusesBadSecurityFilesBeforeListening) {
+  ServerOptions o = Options(/*tls=*/false, /*mutual=*/false, /*token=*/false);
+  o.security.tls_key = pki_->server_key;
+  absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), AllOf(HasSubstr("--tls-key"), HasSubstr("--tls-cert")));
+}
+
+}  // namespace
+}  // namespace neupims::server

@@ -1,0 +1,346 @@
+// The real `neupims serve` process under signals: SIGTERM while streams are in flight drains them
+// (every stream gets its final message) and the process exits 0; SIGKILL leaves nothing behind
+// that blocks a restart on the same ports (the listeners use SO_REUSEADDR, so connections the
+// killed process left in TIME_WAIT do not hold the ports; the server writes no pid or socket
+// files).
+//
+// Timing: realtime pacing. The only wall-clock bounds are generous hang guards (a start-up, an
+// exit); what is asserted is what the clients received.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "neupims/v1/llm_service.grpc.pb.h"
+
+namespace neupims::cli {
+namespace {
+
+using neupims::v1::FINISH_REASON_ABORTED;
+using neupims::v1::FINISH_REASON_LENGTH;
+using neupims::v1::GenerateRequest;
+using neupims::v1::GenerateResponse;
+using neupims::v1::GetServerInfoRequest;
+using neupims::v1::LlmService;
+using neupims::v1::ServerInfo;
+using ::testing::HasSubstr;
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+// As the server suites: uninstrumented gRPC and Abseil make ThreadSanitizer report false races,
+// in this process and in the server's (whose exit code they would change).
+class ServeSignals : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* force = std::getenv("NEUPIMS_TSAN_SERVER_TESTS");
+    if (kThreadSanitizer && (force == nullptr || std::string(force) != "1")) {
+      GTEST_SKIP() << "ThreadSanitizer with uninstrumented gRPC / Abseil (set "
+                      "NEUPIMS_TSAN_SERVER_TESTS=1 to run anyway)";
+    }
+  }
+};
+
+// `neupims serve ARGS` as a child process, its stderr collected by a thread.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::vector<std::string>& args) {
+    // Everything the child needs is made before fork: it only calls async-signal-safe functions.
+    std::vector<std::string> argv_s = {NEUPIMS_CLI_PATH, "serve"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDERR_FILENO);
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execv(NEUPIMS_CLI_PATH, argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    reader_ = std::thread([this, fd = fds[0]] { Read(fd); });
+  }
+
+  ~ServeProcess() {
+    if (pid_ > 0 && !exit_status_.has_value()) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (reader_.joinable()) reader_.join();
+  }
+
+  // Waits for the start-up banner's lines (the HTTP and metrics ones when asked for) and reads
+  // the ports from them; false if the process exited instead (see output()).
+  bool WaitForBanner(bool http, bool metrics) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool seen = cv_.wait_for(lock, std::chrono::seconds(60), [&] {
+      auto has_line = [&](const char* s) {
+        const size_t at = output_.find(s);
+        return at != std::string::npos && output_.find('\n', at) != std::string::npos;
+      };
+      return eof_ || (has_line("reflection") && (!http || has_line("(OpenAI-compatible")) &&
+                      (!metrics || has_line("/metrics")));
+    });
+    if (!seen || eof_) return false;
+    grpc_port_ = Port(R"(gRPC +127\.0\.0\.1:(\d+))");
+    http_port_ = Port(R"(HTTP +http://127\.0\.0\.1:(\d+))");
+    metrics_port_ = Port(R"(metrics http://127\.0\.0\.1:(\d+))");
+    return grpc_port_ > 0;
+  }
+
+  void Signal(int sig) const { kill(pid_, sig); }
+
+  // The exit status (waitpid's), or nullopt if the process is still running after `timeout`.
+  std::optional<int> WaitExit(std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (!exit_status_.has_value() && std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_status_ = status;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (exit_status_.has_value() && reader_.joinable()) reader_.join();
+    return exit_status_;
+  }
+
+  std::string output() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return output_;
+  }
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+  int metrics_port() const { return metrics_port_; }
+
+ private:
+  void Read(int fd) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      output_.append(buf, static_cast<size_t>(n));
+      cv_.notify_all();
+    }
+    close(fd);
+    std::lock_guard<std::mutex> lock(mu_);
+    eof_ = true;
+    cv_.notify_all();
+  }
+
+  int Port(const char* pattern) const {  // mu_ held
+    std::smatch m;
+    return std::regex_search(output_, m, std::regex(pattern)) ? std::stoi(m[1]) : -1;
+  }
+
+  pid_t pid_ = -1;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string output_;
+  bool eof_ = false;
+  std::optional<int> exit_status_;
+  int grpc_port_ = -1, http_port_ = -1, metrics_port_ = -1;
+};
+
+// A Generate stream read to its end on a thread of its own.
+struct Stream {
+  std::thread thread;
+  std::atomic<int64_t> tokens{0};
+  std::optional<neupims::v1::GenerateComplete> complete;
+  int messages_after_complete = 0;
+  grpc::Status status;
+};
+
+void RunStream(LlmService::Stub* stub, int64_t max_new_tokens, Stream* s) {
+  GenerateRequest r;
+  r.set_prompt_length(16);
+  r.set_max_new_tokens(max_new_tokens);
+  r.set_ignore_eos(true);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader = stub->Generate(&ctx, r);
+  GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    if (s->complete.has_value()) ++s->messages_after_complete;
+    if (resp.has_tokens()) s->tokens += resp.tokens().tokens_size();
+    if (resp.has_complete()) s->complete = resp.complete();
+  }
+  s->status = reader->Finish();
+}
+
+// Starts `n` streams and waits until each has received a token (so each is in flight).
+std::vector<std::unique_ptr<Stream>> StartStreams(LlmService::Stub* stub, int n,
+                                                  int64_t max_new_tokens) {
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < n; ++i) {
+    streams.push_back(std::make_unique<Stream>());
+    Stream* s = streams.back().get();
+    s->thread = std::thread([stub, max_new_tokens, s] { RunStream(stub, max_new_tokens, s); });
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (const auto& s : streams) {
+    while (s->tokens == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_GT(s->tokens.load(), 0) << "a stream never started";
+  }
+  return streams;
+}
+
+std::vector<std::string> BaseArgs(const std::string& drain_timeout, const std::string& speed) {
+  return {"--pacing", "realtime", "--speed", speed, "--drain-timeout", drain_timeout};
+}
+
+TEST_F(ServeSignals, SigtermLetsTwentyInFlightStreamsFinishThenExitsZero) {
+  std::vector<std::string> args = BaseArgs("60", "1");
+  args.insert(args.end(), {"--port", "0", "--http-port", "-1", "--metrics-port", "-1"});
+  ServeProcess p(args);
+  ASSERT_TRUE(p.WaitForBanner(false, false)) << p.output();
+  auto stub = LlmService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", p.grpc_port()),
+                                                      grpc::InsecureChannelCredentials()));
+  // ~300 decode steps of GPT3-7B at speed 1: about a second and a half, well inside the drain.
+  std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 20, 300);
+  p.Signal(SIGTERM);
+  for (const auto& s : streams) {
+    s->thread.join();
+    ASSERT_TRUE(s->status.ok()) << s->status.error_code() << ": " << s->status.error_message();
+    ASSERT_TRUE(s->complete.has_value()) << "a stream ended without its final message";
+    EXPECT_EQ(s->complete->finish_reason(), FINISH_REASON_LENGTH);
+    EXPECT_EQ(s->complete->completion_tokens(), 300);
+    EXPECT_EQ(s->tokens.load(), 300);
+    EXPECT_EQ(s->messages_after_complete, 0);
+  }
+  const std::optional<int> status = p.WaitExit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << "still running 60 s after the streams ended\n" << p.output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("SIGTERM received, draining"));
+  EXPECT_THAT(p.output(), HasSubstr("all requests finished"));
+}
+
+TEST_F(ServeSignals, SigtermPastTheDrainTimeoutAbortsTheRestWithAFinalMessage) {
+  std::vector<std::string> args = BaseArgs("1", "0.2");
+  args.insert(args.end(), {"--port", "0", "--http-port", "-1", "--metrics-port", "-1"});
+  ServeProcess p(args);
+  ASSERT_TRUE(p.WaitForBanner(false, false)) << p.output();
+  auto stub = LlmService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", p.grpc_port()),
+                                                      grpc::InsecureChannelCredentials()));
+  // 2,000 tokens at speed 0.2: ~45 s of wall time, far past the 1 s drain.
+  std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 20, 2000);
+  p.Signal(SIGTERM);
+  for (const auto& s : streams) {
+    s->thread.join();
+    ASSERT_TRUE(s->status.ok()) << s->status.error_code() << ": " << s->status.error_message();
+    ASSERT_TRUE(s->complete.has_value()) << "a stream ended without its final message";
+    EXPECT_EQ(s->complete->finish_reason(), FINISH_REASON_ABORTED);
+    EXPECT_EQ(s->complete->completion_tokens(), s->tokens.load());
+    EXPECT_LT(s->tokens.load(), 2000);
+    EXPECT_EQ(s->messages_after_complete, 0);
+  }
+  const std::optional<int> status = p.WaitExit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << p.output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("drain timeout: remaining requests aborted"));
+}
+
+TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
+  std::vector<std::string> args = BaseArgs("30", "0.2");
+  args.insert(args.end(), {"--port", "0", "--http-port", "0", "--metrics-port", "0"});
+  ServeProcess first(args);
+  ASSERT_TRUE(first.WaitForBanner(true, true)) << first.output();
+  ASSERT_GT(first.http_port(), 0) << first.output();
+  ASSERT_GT(first.metrics_port(), 0) << first.output();
+  // Connections on every port when the process dies: streams on gRPC and HTTP, a scrape.
+  auto stub = LlmService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", first.grpc_port()),
+                                                      grpc::InsecureChannelCredentials()));
+  std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 5, 2000);
+  std::atomic<bool> http_started{false};
+  std::thread http_stream([&] {
+    httplib::Client c("127.0.0.1", first.http_port());
+    c.set_read_timeout(120, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = R"({"prompt": "hi", "max_tokens": 2000, "ignore_eos": true, "stream": true})";
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      http_started = true;
+      return true;
+    };
+    c.send(req);  // ends with a transport error when the server dies
+  });
+  httplib::Client scrape("127.0.0.1", first.metrics_port());
+  httplib::Result metrics = scrape.Get("/metrics");
+  ASSERT_TRUE(metrics) << "no answer from the metrics port";
+  while (!http_started) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  first.Signal(SIGKILL);
+  ASSERT_TRUE(first.WaitExit(std::chrono::seconds(30)).has_value());
+  for (const auto& s : streams) {
+    s->thread.join();
+    EXPECT_FALSE(s->status.ok());  // the server died: no final message, an error status
+  }
+  http_stream.join();
+
+  std::vector<std::string> again = BaseArgs("30", "1");
+  again.insert(again.end(), {"--port", std::to_string(first.grpc_port()), "--http-port",
+                             std::to_string(first.http_port()), "--metrics-port",
+                             std::to_string(first.metrics_port())});
+  ServeProcess second(again);
+  ASSERT_TRUE(second.WaitForBanner(true, true)) << second.output();
+  EXPECT_EQ(second.grpc_port(), first.grpc_port());
+  auto stub2 = LlmService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", second.grpc_port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  ServerInfo info;
+  const grpc::Status s = stub2->GetServerInfo(&ctx, GetServerInfoRequest(), &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.running(), 0);  // a fresh engine
+  httplib::Client http("127.0.0.1", second.http_port());
+  httplib::Result health = http.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  httplib::Client scrape2("127.0.0.1", second.metrics_port());
+  httplib::Result metrics2 = scrape2.Get("/metrics");
+  ASSERT_TRUE(metrics2);
+  EXPECT_EQ(metrics2->status, 200);
+  second.Signal(SIGTERM);
+  const std::optional<int> status = second.WaitExit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << second.output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << second.output();
+}
+
+}  // namespace
+}  // namespace neupims::cli
