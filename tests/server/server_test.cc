@@ -41,6 +41,7 @@
 #include "gtest/gtest.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/tokenizer.h"
+#include "tests/server/tsan_skip.h"
 
 namespace neupims::server {
 namespace {
@@ -417,31 +418,10 @@ double Metric(const std::vector<Sample>& samples, const std::string& name,
   return *found;
 }
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Debian's gRPC, protobuf and Abseil are not built with -fsanitize=thread: ThreadSanitizer
-    // cannot see their synchronization (absl::Mutex, gRPC's atomics) and reports thousands of
-    // false races in them and in the absl::Mutex-guarded server code. This test's own threads
-    // synchronize with std::mutex; with instrumented libraries, run it with
-    // NEUPIMS_TSAN_SERVER_TESTS=1.
-    const char* force = std::getenv("NEUPIMS_TSAN_SERVER_TESTS");
-    if (kThreadSanitizer && (force == nullptr || std::string(force) != "1")) {
-      GTEST_SKIP() << "ThreadSanitizer with uninstrumented gRPC / Abseil (set "
-                      "NEUPIMS_TSAN_SERVER_TESTS=1 to run anyway)";
-    }
+    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
   }
 
   void TearDown() override {

@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "server/server.h"
 #include "tests/server/test_pki.h"
+#include "tests/server/tsan_skip.h"
 
 namespace neupims::server {
 namespace {
@@ -36,18 +37,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kToken[] = "tls-test-token-0123456789";
-
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
 
 std::chrono::system_clock::time_point Deadline(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
@@ -205,12 +194,7 @@ class TlsTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_FALSE(pki_->ca_cert.empty()) << "no test PKI (see the set-up failure above)";
-    // As in server_test.cc: uninstrumented gRPC and Abseil make ThreadSanitizer report false races.
-    const char* force = std::getenv("NEUPIMS_TSAN_SERVER_TESTS");
-    if (kThreadSanitizer && (force == nullptr || std::string(force) != "1")) {
-      GTEST_SKIP() << "ThreadSanitizer with uninstrumented gRPC / Abseil (set "
-                      "NEUPIMS_TSAN_SERVER_TESTS=1 to run anyway)";
-    }
+    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
   }
 
   void TearDown() override {

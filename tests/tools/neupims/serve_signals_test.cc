@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
+#include "tests/server/tsan_skip.h"
 
 namespace neupims::cli {
 namespace {
@@ -42,28 +43,12 @@ using neupims::v1::LlmService;
 using neupims::v1::ServerInfo;
 using ::testing::HasSubstr;
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-
 // As the server suites: uninstrumented gRPC and Abseil make ThreadSanitizer report false races,
 // in this process and in the server's (whose exit code they would change).
 class ServeSignals : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* force = std::getenv("NEUPIMS_TSAN_SERVER_TESTS");
-    if (kThreadSanitizer && (force == nullptr || std::string(force) != "1")) {
-      GTEST_SKIP() << "ThreadSanitizer with uninstrumented gRPC / Abseil (set "
-                      "NEUPIMS_TSAN_SERVER_TESTS=1 to run anyway)";
-    }
+    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
   }
 };
 
