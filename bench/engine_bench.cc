@@ -39,16 +39,26 @@ IterationInput Batch(int batch, bool two_sub_batches, int channels) {
   return in;
 }
 
-void BM_DecodeIteration(benchmark::State& state) {
+// The model of mode state.range(0) and a batch of state.range(1) requests on its channels
+// (two sub-batches in NeuPIMs mode from 256 requests); null, with the benchmark skipped, when
+// the model cannot be created.
+std::unique_ptr<IterationModel> SetUp(benchmark::State& state, IterationInput* in) {
   const int mode = static_cast<int>(state.range(0));
   const int batch = static_cast<int>(state.range(1));
   std::unique_ptr<IterationModel> m = Model(mode);
   if (m == nullptr) {
     state.SkipWithError("cannot create the model");
-    return;
+    return nullptr;
   }
-  const IterationInput in =
-      Batch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels);
+  *in = Batch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels);
+  return m;
+}
+
+void BM_DecodeIteration(benchmark::State& state) {
+  IterationInput in;
+  std::unique_ptr<IterationModel> m = SetUp(state, &in);
+  if (m == nullptr) return;
+  const int batch = static_cast<int>(state.range(1));
   if (!m->Run(in).ok()) {  // warm the caches
     state.SkipWithError("iteration failed");
     return;
@@ -66,15 +76,9 @@ void BM_DecodeIteration(benchmark::State& state) {
 // softmax width cross their steps as in a real run, so most iterations build and schedule their
 // graph (BM_DecodeIteration repeats one input, whose schedule is replayed after the first run).
 void BM_DecodeIterationGrowing(benchmark::State& state) {
-  const int mode = static_cast<int>(state.range(0));
-  const int batch = static_cast<int>(state.range(1));
-  std::unique_ptr<IterationModel> m = Model(mode);
-  if (m == nullptr) {
-    state.SkipWithError("cannot create the model");
-    return;
-  }
-  const IterationInput start =
-      Batch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels);
+  IterationInput start;
+  std::unique_ptr<IterationModel> m = SetUp(state, &start);
+  if (m == nullptr) return;
   IterationInput in = start;
   int step = 0;
   const int64_t built_before = m->schedules_built();

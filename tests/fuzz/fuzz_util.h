@@ -16,13 +16,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 
-#define FUZZ_CHECK(cond, what)                                                          \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: property violated: %s (%s)\n", __FILE__, __LINE__, \
-                   #cond, std::string(what).c_str());                                   \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define FUZZ_CHECK(cond, what)                                                               \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "%s:%d: property violated: %s (%s)\n", __FILE__, __LINE__, #cond, \
+                   std::string(what).c_str());                                               \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (0)
 
 namespace neupims::fuzz {

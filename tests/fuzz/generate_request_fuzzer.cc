@@ -59,8 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (status.ok()) {
       FUZZ_CHECK(spec.prompt_tokens >= 1 && spec.prompt_tokens <= 1500, "prompt");
       FUZZ_CHECK(spec.max_new_tokens >= 1, "max_new_tokens");
-      FUZZ_CHECK(spec.prompt_tokens + spec.max_new_tokens <= t.served.model.max_seq_len,
-                 "context");
+      FUZZ_CHECK(spec.prompt_tokens + spec.max_new_tokens <= t.served.model.max_seq_len, "context");
       return 0;
     }
   }

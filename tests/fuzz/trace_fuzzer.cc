@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   neupims::TableReader table(source, std::string(neupims::fuzz::AsText(data + 1, size - 1)), ',');
   const wl::LengthFilter filter{.max_seq_len = 2048};
   wl::LoadReport report;
-  absl::StatusOr<std::vector<wl::RequestSpec>> requests = wl::ParseTrace(
-      table, csv ? wl::TraceFormat::kCsv : wl::TraceFormat::kJsonl, filter, &report);
+  absl::StatusOr<std::vector<wl::RequestSpec>> requests =
+      wl::ParseTrace(table, csv ? wl::TraceFormat::kCsv : wl::TraceFormat::kJsonl, filter, &report);
   if (!requests.ok()) {
     neupims::fuzz::CheckRefusal(requests.status(), source);
     return 0;

@@ -41,6 +41,7 @@
 #include "gtest/gtest.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/tokenizer.h"
+#include "tests/server/grpc_bytes.h"
 #include "tests/server/tsan_skip.h"
 
 namespace neupims::server {
@@ -218,20 +219,8 @@ std::string Field(int number, const std::string& payload) {
   return out;
 }
 
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
+using testing_util::FromByteBuffer;
+using testing_util::ToByteBuffer;
 
 // grpc.health.v1.Health/Check: HealthCheckRequest{string service = 1} ->
 // HealthCheckResponse{ServingStatus status = 1} (1 SERVING, 2 NOT_SERVING). Returns the status

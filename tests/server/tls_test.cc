@@ -20,6 +20,7 @@
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "server/server.h"
+#include "tests/server/grpc_bytes.h"
 #include "tests/server/test_pki.h"
 #include "tests/server/tsan_skip.h"
 
@@ -42,19 +43,8 @@ std::chrono::system_clock::time_point Deadline(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices)
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
+using testing_util::FromByteBuffer;
+using testing_util::ToByteBuffer;
 
 // How a client authenticates a call: nothing, raw `authorization` metadata, or gRPC's own
 // bearer-token call credentials (which gRPC sends over TLS only).
