@@ -30,6 +30,9 @@ inline constexpr DoubleRange kMeanOutputTokens{.min = 1, .max = 1e6};
 inline constexpr DoubleRange kDrainTimeoutS{.min = 0, .max = 86400};
 // Gamma shape of inter-arrival times.
 inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = true};
+// Tokens a gRPC stream may hold that its client has not taken yet (server --max-stream-buffer,
+// config "max_stream_buffer"); 0: unbounded.
+inline constexpr IntRange kMaxStreamBuffer{.min = 0, .max = int64_t{1} << 24};
 
 }  // namespace option_ranges
 }  // namespace neupims

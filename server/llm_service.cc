@@ -40,8 +40,26 @@ void FillToken(const GeneratedToken& t, const ByteTokenizer& tok, neupims::v1::T
 // in_flight_ / finished_ flags make sure only one thread issues each.
 class StreamState : public RequestSink {
  public:
-  StreamState(grpc::ServerWriteReactor<GenerateResponse>* reactor, EngineRunner* runner)
-      : reactor_(reactor), runner_(runner), tok_(&runner->tokenizer()) {}
+  // `max_buffer`: tokens queued behind gRPC (written or not yet acknowledged) beyond which the
+  // client is taken to have stopped reading; 0: unbounded.
+  StreamState(grpc::ServerWriteReactor<GenerateResponse>* reactor, EngineRunner* runner,
+              ServerMetrics* metrics, int64_t max_buffer)
+      : reactor_(reactor),
+        runner_(runner),
+        metrics_(metrics),
+        tok_(&runner->tokenizer()),
+        max_buffer_(max_buffer) {}
+
+  // The engine accepted the request under this id; an overflow that came first aborts it now.
+  void set_request_id(const std::string& id) {
+    bool abort;
+    {
+      absl::MutexLock l(&mu_);
+      request_id_ = id;
+      abort = abort_wanted_;
+    }
+    if (abort) runner_->AbortAsync(id);
+  }
 
   void OnTokens(const std::vector<GeneratedToken>& tokens) override {
     Action a;
@@ -57,7 +75,8 @@ class StreamState : public RequestSink {
       for (const GeneratedToken& t : tokens) {
         FillToken(t, *tok_, pending_.back().mutable_tokens()->add_tokens());
       }
-      a = NextLocked();
+      queued_tokens_ += static_cast<int64_t>(tokens.size());
+      a = max_buffer_ > 0 && queued_tokens_ > max_buffer_ ? OverflowLocked() : NextLocked();
     }
     Run(a);
   }
@@ -87,7 +106,12 @@ class StreamState : public RequestSink {
     {
       absl::MutexLock l(&mu_);
       in_flight_ = false;
-      if (!pending_.empty()) pending_.pop_front();
+      if (!pending_.empty()) {
+        if (pending_.front().has_tokens()) {
+          queued_tokens_ -= pending_.front().tokens().tokens_size();
+        }
+        pending_.pop_front();
+      }
       if (reactor_ == nullptr || finished_) return;
       if (!ok) {
         pending_.clear();
@@ -127,7 +151,31 @@ class StreamState : public RequestSink {
     const GenerateResponse* write = nullptr;
     bool finish = false;
     grpc::Status status;
+    bool overflow = false;  // count it and abort `abort_id` (if known yet)
+    std::string abort_id;
   };
+
+  // The client stopped reading (HTTP/2 flow control holds our writes back) and the buffer is
+  // full: end the stream rather than let it grow, and free the request's KV in the engine. The
+  // status reaches the client after what gRPC already holds, if it ever reads again.
+  Action OverflowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Action a;
+    a.reactor = reactor_;
+    a.finish = true;
+    a.overflow = true;
+    a.status = ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "the client is not reading: ", queued_tokens_,
+        " tokens pending, over the stream buffer of ", max_buffer_, " (--max-stream-buffer)")));
+    finished_ = true;
+    // Only the message gRPC is writing stays (it must outlive the write).
+    pending_.resize(in_flight_ ? 1 : 0);
+    if (request_id_.empty()) {
+      abort_wanted_ = true;
+    } else {
+      a.abort_id = request_id_;
+    }
+    return a;
+  }
 
   Action NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Action a;
@@ -155,13 +203,22 @@ class StreamState : public RequestSink {
       a.reactor->StartWrite(a.write);
     }
     if (a.finish) a.reactor->Finish(a.status);
+    if (a.overflow) {
+      if (metrics_ != nullptr) metrics_->OnStreamBufferOverflow();
+      if (!a.abort_id.empty()) runner_->AbortAsync(a.abort_id);
+    }
   }
 
   absl::Mutex mu_;
   grpc::ServerWriteReactor<GenerateResponse>* reactor_ ABSL_GUARDED_BY(mu_);
   EngineRunner* runner_;
+  ServerMetrics* metrics_;
   const ByteTokenizer* tok_;
+  const int64_t max_buffer_;
   std::deque<GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);  // front is in flight if in_flight_
+  int64_t queued_tokens_ ABSL_GUARDED_BY(mu_) = 0;             // tokens in pending_
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+  bool abort_wanted_ ABSL_GUARDED_BY(mu_) = false;  // overflowed before the id was known
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);  // OK unless the engine faulted
@@ -170,8 +227,10 @@ class StreamState : public RequestSink {
 
 class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
  public:
-  GenerateReactor(EngineRunner* runner, ServerMetrics* metrics)
-      : runner_(runner), metrics_(metrics), state_(std::make_shared<StreamState>(this, runner)) {}
+  GenerateReactor(EngineRunner* runner, ServerMetrics* metrics, int64_t max_stream_buffer)
+      : runner_(runner),
+        metrics_(metrics),
+        state_(std::make_shared<StreamState>(this, runner, metrics, max_stream_buffer)) {}
 
   void Start(const GenerateInput& input) {
     absl::StatusOr<std::string> id = SubmitGenerate(runner_, metrics_, input, state_);
@@ -179,6 +238,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
       state_->FinishWith(ToGrpcStatus(id.status()));
       return;
     }
+    state_->set_request_id(*id);
     bool cancelled;
     {
       absl::MutexLock l(&mu_);
@@ -294,8 +354,12 @@ neupims::v1::FinishReason ToProto(Finish f) {
   return neupims::v1::FINISH_REASON_UNSPECIFIED;
 }
 
-LlmServiceImpl::LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version)
-    : runner_(runner), metrics_(metrics), version_(std::move(version)) {}
+LlmServiceImpl::LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version,
+                               int64_t max_stream_buffer)
+    : runner_(runner),
+      metrics_(metrics),
+      version_(std::move(version)),
+      max_stream_buffer_(max_stream_buffer) {}
 
 GenerateInput LlmServiceImpl::ToInput(const GenerateRequest& req) {
   GenerateInput in;
@@ -325,7 +389,7 @@ GenerateInput LlmServiceImpl::ToInput(const GenerateRequest& req) {
 grpc::ServerWriteReactor<GenerateResponse>* LlmServiceImpl::Generate(
     grpc::CallbackServerContext* ctx, const GenerateRequest* request) {
   (void)ctx;
-  auto* reactor = new GenerateReactor(runner_, metrics_);
+  auto* reactor = new GenerateReactor(runner_, metrics_, max_stream_buffer_);
   reactor->Start(ToInput(*request));
   return reactor;
 }

@@ -3,6 +3,9 @@
 // Role: translates RPCs to EngineRunner calls and engine output to stream messages. A Generate
 // stream is a ServerWriteReactor; the engine thread hands it tokens through a RequestSink and it
 // keeps at most one write in flight, coalescing tokens that arrive meanwhile into one message.
+// A client that stops reading (HTTP/2 flow control holds the writes back) lets at most
+// max_stream_buffer tokens queue; then its stream ends with RESOURCE_EXHAUSTED and the request
+// is aborted, so neither the engine nor other streams wait for it.
 // A client cancel or an expired deadline aborts the request in the engine (its KV blocks are
 // freed). Every error is an absl::Status mapped to a gRPC code in status_map.h.
 #ifndef NEUPIMS_SERVER_LLM_SERVICE_H_
@@ -20,7 +23,9 @@ namespace neupims::server {
 
 class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
  public:
-  LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version);
+  // `max_stream_buffer`: ServerOptions::max_stream_buffer (0: unbounded).
+  LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version,
+                 int64_t max_stream_buffer);
 
   grpc::ServerWriteReactor<neupims::v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* ctx, const neupims::v1::GenerateRequest* request) override;
@@ -44,6 +49,7 @@ class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
   EngineRunner* runner_;
   ServerMetrics* metrics_;
   std::string version_;
+  int64_t max_stream_buffer_;
 };
 
 neupims::v1::FinishReason ToProto(Finish f);

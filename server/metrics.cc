@@ -153,6 +153,7 @@ struct ServerMetrics::Impl {
   Gauge* sim_wall_ratio_gauge = nullptr;
   Gauge* draining = nullptr;
   Counter* engine_faults = nullptr;
+  Counter* stream_overflows = nullptr;
   // Tokens and requests.
   Counter* prompt_tokens = nullptr;
   Counter* generation_tokens = nullptr;
@@ -245,6 +246,11 @@ ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::
                          "Broken invariants that stopped the engine (it then admits nothing and "
                          "health is NOT_SERVING); 0 on a healthy server.")
                        .Add(With({}));
+  stream_overflows =
+      &Build(BuildCounter(), "neupims:stream_buffer_overflows_total",
+             "gRPC streams ended with RESOURCE_EXHAUSTED because their client stopped reading "
+             "and more than --max-stream-buffer tokens waited (the request is aborted).")
+           .Add(With({}));
 
   // Tokens and requests (vLLM).
   prompt_tokens = &Build(BuildCounter(), "neupims:prompt_tokens_total",
@@ -512,6 +518,8 @@ void ServerMetrics::OnRequestError(const std::string& code) {
 }
 
 void ServerMetrics::OnEngineFault() { impl_->engine_faults->Increment(); }
+
+void ServerMetrics::OnStreamBufferOverflow() { impl_->stream_overflows->Increment(); }
 
 void ServerMetrics::SetDraining(bool draining) { impl_->draining->Set(draining ? 1.0 : 0.0); }
 

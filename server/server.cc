@@ -128,6 +128,8 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
       "mean_output_tokens", o->runner.mean_output_tokens, option_ranges::kMeanOutputTokens);
   o->max_message_bytes = root.OptionalInt("max_message_bytes", o->max_message_bytes,
                                           {.min = 1024, .max = int64_t{1} << 30});
+  o->max_stream_buffer =
+      root.OptionalInt("max_stream_buffer", o->max_stream_buffer, option_ranges::kMaxStreamBuffer);
   const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
                                              option_ranges::kDrainTimeoutS);
   o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));
@@ -227,7 +229,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     const std::vector<int> ports = im.exposer->GetListeningPorts();
     s->metrics_port_ = ports.empty() ? options.metrics_port : ports.front();
   }
-  im.service = std::make_unique<LlmServiceImpl>(s->runner_.get(), im.metrics.get(), kVersion);
+  im.service = std::make_unique<LlmServiceImpl>(s->runner_.get(), im.metrics.get(), kVersion,
+                                                options.max_stream_buffer);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -35,6 +35,12 @@ struct ServerOptions {
   // body (413 beyond). The default is gRPC's own default.
   int64_t max_message_bytes = int64_t{4} << 20;
   std::chrono::milliseconds drain_timeout{30000};
+  // Tokens a gRPC stream may hold that its client has not taken (queued behind a write HTTP/2
+  // flow control holds back); beyond, the stream ends with RESOURCE_EXHAUSTED and the request is
+  // aborted. 0: unbounded (the request's max_new_tokens then bounds it). The default is above
+  // every shipped model's context, so it never cuts a client that reads, even in fast pacing where
+  // the engine outruns every client; realtime deployments can set it much lower.
+  int64_t max_stream_buffer = 4096;
   // TLS and the bearer token for gRPC and HTTP (security.h), read and checked by Start. With any
   // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
   // can do neither, so metrics are scraped from the HTTP API's /metrics instead.
@@ -47,10 +53,10 @@ struct ServerOptions {
 // "interconnect_latency_ns", "level", "mha_estimator", "channel_policy", "sub_batch",
 // "sbi_min_batch", "dual_row_buffers", "bind_address", "port", "metrics_port", "http_port" (-1:
 // none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens",
-// "max_message_bytes", "max_prompt_tokens" (0: the model's context), "tls_cert", "tls_key",
-// "tls_client_ca", "auth_token_file" (paths, relative to the working directory)}: every engine flag
-// of `simulate`. Enum fields take the names of their option's names table; a bad name is an error
-// naming the field and listing the choices.
+// "max_message_bytes", "max_prompt_tokens" (0: the model's context), "max_stream_buffer",
+// "tls_cert", "tls_key", "tls_client_ca", "auth_token_file" (paths, relative to the working
+// directory)}: every engine flag of `simulate`. Enum fields take the names of their option's names
+// table; a bad name is an error naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 // The same from text already in memory; `source` is what errors call it.
 absl::Status ParseServerConfig(absl::string_view text, absl::string_view source,

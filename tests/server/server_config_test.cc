@@ -71,6 +71,20 @@ TEST(LoadServerConfig, ReadsTheRequestSizeLimits) {
   EXPECT_THAT(bad.message(), HasSubstr("max_message_bytes"));
 }
 
+TEST(LoadServerConfig, ReadsTheStreamBufferBound) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_stream_default.json", "{}", &o).ok());
+  EXPECT_EQ(o.max_stream_buffer, 4096);
+  ASSERT_TRUE(LoadText("server_config_stream.json", R"({"max_stream_buffer": 64})", &o).ok());
+  EXPECT_EQ(o.max_stream_buffer, 64);
+  ASSERT_TRUE(LoadText("server_config_stream_off.json", R"({"max_stream_buffer": 0})", &o).ok());
+  EXPECT_EQ(o.max_stream_buffer, 0);
+  const absl::Status bad =
+      LoadText("server_config_stream_bad.json", R"({"max_stream_buffer": -1})", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("max_stream_buffer"));
+}
+
 TEST(LoadServerConfig, ReadsEveryNumericEngineFlag) {
   ServerOptions o;
   const absl::Status s = LoadText("server_config_numeric.json", R"({

@@ -1053,7 +1053,9 @@ TEST_F(ServerTest, AnEngineFaultEndsLiveStreamsWithInternalAndStopsServing) {
 }
 
 TEST_F(ServerTest, AClientThatStopsReadingStallsNeitherTheEngineNorOtherStreams) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  ServerOptions options = FastOptions();
+  options.max_stream_buffer = 0;  // unbounded: the stalled request runs to its end
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
   grpc::ClientContext ctx;
   // Never read: its tokens wait in its stream's buffer (bounded by the request's max_new_tokens,
   // itself bounded by the model's context), the engine thread never waits for it.
@@ -1067,6 +1069,62 @@ TEST_F(ServerTest, AClientThatStopsReadingStallsNeitherTheEngineNorOtherStreams)
   while (stalled->Read(&resp)) {
   }
   (void)stalled->Finish();
+}
+
+// The scrape of the metrics endpoint, parsed.
+std::vector<Sample> ScrapeMetrics(int port) {
+  const std::string http = HttpGet(port, "/metrics");
+  const size_t body_at = http.find("\r\n\r\n");
+  if (body_at == std::string::npos) return {};
+  return ParsePrometheus(http.substr(body_at + 4));
+}
+
+TEST_F(ServerTest, AStreamWhoseClientStopsReadingEndsResourceExhaustedAndFreesItsKv) {
+  // Realtime at kSlowSpeed: the long request cannot end on its own while the test waits, so only
+  // the overflow can free its KV blocks.
+  ServerOptions options = RealtimeOptions(kSlowSpeed);
+  options.metrics_port = 0;
+  options.max_stream_buffer = 16;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  // A client whose HTTP/2 window is tiny (no BDP probing to grow it): once it stops reading,
+  // flow control holds the server's writes back after a few hundred bytes.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 256);
+  auto stalled_channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                                   grpc::InsecureChannelCredentials(), args);
+  std::unique_ptr<LlmService::Stub> stalled_stub = LlmService::NewStub(stalled_channel);
+  grpc::ClientContext ctx;
+  auto stalled = stalled_stub->Generate(&ctx, LengthRequest(kLongPrompt, kLongTokens));
+  {
+    // Other streams run to their end meanwhile.
+    std::vector<std::unique_ptr<AsyncStream>> others;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      others.push_back(std::make_unique<AsyncStream>(stub_.get(), LengthRequest(16, 16, seed)));
+    }
+    for (auto& o : others) {
+      ASSERT_TRUE(o->Wait(std::chrono::seconds(60)));
+      ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(o->result()));
+    }
+  }
+  // The stalled request was aborted in the engine: its KV blocks are free.
+  ExpectEngineBecomesIdle();
+  const std::vector<Sample> m = ScrapeMetrics(server_->metrics_port());
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total"), 1);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}), 3);
+  // Reading again, the client gets what gRPC held, then the status (no final message).
+  StreamResult r;
+  GenerateResponse resp;
+  while (stalled->Read(&resp)) Collect(resp, &r);
+  r.status = stalled->Finish();
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.status.error_message(), ::testing::HasSubstr("the client is not reading"));
+  EXPECT_THAT(r.status.error_message(), ::testing::HasSubstr("over the stream buffer of 16"));
+  EXPECT_FALSE(r.complete.has_value());
+  EXPECT_LT(r.tokens.size(), static_cast<size_t>(kLongTokens));
+  for (size_t i = 0; i < r.tokens.size(); ++i)
+    EXPECT_EQ(r.tokens[i].index(), static_cast<int64_t>(i));
 }
 
 // ---- Shutdown.

@@ -29,6 +29,7 @@ struct ServeFlags {
   double mean_output_tokens = 256;
   int64_t max_message_bytes = int64_t{4} << 20;
   int64_t max_prompt_tokens = 0;
+  int64_t max_stream_buffer = server::ServerOptions{}.max_stream_buffer;
   server::SecurityOptions security;
 };
 
@@ -99,6 +100,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "model's context is the only limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  c->add_option("--max-stream-buffer", f->max_stream_buffer,
+                "Tokens a gRPC stream may hold that its client has not read; beyond, the stream "
+                "ends with RESOURCE_EXHAUSTED and the request is aborted (0: unbounded)")
+      ->check(InRange(option_ranges::kMaxStreamBuffer))
+      ->capture_default_str();
   AddSecurityFlags(c, &f->security);
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
@@ -162,6 +168,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (f->config.empty() || given("--max-prompt-tokens")) {
       e.max_prompt_tokens =
           f->max_prompt_tokens > 0 ? std::optional<int64_t>(f->max_prompt_tokens) : std::nullopt;
+    }
+    if (f->config.empty() || given("--max-stream-buffer")) {
+      o.max_stream_buffer = f->max_stream_buffer;
     }
     if (f->config.empty() || given("--mean-output-tokens")) {
       o.runner.mean_output_tokens = f->mean_output_tokens;

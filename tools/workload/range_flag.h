@@ -25,6 +25,9 @@ inline CLI::Validator InRange(DoubleRange range) {
       "");
 }
 
+// The same for an integer option: the flag and its config field share the table's bounds.
+inline CLI::Validator InRange(IntRange range) { return CLI::Range(range.min, range.max); }
+
 }  // namespace neupims
 
 #endif  // NEUPIMS_TOOLS_WORKLOAD_RANGE_FLAG_H_

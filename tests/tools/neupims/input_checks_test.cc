@@ -52,6 +52,13 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
   }
 }
 
+TEST(InputChecks, ServeMaxStreamBufferIsRangeChecked) {
+  const CliOutput o =
+      RunCli("serve --port 0 --metrics-port -1 --http-port -1 --max-stream-buffer -5");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--max-stream-buffer")) << o.out;
+}
+
 TEST(InputChecks, ServeTlsAndTokenFlagsAreCheckedNamingTheFlags) {
   const std::string serve = "serve --port 0 --metrics-port -1 --http-port -1 ";
   const CliOutput cert_only = RunCli(absl::StrCat(serve, "--tls-cert x"));
