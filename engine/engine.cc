@@ -535,6 +535,24 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
   return iteration_->Run(in);
 }
 
+absl::Status Engine::CheckInvariants() const {
+  if (!fault_.ok()) return fault_;
+  if (absl::Status s = kv_->CheckInvariants(); !s.ok()) return s;
+  int64_t live_with_kv = 0;
+  for (const auto& [id, request] : requests_) live_with_kv += kv_->Has(id) ? 1 : 0;
+  if (live_with_kv != kv_->requests()) {
+    return absl::InternalError(absl::StrCat("the KV cache holds blocks of ", kv_->requests(),
+                                            " requests, of which only ", live_with_kv,
+                                            " are live"));
+  }
+  const int64_t queued = scheduler_->running() + scheduler_->waiting();
+  if (queued > static_cast<int64_t>(requests_.size())) {
+    return absl::InternalError(absl::StrCat("the scheduler holds ", queued, " requests but only ",
+                                            requests_.size(), " are live"));
+  }
+  return absl::OkStatus();
+}
+
 EngineLoad Engine::Load() const {
   EngineLoad l;
   l.running = scheduler_->running() - scheduler_->prefilling();

@@ -375,6 +375,12 @@ void EngineRunner::SetFaultHandler(std::function<void(const absl::Status&)> hand
   Call([this, &handler] { fault_handler_ = std::move(handler); });
 }
 
+absl::Status EngineRunner::CheckInvariants() {
+  absl::Status result = absl::UnavailableError("the engine runner has stopped");
+  Call([&] { result = engine_->CheckInvariants(); });
+  return result;
+}
+
 void EngineRunner::InjectKvFaultForTesting() {
   Call([this] { engine_->InjectKvFaultForTesting(); });
 }

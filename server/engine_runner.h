@@ -155,6 +155,9 @@ class EngineRunner {
   // Called once, on the engine thread, when the engine faults (the server turns health
   // NOT_SERVING). Set it before requests arrive.
   void SetFaultHandler(std::function<void(const absl::Status&)> handler);
+  // Thread-safe: Engine::CheckInvariants on the engine thread (soak tests); UNAVAILABLE once
+  // the runner has stopped.
+  absl::Status CheckInvariants();
   // Test hook: the engine's KV cache fails its next Free (applied on the engine thread).
   void InjectKvFaultForTesting();
 

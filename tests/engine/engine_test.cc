@@ -348,11 +348,26 @@ TEST(EngineFault, ABrokenKvCacheStopsTheEngineForGood) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("finishing request 1"));
   EXPECT_EQ(e->fault(), s);
+  EXPECT_EQ(e->CheckInvariants(), s);
   // Sticky: the engine neither advances nor admits.
   EXPECT_EQ(e->AdvanceTo(e->now() + 1000), s);
   const absl::Status refused = e->Submit({2, 16, 2, e->now(), 0});
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
   EXPECT_THAT(std::string(refused.message()), HasSubstr("faulted"));
+}
+
+TEST(EngineInvariants, HoldWhileRequestsRunAndAfterTheyEnd) {
+  std::unique_ptr<Engine> e = MakeEngine({});
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(SubmitAll(*e, Fixed(8, 32, 16)).ok());
+  ASSERT_TRUE(e->AdvanceTo(0).ok());
+  EXPECT_TRUE(e->CheckInvariants().ok()) << e->CheckInvariants();
+  ASSERT_TRUE(e->Abort(3).ok());
+  while (!e->Idle()) {
+    ASSERT_TRUE(e->AdvanceTo(e->NextEventTime()).ok());
+    ASSERT_TRUE(e->CheckInvariants().ok()) << e->CheckInvariants();
+  }
+  EXPECT_EQ(e->Load().kv_blocks_used, 0);
 }
 
 TEST(EngineSubmit, FullWaitingQueueIsResourceExhausted) {

@@ -1,0 +1,606 @@
+// soak: a bounded soak of the gRPC server (issue 18). Drives `--requests` Generate calls from
+// `--clients` threads with random client cancels, Abort RPCs, short deadlines, duplicate request
+// ids and invalid requests (all drawn from `--seed`), then checks that every request is accounted
+// for and that nothing leaked:
+//
+//   1. per the client: completed + aborted + rejected + refused + cancelled + deadline = sent;
+//      every stream that ended OK carried exactly one final message whose completion_tokens is the
+//      number of tokens received, indices 0..n-1 in order;
+//   2. per /metrics: every request the server saw is counted once, either as a refusal
+//      (neupims:request_errors_total, by code, equal to the client's refusals by code) or as an
+//      engine outcome (neupims:request_success_total); their sum is `sent`, less at most the
+//      calls whose deadline expired before any message (those may never reach the server);
+//   3. the engine is idle and holds no KV block (GetServerInfo), and, in process, the engine's
+//      invariants hold (EngineRunner::CheckInvariants: the KV cache's own, every KV holder live);
+//   4. RSS (VmRSS) after the warm-up (the first 10% of requests) and at the end: growth within
+//      `--max-rss-growth-mb`.
+// The exit code is 1 if any check fails, 2 for bad flags.
+//
+// The server runs in process (fast pacing, GPT3-7B on NeuPIMs) unless `--target host:port` names
+// one (then `--metrics host:port` names its metrics endpoint, and the in-process invariant check
+// is skipped).
+//
+// Usage: soak [--requests 100000] [--clients 16] [--seed 1] [--target H:P --metrics H:P]
+//             [--max-rss-growth-mb 64]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "neupims/v1/llm_service.grpc.pb.h"
+#include "server/server.h"
+#include "tools/loadgen/metrics_scrape.h"
+
+namespace neupims::soak {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using neupims::v1::GenerateRequest;
+using neupims::v1::GenerateResponse;
+using neupims::v1::LlmService;
+
+struct Flags {
+  int64_t requests = 100000;
+  int clients = 16;
+  uint64_t seed = 1;
+  std::string target;   // empty: an in-process server
+  std::string metrics;  // the target's metrics endpoint
+  double max_rss_growth_mb = 64;
+};
+
+// What the client saw, per thread, merged at the end.
+struct Counts {
+  int64_t sent = 0;
+  int64_t completed = 0;  // final message: length or stop
+  int64_t aborted = 0;    // final message: aborted (Abort RPC, or a cancel the server saw first)
+  int64_t rejected = 0;   // final message: rejected by the engine
+  std::map<std::string, int64_t> refused;  // status code name -> calls
+  int64_t cancelled = 0;                   // client TryCancel
+  int64_t deadline = 0;
+  int64_t deadline_without_message = 0;  // may never have reached the server
+  int64_t malformed = 0;                 // a stream that broke the shape of a final message
+  int64_t abort_rpcs = 0;
+  std::string first_malformed;
+
+  void Add(const Counts& o) {
+    sent += o.sent;
+    completed += o.completed;
+    aborted += o.aborted;
+    rejected += o.rejected;
+    for (const auto& [code, n] : o.refused) refused[code] += n;
+    cancelled += o.cancelled;
+    deadline += o.deadline;
+    deadline_without_message += o.deadline_without_message;
+    malformed += o.malformed;
+    abort_rpcs += o.abort_rpcs;
+    if (first_malformed.empty()) first_malformed = o.first_malformed;
+  }
+  int64_t refused_total() const {
+    int64_t n = 0;
+    for (const auto& [code, v] : refused) n += v;
+    return n;
+  }
+};
+
+// gRPC's status code names, as the server's metrics label them (server/status_map.cc).
+std::string CodeName(grpc::StatusCode c) {
+  static const std::map<grpc::StatusCode, std::string> kNames = {
+      {grpc::StatusCode::CANCELLED, "CANCELLED"},
+      {grpc::StatusCode::UNKNOWN, "UNKNOWN"},
+      {grpc::StatusCode::INVALID_ARGUMENT, "INVALID_ARGUMENT"},
+      {grpc::StatusCode::DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"},
+      {grpc::StatusCode::NOT_FOUND, "NOT_FOUND"},
+      {grpc::StatusCode::ALREADY_EXISTS, "ALREADY_EXISTS"},
+      {grpc::StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED"},
+      {grpc::StatusCode::RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"},
+      {grpc::StatusCode::FAILED_PRECONDITION, "FAILED_PRECONDITION"},
+      {grpc::StatusCode::ABORTED, "ABORTED"},
+      {grpc::StatusCode::OUT_OF_RANGE, "OUT_OF_RANGE"},
+      {grpc::StatusCode::UNIMPLEMENTED, "UNIMPLEMENTED"},
+      {grpc::StatusCode::INTERNAL, "INTERNAL"},
+      {grpc::StatusCode::UNAVAILABLE, "UNAVAILABLE"},
+      {grpc::StatusCode::DATA_LOSS, "DATA_LOSS"},
+      {grpc::StatusCode::UNAUTHENTICATED, "UNAUTHENTICATED"}};
+  auto it = kNames.find(c);
+  return it == kNames.end() ? absl::StrCat("CODE_", static_cast<int>(c)) : it->second;
+}
+
+// One Generate call, read message by message.
+class Call {
+ public:
+  Call(LlmService::Stub* stub, const GenerateRequest& request,
+       std::optional<std::chrono::milliseconds> deadline) {
+    if (deadline.has_value()) ctx_.set_deadline(std::chrono::system_clock::now() + *deadline);
+    reader_ = stub->Generate(&ctx_, request);
+  }
+
+  // Reads one message; false at the end of the stream.
+  bool ReadOne() {
+    GenerateResponse resp;
+    if (!reader_->Read(&resp)) return false;
+    ++messages_;
+    if (complete_.has_value()) ++after_complete_;
+    if (resp.has_tokens()) {
+      for (const neupims::v1::Token& t : resp.tokens().tokens()) {
+        if (t.index() != tokens_) out_of_order_ = true;
+        ++tokens_;
+      }
+    } else if (resp.has_complete()) {
+      complete_ = resp.complete();
+    }
+    return true;
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  int64_t messages() const { return messages_; }
+
+  // Reads to the end and counts the outcome.
+  void Finish(Counts* c) {
+    while (ReadOne()) {
+    }
+    const grpc::Status s = reader_->Finish();
+    if (s.ok()) {
+      Classify(c);
+      return;
+    }
+    switch (s.error_code()) {
+      case grpc::StatusCode::CANCELLED:
+        ++c->cancelled;
+        break;
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        ++c->deadline;
+        if (messages_ == 0) ++c->deadline_without_message;
+        break;
+      default:
+        ++c->refused[CodeName(s.error_code())];
+    }
+  }
+
+ private:
+  void Classify(Counts* c) {
+    std::string problem;
+    if (!complete_.has_value()) {
+      problem = "an OK stream without a final message";
+    } else if (complete_->completion_tokens() != tokens_) {
+      problem = absl::StrCat("completion_tokens ", complete_->completion_tokens(), " but ", tokens_,
+                             " tokens received");
+    } else if (out_of_order_ || after_complete_ > 0) {
+      problem = "tokens out of order or messages after the final one";
+    }
+    if (!problem.empty()) {
+      ++c->malformed;
+      if (c->first_malformed.empty()) c->first_malformed = problem;
+      return;
+    }
+    switch (complete_->finish_reason()) {
+      case neupims::v1::FINISH_REASON_LENGTH:
+      case neupims::v1::FINISH_REASON_STOP:
+        ++c->completed;
+        break;
+      case neupims::v1::FINISH_REASON_ABORTED:
+        ++c->aborted;
+        break;
+      case neupims::v1::FINISH_REASON_REJECTED:
+        ++c->rejected;
+        break;
+      default:
+        ++c->malformed;
+        if (c->first_malformed.empty()) c->first_malformed = "no finish reason";
+    }
+  }
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader_;
+  std::optional<neupims::v1::GenerateComplete> complete_;
+  int64_t tokens_ = 0, messages_ = 0, after_complete_ = 0;
+  bool out_of_order_ = false;
+};
+
+// One client thread: takes call numbers from `next` until `total`, each a random scenario.
+class Client {
+ public:
+  Client(LlmService::Stub* stub, int index, uint64_t seed, std::atomic<int64_t>* next,
+         int64_t total, std::atomic<int64_t>* done)
+      : stub_(stub),
+        index_(index),
+        rng_(seed * 1000003 + static_cast<uint64_t>(index)),
+        next_(next),
+        total_(total),
+        done_(done) {}
+
+  void Run() {
+    while (true) {
+      const int64_t i = next_->fetch_add(1);
+      if (i >= total_) return;
+      const double u = Uniform();
+      if (u < 0.60) {
+        Plain();
+      } else if (u < 0.72) {
+        CancelAfterSomeTokens();
+      } else if (u < 0.82) {
+        AbortRpc(i);
+      } else if (u < 0.90) {
+        ShortDeadline();
+      } else if (u < 0.96) {
+        DuplicateIds(i);
+      } else {
+        Invalid();
+      }
+    }
+  }
+
+  const Counts& counts() const { return counts_; }
+
+ private:
+  double Uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+  int64_t Between(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  GenerateRequest Request(int64_t max_tokens) {
+    GenerateRequest r;
+    r.set_prompt_length(Between(1, 128));
+    r.set_max_new_tokens(Between(1, max_tokens));
+    r.set_ignore_eos(Uniform() < 0.5);
+    r.set_seed(static_cast<uint64_t>(Between(1, 1 << 30)));
+    return r;
+  }
+  void Sent(int64_t n = 1) {
+    counts_.sent += n;
+    done_->fetch_add(n);
+  }
+
+  void Plain() {
+    Call call(stub_, Request(48), std::nullopt);
+    call.Finish(&counts_);
+    Sent();
+  }
+  // Cancels only after a message arrived, so the server has the call (exact accounting).
+  void CancelAfterSomeTokens() {
+    GenerateRequest r = Request(256);
+    r.set_ignore_eos(true);
+    Call call(stub_, r, std::nullopt);
+    const int64_t wait_for = Between(1, 3);
+    while (call.messages() < wait_for && call.ReadOne()) {
+    }
+    call.Cancel();
+    call.Finish(&counts_);
+    Sent();
+  }
+  void AbortRpc(int64_t i) {
+    GenerateRequest r = Request(256);
+    r.set_ignore_eos(true);
+    const std::string id = absl::StrCat("soak-abort-", index_, "-", i);
+    r.set_request_id(id);
+    Call call(stub_, r, std::nullopt);
+    call.ReadOne();
+    grpc::ClientContext ctx;
+    neupims::v1::AbortRequest req;
+    req.set_request_id(id);
+    neupims::v1::AbortResponse resp;
+    (void)stub_->Abort(&ctx, req, &resp);  // NOT_FOUND if it ended first: either is fine
+    ++counts_.abort_rpcs;
+    call.Finish(&counts_);
+    Sent();
+  }
+  void ShortDeadline() {
+    GenerateRequest r = Request(512);
+    r.set_ignore_eos(true);
+    Call call(stub_, r, std::chrono::milliseconds(Between(1, 20)));
+    call.Finish(&counts_);
+    Sent();
+  }
+  // A second call with the id of a live one: ALREADY_EXISTS (or served, if the first ended).
+  void DuplicateIds(int64_t i) {
+    const int64_t j = next_->fetch_add(1);
+    if (j >= total_) {
+      Plain();
+      return;
+    }
+    GenerateRequest r = Request(128);
+    r.set_ignore_eos(true);
+    r.set_request_id(absl::StrCat("soak-dup-", index_, "-", i));
+    Call first(stub_, r, std::nullopt);
+    first.ReadOne();
+    Call second(stub_, r, std::nullopt);
+    second.Finish(&counts_);
+    first.Finish(&counts_);
+    Sent(2);
+  }
+  void Invalid() {
+    GenerateRequest r = Request(8);
+    if (Uniform() < 0.5) {
+      r.set_max_new_tokens(0);  // INVALID_ARGUMENT
+    } else {
+      r.set_model("no-such-model");  // NOT_FOUND
+    }
+    Call call(stub_, r, std::nullopt);
+    call.Finish(&counts_);
+    Sent();
+  }
+
+  LlmService::Stub* stub_;
+  int index_;
+  std::mt19937_64 rng_;
+  std::atomic<int64_t>* next_;
+  int64_t total_;
+  std::atomic<int64_t>* done_;
+  Counts counts_;
+};
+
+// VmRSS of this process, MiB; -1 if unreadable.
+double RssMiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    int64_t kb = 0;
+    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return static_cast<double>(kb) / 1024;
+  }
+  return -1;
+}
+
+// The scrape's request counters: success by reason and errors by code.
+struct ServerCounts {
+  std::map<std::string, double> success;  // finished_reason -> requests
+  std::map<std::string, double> errors;   // code -> requests
+  double overflows = 0;
+  double total() const {
+    double n = 0;
+    for (const auto& [k, v] : success) n += v;
+    for (const auto& [k, v] : errors) n += v;
+    return n;
+  }
+};
+
+// The value of label `key` in a `name{k="v",...} value` line, or "".
+std::string Label(const std::string& line, const std::string& key) {
+  const std::string needle = absl::StrCat(key, "=\"");
+  const size_t at = line.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t from = at + needle.size();
+  return line.substr(from, line.find('"', from) - from);
+}
+
+ServerCounts ParseCounts(const std::string& exposition) {
+  ServerCounts c;
+  for (absl::string_view view : absl::StrSplit(exposition, '\n')) {
+    const std::string line(view);
+    if (line.empty() || line[0] == '#') continue;
+    double v = 0;
+    if (!absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) continue;
+    if (line.rfind("neupims:request_success_total{", 0) == 0) {
+      c.success[Label(line, "finished_reason")] += v;
+    } else if (line.rfind("neupims:request_errors_total{", 0) == 0) {
+      c.errors[Label(line, "code")] += v;
+    } else if (line.rfind("neupims:stream_buffer_overflows_total", 0) == 0) {
+      c.overflows += v;
+    }
+  }
+  return c;
+}
+
+// Counts failed checks and prints each verdict.
+class Checks {
+ public:
+  void Expect(bool ok, const std::string& what) {
+    std::printf("  [%s] %s\n", ok ? "ok" : "FAIL", what.c_str());
+    if (!ok) ++failed_;
+  }
+  int failed() const { return failed_; }
+
+ private:
+  int failed_ = 0;
+};
+
+void PrintClientCounts(const Counts& c) {
+  std::printf(
+      "client: sent %lld = completed %lld + aborted %lld + rejected %lld + refused %lld + "
+      "cancelled %lld + deadline %lld; malformed %lld; Abort RPCs %lld\n",
+      static_cast<long long>(c.sent), static_cast<long long>(c.completed),
+      static_cast<long long>(c.aborted), static_cast<long long>(c.rejected),
+      static_cast<long long>(c.refused_total()), static_cast<long long>(c.cancelled),
+      static_cast<long long>(c.deadline), static_cast<long long>(c.malformed),
+      static_cast<long long>(c.abort_rpcs));
+  for (const auto& [code, n] : c.refused) {
+    std::printf("  refused %s: %lld\n", code.c_str(), static_cast<long long>(n));
+  }
+}
+
+void CheckServerCounts(const Counts& c, const ServerCounts& s, Checks* checks) {
+  std::printf("server /metrics: success");
+  for (const auto& [k, v] : s.success) std::printf(" %s=%.0f", k.c_str(), v);
+  std::printf("; errors");
+  for (const auto& [k, v] : s.errors) std::printf(" %s=%.0f", k.c_str(), v);
+  std::printf("; stream buffer overflows %.0f\n", s.overflows);
+  const double unseen = static_cast<double>(c.sent) - s.total();
+  checks->Expect(unseen >= 0 && unseen <= static_cast<double>(c.deadline_without_message),
+                 absl::StrCat("server counted ", s.total(), " of ", c.sent, " sent (unseen: ",
+                              unseen, ", at most the ", c.deadline_without_message,
+                              " calls whose deadline expired before any message)"));
+  bool codes_match = true;
+  for (const auto& [code, n] : c.refused) {
+    auto it = s.errors.find(code);
+    if (it == s.errors.end() || it->second != static_cast<double>(n)) codes_match = false;
+  }
+  for (const auto& [code, n] : s.errors) {
+    if (!c.refused.contains(code) && n != 0) codes_match = false;
+  }
+  checks->Expect(codes_match, "the server's refusals by code equal the client's");
+  const auto get = [&](const char* k) {
+    auto it = s.success.find(k);
+    return it == s.success.end() ? 0.0 : it->second;
+  };
+  checks->Expect(get("length") + get("stop") >= static_cast<double>(c.completed) &&
+                     get("abort") >= static_cast<double>(c.aborted) &&
+                     get("rejected") == static_cast<double>(c.rejected),
+                 "every final message the client got is among the server's outcomes");
+  checks->Expect(s.overflows == 0, "no stream ended for a full buffer (the clients all read)");
+}
+
+struct Target {
+  std::string grpc;
+  std::string metrics;
+  server::EngineRunner* runner = nullptr;  // in process only
+};
+
+// Polls GetServerInfo until nothing is live and no KV block is held (30 s).
+bool WaitIdle(LlmService::Stub* stub, neupims::v1::ServerInfo* last) {
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < until) {
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub->GetServerInfo(&ctx, neupims::v1::GetServerInfoRequest(), last);
+    if (s.ok() && last->kv_blocks_used() == 0 && last->running() == 0 && last->waiting() == 0 &&
+        last->prefilling() == 0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+int RunSoak(const Flags& f, const Target& target) {
+  auto channel = grpc::CreateChannel(target.grpc, grpc::InsecureChannelCredentials());
+  std::unique_ptr<LlmService::Stub> stub = LlmService::NewStub(channel);
+  std::printf("soak: %lld requests, %d clients, seed %llu, server %s%s\n",
+              static_cast<long long>(f.requests), f.clients,
+              static_cast<unsigned long long>(f.seed), target.grpc.c_str(),
+              target.runner != nullptr ? " (in process, fast pacing)" : "");
+  std::atomic<int64_t> next{0}, done{0};
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::thread> threads;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < f.clients; ++i) {
+    clients.push_back(std::make_unique<Client>(stub.get(), i, f.seed, &next, f.requests, &done));
+    threads.emplace_back([c = clients.back().get()] { c->Run(); });
+  }
+  // Progress and the RSS after the warm-up (the first 10% of the calls).
+  double warm_rss = -1, peak_rss = 0;
+  int64_t next_report = f.requests / 10;
+  while (done.load() < f.requests) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    peak_rss = std::max(peak_rss, RssMiB());
+    if (done.load() >= next_report) {
+      if (warm_rss < 0) warm_rss = RssMiB();
+      std::printf("  %lld / %lld calls, %.1f s, RSS %.1f MiB\n",
+                  static_cast<long long>(done.load()), static_cast<long long>(f.requests),
+                  std::chrono::duration<double>(Clock::now() - start).count(), RssMiB());
+      std::fflush(stdout);
+      next_report += f.requests / 10;
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  Counts total;
+  for (const auto& c : clients) total.Add(c->counts());
+  if (warm_rss < 0) warm_rss = RssMiB();
+  std::printf("wall %.1f s, %.0f calls/s\n", wall_s, static_cast<double>(total.sent) / wall_s);
+  PrintClientCounts(total);
+
+  Checks checks;
+  checks.Expect(total.sent == f.requests, absl::StrCat("sent ", total.sent, " calls"));
+  checks.Expect(total.completed + total.aborted + total.rejected + total.refused_total() +
+                        total.cancelled + total.deadline ==
+                    total.sent,
+                "client: completed + aborted + rejected + refused + cancelled + deadline = sent");
+  checks.Expect(total.malformed == 0,
+                absl::StrCat(total.malformed, " malformed streams",
+                             total.first_malformed.empty() ? "" : " (first: ",
+                             total.first_malformed, total.first_malformed.empty() ? "" : ")"));
+  neupims::v1::ServerInfo info;
+  const bool idle = WaitIdle(stub.get(), &info);
+  checks.Expect(idle,
+                absl::StrCat("engine idle, KV blocks used ", info.kv_blocks_used(), " of ",
+                             info.kv_blocks_total(), " (running ", info.running(), ", waiting ",
+                             info.waiting(), ", prefilling ", info.prefilling(), ")"));
+  if (target.runner != nullptr) {
+    const absl::Status inv = target.runner->CheckInvariants();
+    checks.Expect(inv.ok(),
+                  absl::StrCat("engine invariants: ", inv.ok() ? "hold" : inv.ToString()));
+  } else {
+    std::printf("  [--] engine invariants: not checked (remote server)\n");
+  }
+  if (!target.metrics.empty()) {
+    // The counters are updated on the engine thread as requests end: scrape until they settle.
+    ServerCounts s;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      absl::StatusOr<std::string> text = loadgen::FetchMetrics(target.metrics, 10);
+      if (text.ok()) s = ParseCounts(*text);
+      if (s.total() >= static_cast<double>(total.sent - total.deadline_without_message)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    CheckServerCounts(total, s, &checks);
+  } else {
+    std::printf("  [--] /metrics: not checked (no --metrics)\n");
+  }
+  const double end_rss = RssMiB();
+  checks.Expect(
+      end_rss - warm_rss <= f.max_rss_growth_mb,
+      absl::StrFormat("RSS after warm-up %.1f MiB, at the end %.1f MiB (peak %.1f): "
+                      "growth %.1f MiB, limit %.0f",
+                      warm_rss, end_rss, peak_rss, end_rss - warm_rss, f.max_rss_growth_mb));
+  std::printf("soak: %s (%d check(s) failed)\n", checks.failed() == 0 ? "PASSED" : "FAILED",
+              checks.failed());
+  return checks.failed() == 0 ? 0 : 1;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  CLI::App app("Soak of the gRPC server: every request accounted for, nothing leaked (issue 18)");
+  app.add_option("--requests", f.requests, "Generate calls to make")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--clients", f.clients, "Concurrent client threads")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "Seed of the scenario draw")->capture_default_str();
+  app.add_option("--target", f.target,
+                 "host:port of a running server (default: one in process, fast pacing)");
+  app.add_option("--metrics", f.metrics, "host:port of the target's metrics endpoint");
+  app.add_option("--max-rss-growth-mb", f.max_rss_growth_mb,
+                 "Allowed RSS growth from the end of the warm-up to the end, MiB")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (!f.target.empty()) return RunSoak(f, Target{f.target, f.metrics, nullptr});
+  server::ServerOptions o;
+  o.port = 0;
+  o.metrics_port = 0;
+  o.http_port = std::nullopt;
+  o.runner.pacing = server::Pacing::kFast;
+  o.runner.mean_output_tokens = 16;  // requests without ignore_eos stop early now and then
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "soak: cannot start the server: %s\n", s.status().ToString().c_str());
+    return 1;
+  }
+  const int rc =
+      RunSoak(f, Target{absl::StrCat("127.0.0.1:", (*s)->port()),
+                        absl::StrCat("127.0.0.1:", (*s)->metrics_port()), &(*s)->runner()});
+  (*s)->Shutdown();
+  return rc;
+}
+
+}  // namespace
+}  // namespace neupims::soak
+
+int main(int argc, char** argv) { return neupims::soak::Main(argc, argv); }
