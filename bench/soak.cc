@@ -528,6 +528,9 @@ int RunSoak(const Flags& f, const Target& target) {
                              info.kv_blocks_total(), " (running ", info.running(), ", waiting ",
                              info.waiting(), ", prefilling ", info.prefilling(), ")"));
   if (target.runner != nullptr) {
+    const server::ServerSnapshot snap = target.runner->Snapshot();
+    checks.Expect(snap.live == 0,
+                  absl::StrCat(snap.live, " requests still live in the runner (its maps by id)"));
     const absl::Status inv = target.runner->CheckInvariants();
     checks.Expect(inv.ok(),
                   absl::StrCat("engine invariants: ", inv.ok() ? "hold" : inv.ToString()));
