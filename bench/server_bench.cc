@@ -22,7 +22,8 @@
 //    within half the window (printed; usually microseconds).
 //
 // Usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] [--reps=3]
-//                     [--speed=1] [--realtime_streams=256]
+//                     [--speed=1] [--realtime_streams=256,1000]
+// --reps=0 skips part 1; --realtime_streams=0 skips part 2.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -40,6 +41,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/stats.h"
 #include "grpcpp/grpcpp.h"
@@ -61,7 +63,7 @@ struct BenchFlags {
   int64_t tokens = 128;
   int reps = 3;
   double speed = 1;
-  int realtime_streams = 256;
+  std::vector<int> realtime_streams = {256, 1000};  // one realtime run per count
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -359,18 +361,23 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
     } else if (name == "--tokens") {
       ok = ok && absl::SimpleAtoi(value, &f->tokens) && f->tokens > 0;
     } else if (name == "--reps") {
-      ok = ok && absl::SimpleAtoi(value, &f->reps) && f->reps > 0;
+      ok = ok && absl::SimpleAtoi(value, &f->reps) && f->reps >= 0;
     } else if (name == "--speed") {
       ok = ok && absl::SimpleAtod(value, &f->speed) && f->speed > 0;
     } else if (name == "--realtime_streams") {
-      ok = ok && absl::SimpleAtoi(value, &f->realtime_streams) && f->realtime_streams >= 0;
+      f->realtime_streams.clear();
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        int n = 0;
+        ok = ok && absl::SimpleAtoi(part, &n) && n >= 0;
+        if (n > 0) f->realtime_streams.push_back(n);
+      }
     } else {
       ok = false;
     }
     if (!ok) {
       std::fprintf(stderr,
                    "usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] "
-                   "[--reps=3] [--speed=1] [--realtime_streams=256] (bad: %s)\n",
+                   "[--reps=3] [--speed=1] [--realtime_streams=256,1000] (bad: %s)\n",
                    arg.c_str());
       return false;
     }
@@ -394,58 +401,59 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
 
   // 1. Fast pacing, gRPC and HTTP alternating (the order swaps every repetition).
-  std::printf("\n[1] fast pacing, %d concurrent streams, %d repetitions of gRPC and HTTP each\n",
-              f.streams, f.reps);
-  std::printf("%-6s %-5s %9s %9s %9s %12s %11s %10s %10s %7s\n", "rep", "api", "wall_s", "tokens",
-              "messages", "tokens/s", "requests/s", "sim_s", "cpu_us/tok", "failed");
-  struct Series {
-    std::vector<double> tps, rps, walls, cpu_us;
-  };
-  Series grpc_series, http_series;
   int failed = 0;
-  for (int rep = 1; rep <= f.reps; ++rep) {
-    for (int k = 0; k < 2; ++k) {
-      const bool http = (k == 0) == (rep % 2 == 0);
-      RunResult r;
-      if (!(http ? RunHttp(fast, f.streams, f, &r)
-                 : Run(fast, f.streams, f, /*record=*/false, &r))) {
-        return 1;
+  if (f.reps > 0) {
+    std::printf("\n[1] fast pacing, %d concurrent streams, %d repetitions of gRPC and HTTP each\n",
+                f.streams, f.reps);
+    std::printf("%-6s %-5s %9s %9s %9s %12s %11s %10s %10s %7s\n", "rep", "api", "wall_s", "tokens",
+                "messages", "tokens/s", "requests/s", "sim_s", "cpu_us/tok", "failed");
+    struct Series {
+      std::vector<double> tps, rps, walls, cpu_us;
+    };
+    Series grpc_series, http_series;
+    for (int rep = 1; rep <= f.reps; ++rep) {
+      for (int k = 0; k < 2; ++k) {
+        const bool http = (k == 0) == (rep % 2 == 0);
+        RunResult r;
+        if (!(http ? RunHttp(fast, f.streams, f, &r)
+                   : Run(fast, f.streams, f, /*record=*/false, &r))) {
+          return 1;
+        }
+        Series& series = http ? http_series : grpc_series;
+        failed += static_cast<int>(r.failed);
+        series.tps.push_back(static_cast<double>(r.tokens) / r.wall_s);
+        series.rps.push_back(static_cast<double>(r.requests) / r.wall_s);
+        series.walls.push_back(r.wall_s);
+        series.cpu_us.push_back(r.cpu_s * 1e6 /
+                                static_cast<double>(std::max<int64_t>(1, r.tokens)));
+        std::printf("%-6d %-5s %9.3f %9lld %9lld %12.0f %11.1f %10.3f %10.2f %7lld\n", rep,
+                    http ? "http" : "grpc", r.wall_s, static_cast<long long>(r.tokens),
+                    static_cast<long long>(r.messages), series.tps.back(), series.rps.back(),
+                    r.sim_s, series.cpu_us.back(), static_cast<long long>(r.failed));
+        std::fflush(stdout);
       }
-      Series& series = http ? http_series : grpc_series;
-      failed += static_cast<int>(r.failed);
-      series.tps.push_back(static_cast<double>(r.tokens) / r.wall_s);
-      series.rps.push_back(static_cast<double>(r.requests) / r.wall_s);
-      series.walls.push_back(r.wall_s);
-      series.cpu_us.push_back(r.cpu_s * 1e6 / static_cast<double>(std::max<int64_t>(1, r.tokens)));
-      std::printf("%-6d %-5s %9.3f %9lld %9lld %12.0f %11.1f %10.3f %10.2f %7lld\n", rep,
-                  http ? "http" : "grpc", r.wall_s, static_cast<long long>(r.tokens),
-                  static_cast<long long>(r.messages), series.tps.back(), series.rps.back(), r.sim_s,
-                  series.cpu_us.back(), static_cast<long long>(r.failed));
-      std::fflush(stdout);
     }
+    for (const auto& [name, series] : {std::pair{"grpc", &grpc_series}, {"http", &http_series}}) {
+      std::printf("%-6s %-5s %9.3f %9s %9s %12.0f %11.1f %10s %10.2f\n", "median", name,
+                  Median(series->walls), "", "", Median(series->tps), Median(series->rps), "",
+                  Median(series->cpu_us));
+    }
+    std::printf(
+        "HTTP/gRPC cost per token: %.2fx by wall time (median tokens/s), %.2fx by CPU time "
+        "(median cpu_us/tok)\n",
+        Median(grpc_series.tps) / Median(http_series.tps),
+        Median(http_series.cpu_us) / Median(grpc_series.cpu_us));
+    std::printf(
+        "messages: gRPC stream messages (tokens coalesce while a write is in flight); HTTP: one "
+        "response per stream\n(SSE: one event per token). cpu_us/tok: the process's CPU time "
+        "(server and clients) per streamed token.\n");
   }
-  for (const auto& [name, series] : {std::pair{"grpc", &grpc_series}, {"http", &http_series}}) {
-    std::printf("%-6s %-5s %9.3f %9s %9s %12.0f %11.1f %10s %10.2f\n", "median", name,
-                Median(series->walls), "", "", Median(series->tps), Median(series->rps), "",
-                Median(series->cpu_us));
-  }
-  std::printf(
-      "HTTP/gRPC cost per token: %.2fx by wall time (median tokens/s), %.2fx by CPU time "
-      "(median cpu_us/tok)\n",
-      Median(grpc_series.tps) / Median(http_series.tps),
-      Median(http_series.cpu_us) / Median(grpc_series.cpu_us));
-  std::printf(
-      "messages: gRPC stream messages (tokens coalesce while a write is in flight); HTTP: one "
-      "response per stream\n(SSE: one event per token). cpu_us/tok: the process's CPU time "
-      "(server and clients) per streamed token.\n");
 
-  // 2. Realtime pacing: token delivery lag.
-  if (f.realtime_streams > 0) {
-    std::printf("\n[2] realtime pacing, speed %g, %d concurrent streams\n", f.speed,
-                f.realtime_streams);
+  // 2. Realtime pacing: token delivery lag, one run per stream count.
+  for (const int streams : f.realtime_streams) {
+    std::printf("\n[2] realtime pacing, speed %g, %d concurrent streams\n", f.speed, streams);
     RunResult r;
-    if (!Run(BenchOptions(Pacing::kRealtime, f.speed), f.realtime_streams, f, /*record=*/true,
-             &r)) {
+    if (!Run(BenchOptions(Pacing::kRealtime, f.speed), streams, f, /*record=*/true, &r)) {
       return 1;
     }
     failed += static_cast<int>(r.failed);
