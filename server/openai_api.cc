@@ -697,7 +697,16 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
                                                s->port_, " with a larger backlog"));
   }
-  im.listener = std::thread([http = im.http.get()] { http->listen_after_bind(); });
+  // httplib's stop() does nothing until the listener thread has entered its accept loop
+  // (is_running()): a Stop right after Start would leave that thread in accept() for good, and
+  // Stop's join with it (a test that stopped its server within a millisecond hung 1 run in
+  // ~500). So Start returns once the loop runs (or the thread has already ended).
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  im.listener = std::thread([http = im.http.get(), ended] {
+    http->listen_after_bind();
+    *ended = true;
+  });
+  while (!im.http->is_running() && !*ended) std::this_thread::yield();
   return s;
 }
 
