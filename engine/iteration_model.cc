@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "hw/dram/energy.h"
+#include "hw/pim/issue_limit.h"
 #include "hw/registry.h"
 
 namespace neupims::engine {
@@ -160,6 +161,9 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
   c = AttentionCost{};
   c.logit_ns = static_cast<double>(lr.cycles) * hbm_ns_per_cycle_;
   c.attend_ns = static_cast<double>(ar.cycles) * hbm_ns_per_cycle_;
+  const hw::PimCommandSet command_set = options_.device.hbm.pim.command_set;
+  c.logit_instructions = static_cast<double>(hw::PimInstructions(logit, command_set));
+  c.attend_instructions = static_cast<double>(hw::PimInstructions(attend, command_set));
   c.mac_ns = static_cast<double>(lr.column_steps + ar.column_steps) *
              options_.device.hbm.timing.tCCD_L * hbm_ns_per_cycle_;
   c.macs = static_cast<double>(lr.macs + ar.macs);
@@ -281,6 +285,10 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   a->logit_ch.assign(channels, 0.0);
   a->attend_ch.assign(channels, 0.0);
   a->mha_ch.assign(channels, 0.0);
+  const hw::PimIssue& issue = options_.device.hbm.pim.issue;
+  const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
+  a->logit_instr_ch.assign(count_instructions ? channels : 0, 0.0);
+  a->attend_instr_ch.assign(count_instructions ? channels : 0, 0.0);
   if (!options_.mode.pim_attention) {
     for (const DecodeItem& d : items) a->total_seq += d.seq_len;
     return absl::OkStatus();
@@ -301,6 +309,10 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
     const int ch = std::clamp(d.channel, 0, channels - 1);
     a->logit_ch[ch] += c->logit_ns;
     a->attend_ch[ch] += c->attend_ns;
+    if (count_instructions) {
+      a->logit_instr_ch[ch] += c->logit_instructions;
+      a->attend_instr_ch[ch] += c->attend_instructions;
+    }
     mac_ns += c->mac_ns;
     macs += c->macs;
     pim_j += c->dynamic_j;
@@ -311,11 +323,9 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   a->cost.pim_macs = macs;
   a->cost.pim_j = pim_j;
   for (int t = 0; t < hw::kNumCommandTypes; ++t) cost->pim_commands[t] += commands[t];
-  for (int ch = 0; ch < channels; ++ch) {
-    a->logit_ns = std::max(a->logit_ns, a->logit_ch[ch]);
-    a->attend_ns = std::max(a->attend_ns, a->attend_ch[ch]);
-    a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
-  }
+  for (int ch = 0; ch < channels; ++ch) a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
+  a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
+  a->attend_ns = hw::IssueLimitedSpanNs(a->attend_ch, a->attend_instr_ch, issue);
   return absl::OkStatus();
 }
 

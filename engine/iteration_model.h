@@ -97,7 +97,8 @@ struct IterationCost : HwCost {
 // Per-layer cost of one request's attention on its PIM channel.
 struct AttentionCost {
   double logit_ns = 0, attend_ns = 0;
-  double mac_ns = 0;  // column steps x tCCD_L
+  double logit_instructions = 0, attend_instructions = 0;  // hw::PimInstructions
+  double mac_ns = 0;                                       // column steps x tCCD_L
   double macs = 0;
   double dynamic_j = 0;  // PIM commands + refresh (one channel, one layer)
   hw::CommandCounts commands{};

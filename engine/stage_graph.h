@@ -59,8 +59,12 @@ struct SubBatchAttention {
   int64_t requests = 0;
   int64_t total_seq = 0;
   std::vector<double> logit_ch, attend_ch, mha_ch;  // per channel, ns
-  double logit_ns = 0, attend_ns = 0;               // busiest channel
-  HwCost cost;                                      // pim_mac_ns, pim_macs, pim_j of one layer
+  // PIM instructions per channel (only with a PIM issue limit, hw/pim/issue_limit.h).
+  std::vector<double> logit_instr_ch, attend_instr_ch;
+  // When the last channel ends its logit (attend) GEMVs: the busiest channel, or later under an
+  // issue limit.
+  double logit_ns = 0, attend_ns = 0;
+  HwCost cost;  // pim_mac_ns, pim_macs, pim_j of one layer
 };
 
 // One scheduled operation of an iteration, for timelines (Chrome trace, `neupims step`).

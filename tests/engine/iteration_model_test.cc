@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,9 @@
 namespace neupims::engine {
 namespace {
 
-// GPT3-7B on TP 4 on the mode's built-in device.
-std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name) {
+// GPT3-7B on TP 4 on the mode's built-in device, with its PIM issue limit replaced when given.
+std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name,
+                                          std::optional<hw::PimIssue> issue = std::nullopt) {
   absl::StatusOr<SystemMode> mode = ParseSystemMode(mode_name);
   EXPECT_TRUE(mode.ok()) << mode.status();
   if (!mode.ok()) return nullptr;
@@ -29,6 +31,7 @@ std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name) {
   if (!model.ok() || !device.ok()) return nullptr;
   o.model = *model;
   o.device = *device;
+  if (issue.has_value()) o.device.hbm.pim.issue = *issue;
   o.parallelism = {4, 1};
   o.mode = *mode;
   absl::StatusOr<std::unique_ptr<IterationModel>> m = IterationModel::Create(o);
@@ -201,6 +204,30 @@ TEST(IterationModel, AttentionCostIsCachedAndGrowsWithTheSequence) {
   std::unique_ptr<IterationModel> npu_only = MakeModel("npu-only");
   ASSERT_NE(npu_only, nullptr);
   EXPECT_FALSE(npu_only->Attention(32).ok());  // no PIM in this mode
+}
+
+// Issue 14: the reference simulator's one-instruction-per-cycle chip queue. Newton spends an
+// instruction per dot-product step, about 10x NeuPIMs' count, so the limit slows NPU+PIM far more
+// than NeuPIMs; an unlimited issue changes nothing.
+TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
+  const hw::PimIssue chip{hw::PimIssueScope::kChip, 1.0};
+  double slowdown[2] = {0, 0};
+  const char* modes[2] = {"npu+pim", "neupims"};
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<IterationModel> free_issue = MakeModel(modes[i]);
+    std::unique_ptr<IterationModel> limited = MakeModel(modes[i], chip);
+    ASSERT_NE(free_issue, nullptr);
+    ASSERT_NE(limited, nullptr);
+    const IterationInput in = Batch128(free_issue->options().mode);
+    absl::StatusOr<IterationCost> a = free_issue->Run(in);
+    absl::StatusOr<IterationCost> b = limited->Run(in);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_GE(b->duration_ns, a->duration_ns) << modes[i];
+    slowdown[i] = b->duration_ns / a->duration_ns;
+  }
+  EXPECT_GT(slowdown[0], 1.2);
+  EXPECT_GT(slowdown[0], slowdown[1] * 1.1);
 }
 
 }  // namespace

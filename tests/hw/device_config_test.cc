@@ -170,6 +170,31 @@ TEST(DeviceConfig, MissingPimObjectIsAnError) {
   EXPECT_THAT(s.message(), HasSubstr("test.json: missing required field 'pim'"));
 }
 
+TEST(DeviceConfig, PimIssueDefaultsToUnlimitedAndParsesAChipQueue) {
+  EXPECT_EQ(MustLoad("neupims").hbm.pim.issue.scope, PimIssueScope::kUnlimited);
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["issue"] = {{"scope", "chip"}, {"instructions_per_ns", 0.5}};
+  absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->hbm.pim.issue.scope, PimIssueScope::kChip);
+  EXPECT_EQ(cfg->hbm.pim.issue.instructions_per_ns, 0.5);
+}
+
+TEST(DeviceConfig, UnknownPimIssueScopeIsAnErrorListingTheChoices) {
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["issue"] = {{"scope", "core"}};
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("pim.issue.scope"),
+                                 HasSubstr("unlimited"), HasSubstr("chip")));
+}
+
+TEST(DeviceConfig, NonPositivePimIssueRateIsAnErrorNamingTheField) {
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["issue"] = {{"scope", "chip"}, {"instructions_per_ns", 0}};
+  EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.issue.instructions_per_ns"));
+}
+
 TEST(DeviceConfig, MissingVectorOpIsAnErrorNamingFileAndPath) {
   nlohmann::json j = NeuPimsJson();
   j["npu"]["vector_ops"].erase("gelu");

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "hw/device.h"
 #include "hw/dram/timing_checker.h"
+#include "hw/pim/issue_limit.h"
 #include "hw/pim/tile_cost.h"
 #include "hw/registry.h"
 #include "nlohmann/json.hpp"
@@ -145,6 +146,9 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   j["vector_loads"] = r.vector_loads;
   j["dot_products"] = r.results;
   j["column_steps"] = r.column_steps;
+  const int64_t instructions =
+      hw::PimInstructions(r.tiles, r.results, r.vector_loads, r.column_steps, spec.pim.command_set);
+  j["pim_instructions"] = instructions;
   j["macs"] = r.macs;
   j["refreshes"] = r.refreshes;
   j["mac_utilization"] = r.MacUtilization(spec);
@@ -189,6 +193,7 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   t.Add("vector loads", FormatCount(static_cast<double>(r.vector_loads)));
   t.Add("dot products", FormatCount(static_cast<double>(r.results)));
   t.Add("MACs", FormatCount(static_cast<double>(r.macs)));
+  t.Add("PIM instructions", FormatCount(static_cast<double>(instructions)));
   t.Section("commands");
   for (int c = 0; c < hw::kNumCommandTypes; ++c) {
     if (r.commands[c] != 0) {
