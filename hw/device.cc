@@ -29,6 +29,8 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
   // The NPU streams from every channel: peak bytes per NPU cycle.
   cfg.npu.hbm_bytes_per_cycle =
       cfg.hbm.org.channels * cfg.hbm.peak_bytes_per_cycle() * cfg.HbmCyclesPerNpuCycle();
+  cfg.npu.hbm_refresh_fraction =
+      static_cast<double>(cfg.hbm.timing.tRFC) / static_cast<double>(cfg.hbm.timing.tREFI);
   RETURN_IF_ERROR(wrap(ValidateNpuSpec(cfg.npu)));
   return cfg;
 }

@@ -263,11 +263,38 @@ absl::StatusOr<NpuOpResult> VectorCost(const NpuSpec& spec, const VectorShape& s
 // refused instead of running for minutes (`neupims hw gemm -m 262144 -k 262144 -n 262144`).
 constexpr int64_t kMaxSimulatedTiles = int64_t{1} << 26;
 
+// GemmTiming::kBlockPipeline (npu_spec.h): the reference simulator's closed form. Counts other
+// than time (MACs, scratchpad bytes, energy) are the weight-stationary plan's.
+absl::StatusOr<NpuOpResult> BlockPipelineGemm(const NpuSpec& spec, const GemmShape& shape,
+                                              const NpuContext& ctx) {
+  ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec, shape, ctx));
+  const int64_t eb = spec.element_bytes;
+  const int64_t rows_per_cycle = CeilDiv(spec.array_rows, spec.systolic_arrays);
+  const int64_t pass = plan.tiles_k * (spec.array_rows + rows_per_cycle * (plan.tiles_n - 1));
+  const int64_t blocks = CeilDiv(shape.m, spec.array_rows);
+  const double bytes_per_cycle = plan.bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+  const Bytes in_bytes = (shape.weights_from_hbm ? shape.k * shape.n * eb : 0) +
+                         (shape.activations_from_hbm ? shape.m * shape.k * eb : 0);
+  const Bytes out_bytes = shape.activations_from_hbm ? shape.m * shape.n * eb : 0;
+  const double in_cycles = static_cast<double>(in_bytes) / bytes_per_cycle;
+  const double out_cycles = static_cast<double>(out_bytes) / bytes_per_cycle;
+  NpuOpResult r = plan.result;
+  r.hbm_bytes = in_bytes + out_bytes;
+  r.compute_cycles = blocks * pass;
+  r.memory_cycles = CeilCycles(in_cycles + out_cycles);
+  r.memory_bound = in_cycles > static_cast<double>(pass);
+  r.cycles = CeilCycles(std::max(in_cycles, static_cast<double>(pass)) +
+                        static_cast<double>((blocks - 1) * pass) + out_cycles);
+  return r;
+}
+
 class TiledNpuModel final : public NpuModel {
  public:
   explicit TiledNpuModel(const NpuSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<NpuOpResult> Gemm(const GemmShape& shape, const NpuContext& ctx) const override {
+    if (spec_.gemm_timing == GemmTiming::kBlockPipeline)
+      return BlockPipelineGemm(spec_, shape, ctx);
     ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec_, shape, ctx));
     if (plan.total_tiles > kMaxSimulatedTiles) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -296,6 +323,8 @@ class AnalyticNpuModel final : public NpuModel {
   explicit AnalyticNpuModel(const NpuSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<NpuOpResult> Gemm(const GemmShape& shape, const NpuContext& ctx) const override {
+    if (spec_.gemm_timing == GemmTiming::kBlockPipeline)
+      return BlockPipelineGemm(spec_, shape, ctx);
     ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec_, shape, ctx));
     NpuOpResult r = plan.result;
     r.cycles = AnalyticGemm(spec_, shape, plan);

@@ -28,6 +28,10 @@ bool ParseVectorOp(absl::string_view name, VectorOp* op) {
   return false;
 }
 
+const char* ToString(GemmTiming t) {
+  return t == GemmTiming::kBlockPipeline ? "block_pipeline" : "weight_stationary";
+}
+
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   out->frequency_mhz = npu.Double("frequency_mhz", {.min = 1, .max = 1e5});
   out->systolic_arrays = static_cast<int>(npu.Int("systolic_arrays", {.min = 1, .max = 4096}));
@@ -37,6 +41,10 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   out->vector_lanes = static_cast<int>(npu.Int("vector_lanes", {.min = 1, .max = 1 << 16}));
   out->sram_bytes = npu.Int("sram_bytes", {.min = 1, .max = int64_t{1} << 40});
   out->element_bytes = static_cast<int>(npu.Int("element_bytes", {.min = 1, .max = 8}));
+  out->gemm_timing = npu.OptionalEnum("gemm_timing", "weight_stationary",
+                                      {"weight_stationary", "block_pipeline"}) == "block_pipeline"
+                         ? GemmTiming::kBlockPipeline
+                         : GemmTiming::kWeightStationary;
 
   // Every op must be listed: a missing op would silently cost one pass.
   ConfigObject ops = npu.Child("vector_ops");

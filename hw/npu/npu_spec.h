@@ -43,6 +43,18 @@ struct NpuEnergy {
   double static_power_w = 5.0;              // leakage + clock of the whole NPU while powered
 };
 
+// How a GEMM's cycles are derived (docs/hw.md, "NPU GEMM timing").
+//   kWeightStationary - the default: weight tiles double-buffered against streaming activations
+//                       (npu_model.h).
+//   kBlockPipeline    - the reference NeuPIMs simulator's (ONNXim) cost: activation-stationary,
+//                       weights streamed once per op, the batch cut in blocks of array_rows rows
+//                       (the outermost loop); one block's pass is kb (array_rows + s (mb - 1))
+//                       cycles (kb = K tiles, mb = N tiles, s = array_rows / systolic_arrays rows
+//                       streamed per cycle), and an op takes
+//                       max(in bytes / BW, pass) + (blocks - 1) pass + out bytes / BW
+//                       with BW the HBM bandwidth less refresh.
+enum class GemmTiming { kWeightStationary, kBlockPipeline };
+
 struct NpuSpec {
   double frequency_mhz = 1000;
   int systolic_arrays = 8;
@@ -54,8 +66,11 @@ struct NpuSpec {
   int element_bytes = 2;
   std::array<VectorOpCost, kNumVectorOps> vector_ops{};
   NpuEnergy energy;
-  // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle.
+  GemmTiming gemm_timing = GemmTiming::kWeightStationary;
+  // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle,
+  // and the share of time refresh blocks a channel (tRFC / tREFI).
   double hbm_bytes_per_cycle = 1024;
+  double hbm_refresh_fraction = 0;
 
   Clock clock() const { return Clock{frequency_mhz}; }
   int64_t peak_macs_per_cycle() const {
@@ -63,7 +78,9 @@ struct NpuSpec {
   }
 };
 
-// Parses the "npu" object (everything but hbm_bytes_per_cycle).
+const char* ToString(GemmTiming t);
+
+// Parses the "npu" object (everything but the hbm_* fields).
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out);
 absl::Status ValidateNpuSpec(const NpuSpec& spec);
 

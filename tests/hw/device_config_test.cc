@@ -195,6 +195,19 @@ TEST(DeviceConfig, NonPositivePimIssueRateIsAnErrorNamingTheField) {
   EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.issue.instructions_per_ns"));
 }
 
+TEST(DeviceConfig, GemmTimingDefaultsToWeightStationaryAndParsesTheBlockPipeline) {
+  EXPECT_EQ(MustLoad("neupims").npu.gemm_timing, GemmTiming::kWeightStationary);
+  EXPECT_NEAR(MustLoad("neupims").npu.hbm_refresh_fraction, 260.0 / 3900.0, 1e-12);
+  nlohmann::json j = NeuPimsJson();
+  j["npu"]["gemm_timing"] = "block_pipeline";
+  absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.gemm_timing, GemmTiming::kBlockPipeline);
+  j["npu"]["gemm_timing"] = "onnxim";
+  EXPECT_THAT(ParseStatus(j).message(),
+              AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));
+}
+
 TEST(DeviceConfig, MissingVectorOpIsAnErrorNamingFileAndPath) {
   nlohmann::json j = NeuPimsJson();
   j["npu"]["vector_ops"].erase("gelu");

@@ -1,0 +1,70 @@
+// GemmTiming::kBlockPipeline: the reference simulator's GEMM cost (issue 14), pinned by hand.
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "hw/device.h"
+#include "hw/npu/npu_model.h"
+
+namespace neupims::hw {
+namespace {
+
+NpuSpec BlockPipelineSpec() {
+  absl::StatusOr<DeviceConfig> device = LoadDeviceConfig("neupims");
+  EXPECT_TRUE(device.ok()) << device.status();
+  NpuSpec spec = device.ok() ? device->npu : NpuSpec{};
+  spec.gemm_timing = GemmTiming::kBlockPipeline;
+  spec.sram_bytes = int64_t{131} << 20;  // the reference's scratchpad: one tile per op
+  return spec;
+}
+
+// GPT3-7B on TP 4, the QKV projection: K = 4096, N = 3 x 4096 / 4 = 3072, FP16, weights and
+// activations in HBM. kb = 32, mb = 24: one block's pass = 32 x (128 + 16 x 23) = 15,872 cycles.
+// BW = 32 channels x 32 B x (1 - tRFC / tREFI = 260 / 3900) = 955.7 B/cycle.
+GemmShape Qkv(int64_t batch) { return {batch, 4096, 3072, true, true}; }
+
+TEST(BlockPipelineGemm, OneBlockIsTheWeightStreamThenTheOutputs) {
+  // B = 64: max((25,165,824 + 524,288) B / BW = 26,880.0, 15,872) + 393,216 B / BW = 411.4
+  const NpuSpec spec = BlockPipelineSpec();
+  for (const auto& model : {CreateAnalyticNpuModel(spec), CreateTiledNpuModel(spec)}) {
+    absl::StatusOr<NpuOpResult> r = model->Gemm(Qkv(64));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->cycles, 27292) << model->name();
+    EXPECT_TRUE(r->memory_bound);
+    EXPECT_EQ(r->compute_cycles, 15872);
+  }
+}
+
+TEST(BlockPipelineGemm, EachFurtherBlockOfRowsAddsOneComputePass) {
+  // B = 256, two blocks: (25,165,824 + 2,097,152) / BW = 28,525.7, + 15,872, + 1,572,864 / BW
+  // = 1,645.7.
+  const NpuSpec spec = BlockPipelineSpec();
+  absl::StatusOr<NpuOpResult> r = CreateAnalyticNpuModel(spec)->Gemm(Qkv(256));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->cycles, 46044);
+  EXPECT_EQ(r->compute_cycles, 2 * 15872);
+}
+
+TEST(BlockPipelineGemm, ComputeBoundWhenTheWeightsStreamFasterThanAPass) {
+  // K = 4096, N = 128: 1 MiB of weights (1,097 cycles) against a pass of 32 x 128 = 4,096.
+  const NpuSpec spec = BlockPipelineSpec();
+  absl::StatusOr<NpuOpResult> r = CreateAnalyticNpuModel(spec)->Gemm({128, 4096, 128, true, false});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->memory_bound);
+  EXPECT_EQ(r->cycles, 4096);
+}
+
+TEST(BlockPipelineGemm, CountsOtherThanTimeAreTheDefaultModels) {
+  NpuSpec spec = BlockPipelineSpec();
+  absl::StatusOr<NpuOpResult> reference = CreateAnalyticNpuModel(spec)->Gemm(Qkv(64));
+  spec.gemm_timing = GemmTiming::kWeightStationary;
+  absl::StatusOr<NpuOpResult> ours = CreateAnalyticNpuModel(spec)->Gemm(Qkv(64));
+  ASSERT_TRUE(reference.ok() && ours.ok());
+  EXPECT_EQ(reference->macs, ours->macs);
+  EXPECT_EQ(reference->energy_j, ours->energy_j);
+  EXPECT_EQ(reference->hbm_bytes, ours->hbm_bytes);
+  EXPECT_NE(reference->cycles, ours->cycles);
+}
+
+}  // namespace
+}  // namespace neupims::hw
