@@ -179,8 +179,11 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
 absl::StatusOr<const hw::NpuOpResult*> IterationModel::NpuGemm(const GemmKey& key) {
   auto it = gemm_cache_.find(key);
   if (it != gemm_cache_.end()) return &it->second;
-  ASSIGN_OR_RETURN(hw::NpuOpResult r, npu_->Gemm({key.m, key.k, key.n, key.weights_from_hbm, false},
-                                                 {key.bandwidth_fraction}));
+  const bool activations_from_hbm =
+      options_.device.npu.activation_traffic == hw::ActivationTraffic::kDramRoundTrip;
+  ASSIGN_OR_RETURN(hw::NpuOpResult r,
+                   npu_->Gemm({key.m, key.k, key.n, key.weights_from_hbm, activations_from_hbm},
+                              {key.bandwidth_fraction}));
   return &gemm_cache_.emplace(key, r).first->second;
 }
 
@@ -210,12 +213,15 @@ absl::StatusOr<CostedOp> IterationModel::CostGemm(const char* name, NodeKind kin
   op.cost.npu_macs = macs * c;
   op.cost.npu_hbm_bytes = hbm_bytes * c;
   op.cost.npu_dynamic_j = full->energy_j * c;
-  // The DRAM reads behind the weight stream (sequential: one ACT per page of every bank).
-  const hw::HbmOrganization& o = options_.device.hbm.org;
-  op.cost.dram_j =
-      (hbm_bytes / o.burst_bytes * dram_rd_pj_ + hbm_bytes / o.page_bytes * dram_act_pj_) * kPjToJ *
-      c;
+  op.cost.dram_j = SequentialDramJ(hbm_bytes) * c;
   return op;
+}
+
+// The DRAM energy of an NPU stream (sequential: one ACT per page of every bank).
+double IterationModel::SequentialDramJ(double hbm_bytes) const {
+  const hw::HbmOrganization& o = options_.device.hbm.org;
+  return (hbm_bytes / o.burst_bytes * dram_rd_pj_ + hbm_bytes / o.page_bytes * dram_act_pj_) *
+         kPjToJ;
 }
 
 absl::StatusOr<CostedOp> IterationModel::CostVector(const char* name, NodeKind kind,
@@ -227,6 +233,9 @@ absl::StatusOr<CostedOp> IterationModel::CostVector(const char* name, NodeKind k
   op.dur_ns = op.dur_shared_ns = static_cast<double>(r->cycles) * npu_ns_per_cycle_ * c;
   op.cost.vector_busy_ns = static_cast<double>(r->cycles) * npu_ns_per_cycle_ * c;
   op.cost.npu_dynamic_j = r->energy_j * c;
+  // Nonzero only when activations round-trip through HBM (npu.activation_traffic).
+  op.cost.npu_hbm_bytes = static_cast<double>(r->hbm_bytes) * c;
+  op.cost.dram_j = SequentialDramJ(static_cast<double>(r->hbm_bytes)) * c;
   return op;
 }
 

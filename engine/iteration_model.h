@@ -155,6 +155,7 @@ class IterationModel {
   absl::StatusOr<CostedOp> Cost(const models::Op& op, NodeKind kind);
   absl::StatusOr<CostedOp> CostGemm(const char* name, NodeKind kind, int64_t m, int64_t k,
                                     int64_t n, bool weights_from_hbm, int64_t count);
+  double SequentialDramJ(double hbm_bytes) const;
   absl::StatusOr<CostedOp> CostVector(const char* name, NodeKind kind, models::VectorKind vector,
                                       int64_t rows, int64_t cols, int64_t count);
   absl::StatusOr<const hw::NpuOpResult*> NpuGemm(const GemmKey& key);

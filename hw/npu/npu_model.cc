@@ -255,6 +255,14 @@ absl::StatusOr<NpuOpResult> VectorCost(const NpuSpec& spec, const VectorShape& s
   r.energy_j = (static_cast<double>(elements * sweeps) * spec.energy.vector_pj_per_element_pass +
                 static_cast<double>(r.sram_bytes) * spec.energy.sram_pj_per_byte) /
                kPicoJoulesPerJoule;
+  if (spec.activation_traffic == ActivationTraffic::kDramRoundTrip) {
+    // Only the HBM traffic counts (npu_spec.h); the lane work and its energy stay.
+    r.hbm_bytes = elements * spec.element_bytes * (VectorInputs(shape.op) + 1);
+    const double bytes_per_cycle = spec.hbm_bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+    r.memory_cycles = CeilCycles(static_cast<double>(r.hbm_bytes) / bytes_per_cycle);
+    r.memory_bound = true;
+    r.cycles = r.memory_cycles;
+  }
   return r;
 }
 

@@ -32,6 +32,12 @@ const char* ToString(GemmTiming t) {
   return t == GemmTiming::kBlockPipeline ? "block_pipeline" : "weight_stationary";
 }
 
+const char* ToString(ActivationTraffic t) {
+  return t == ActivationTraffic::kDramRoundTrip ? "dram_round_trip" : "on_chip";
+}
+
+int VectorInputs(VectorOp op) { return op == VectorOp::kAdd || op == VectorOp::kReduce ? 2 : 1; }
+
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   out->frequency_mhz = npu.Double("frequency_mhz", {.min = 1, .max = 1e5});
   out->systolic_arrays = static_cast<int>(npu.Int("systolic_arrays", {.min = 1, .max = 4096}));
@@ -45,6 +51,10 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
                                       {"weight_stationary", "block_pipeline"}) == "block_pipeline"
                          ? GemmTiming::kBlockPipeline
                          : GemmTiming::kWeightStationary;
+  out->activation_traffic = npu.OptionalEnum("activation_traffic", "on_chip",
+                                             {"on_chip", "dram_round_trip"}) == "dram_round_trip"
+                                ? ActivationTraffic::kDramRoundTrip
+                                : ActivationTraffic::kOnChip;
 
   // Every op must be listed: a missing op would silently cost one pass.
   ConfigObject ops = npu.Child("vector_ops");

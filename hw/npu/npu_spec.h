@@ -55,6 +55,17 @@ struct NpuEnergy {
 //                       with BW the HBM bandwidth less refresh.
 enum class GemmTiming { kWeightStationary, kBlockPipeline };
 
+// Where activations live between operations (docs/hw.md, "Activation traffic").
+//   kOnChip        - the default: in the scratchpad; a vector op is fused with the GEMM that
+//                    produced its rows and costs lane passes; no HBM traffic besides weights.
+//   kDramRoundTrip - the reference simulator's: every op reads its inputs from and writes its
+//                    output to HBM. A GEMM streams X in and Y out (GemmShape::
+//                    activations_from_hbm); a vector op is one instruction per row with unlimited
+//                    concurrency, so it costs only that traffic at the HBM bandwidth less
+//                    refresh (a 4096-element FP16 row: 16 KB for layernorm or GELU, 24 KB for a
+//                    residual add).
+enum class ActivationTraffic { kOnChip, kDramRoundTrip };
+
 struct NpuSpec {
   double frequency_mhz = 1000;
   int systolic_arrays = 8;
@@ -67,6 +78,7 @@ struct NpuSpec {
   std::array<VectorOpCost, kNumVectorOps> vector_ops{};
   NpuEnergy energy;
   GemmTiming gemm_timing = GemmTiming::kWeightStationary;
+  ActivationTraffic activation_traffic = ActivationTraffic::kOnChip;
   // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle,
   // and the share of time refresh blocks a channel (tRFC / tREFI).
   double hbm_bytes_per_cycle = 1024;
@@ -79,6 +91,9 @@ struct NpuSpec {
 };
 
 const char* ToString(GemmTiming t);
+const char* ToString(ActivationTraffic t);
+// Operands an op reads per output element: 2 for add and reduce, 1 for the others.
+int VectorInputs(VectorOp op);
 
 // Parses the "npu" object (everything but the hbm_* fields).
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out);

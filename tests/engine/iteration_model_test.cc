@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +16,9 @@
 namespace neupims::engine {
 namespace {
 
-// GPT3-7B on TP 4 on the mode's built-in device, with its PIM issue limit replaced when given.
+// GPT3-7B on TP 4 on the mode's built-in device, edited by `edit` when given.
 std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name,
-                                          std::optional<hw::PimIssue> issue = std::nullopt) {
+                                          void (*edit)(hw::DeviceConfig*) = nullptr) {
   absl::StatusOr<SystemMode> mode = ParseSystemMode(mode_name);
   EXPECT_TRUE(mode.ok()) << mode.status();
   if (!mode.ok()) return nullptr;
@@ -31,7 +30,7 @@ std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name,
   if (!model.ok() || !device.ok()) return nullptr;
   o.model = *model;
   o.device = *device;
-  if (issue.has_value()) o.device.hbm.pim.issue = *issue;
+  if (edit != nullptr) edit(&o.device);
   o.parallelism = {4, 1};
   o.mode = *mode;
   absl::StatusOr<std::unique_ptr<IterationModel>> m = IterationModel::Create(o);
@@ -210,7 +209,7 @@ TEST(IterationModel, AttentionCostIsCachedAndGrowsWithTheSequence) {
 // instruction per dot-product step, about 10x NeuPIMs' count, so the limit slows NPU+PIM far more
 // than NeuPIMs; an unlimited issue changes nothing.
 TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
-  const hw::PimIssue chip{hw::PimIssueScope::kChip, 1.0};
+  auto chip = [](hw::DeviceConfig* d) { d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0}; };
   double slowdown[2] = {0, 0};
   const char* modes[2] = {"npu+pim", "neupims"};
   for (int i = 0; i < 2; ++i) {
@@ -228,6 +227,24 @@ TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
   }
   EXPECT_GT(slowdown[0], 1.2);
   EXPECT_GT(slowdown[0], slowdown[1] * 1.1);
+}
+
+// npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
+// every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
+TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {
+  std::unique_ptr<IterationModel> on_chip = MakeModel("neupims");
+  std::unique_ptr<IterationModel> round_trip = MakeModel("neupims", [](hw::DeviceConfig* d) {
+    d->npu.activation_traffic = hw::ActivationTraffic::kDramRoundTrip;
+  });
+  ASSERT_NE(on_chip, nullptr);
+  ASSERT_NE(round_trip, nullptr);
+  const IterationInput in = Batch128(on_chip->options().mode);
+  absl::StatusOr<IterationCost> a = on_chip->Run(in);
+  absl::StatusOr<IterationCost> b = round_trip->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(b->npu_hbm_bytes, a->npu_hbm_bytes);
+  EXPECT_GT(b->dram_j, a->dram_j);
+  EXPECT_GT(b->duration_ns, a->duration_ns);
 }
 
 }  // namespace

@@ -195,7 +195,7 @@ TEST(DeviceConfig, NonPositivePimIssueRateIsAnErrorNamingTheField) {
   EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.issue.instructions_per_ns"));
 }
 
-TEST(DeviceConfig, GemmTimingDefaultsToWeightStationaryAndParsesTheBlockPipeline) {
+TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
   EXPECT_EQ(MustLoad("neupims").npu.gemm_timing, GemmTiming::kWeightStationary);
   EXPECT_NEAR(MustLoad("neupims").npu.hbm_refresh_fraction, 260.0 / 3900.0, 1e-12);
   nlohmann::json j = NeuPimsJson();
@@ -203,6 +203,11 @@ TEST(DeviceConfig, GemmTimingDefaultsToWeightStationaryAndParsesTheBlockPipeline
   absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->npu.gemm_timing, GemmTiming::kBlockPipeline);
+  j["npu"]["activation_traffic"] = "dram_round_trip";
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.activation_traffic, ActivationTraffic::kDramRoundTrip);
+  EXPECT_EQ(MustLoad("neupims").npu.activation_traffic, ActivationTraffic::kOnChip);
   j["npu"]["gemm_timing"] = "onnxim";
   EXPECT_THAT(ParseStatus(j).message(),
               AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));

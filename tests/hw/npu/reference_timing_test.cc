@@ -1,4 +1,5 @@
-// GemmTiming::kBlockPipeline: the reference simulator's GEMM cost (issue 14), pinned by hand.
+// The reference simulator's NPU timing choices (issue 14), pinned by hand: GemmTiming::
+// kBlockPipeline and ActivationTraffic::kDramRoundTrip.
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -64,6 +65,31 @@ TEST(BlockPipelineGemm, CountsOtherThanTimeAreTheDefaultModels) {
   EXPECT_EQ(reference->energy_j, ours->energy_j);
   EXPECT_EQ(reference->hbm_bytes, ours->hbm_bytes);
   EXPECT_NE(reference->cycles, ours->cycles);
+}
+
+// A 4096-element FP16 row: 16 KB through HBM for layernorm (read + write), 24 KB for a residual
+// add (two reads + write); 128 rows at 955.7 B/cycle.
+TEST(DramRoundTripVector, CostsOnlyItsHbmTraffic) {
+  NpuSpec spec = BlockPipelineSpec();
+  spec.activation_traffic = ActivationTraffic::kDramRoundTrip;
+  const std::unique_ptr<NpuModel> model = CreateAnalyticNpuModel(spec);
+  absl::StatusOr<NpuOpResult> ln = model->Vector({VectorOp::kLayerNorm, 128, 4096});
+  absl::StatusOr<NpuOpResult> add = model->Vector({VectorOp::kAdd, 128, 4096});
+  ASSERT_TRUE(ln.ok() && add.ok());
+  EXPECT_EQ(ln->hbm_bytes, 128 * 16384);
+  EXPECT_EQ(ln->cycles, 2195);  // 2,097,152 / 955.7 = 2,194.3
+  EXPECT_EQ(add->hbm_bytes, 128 * 24576);
+  EXPECT_EQ(add->cycles, 3292);  // 3,145,728 / 955.7 = 3,291.4
+}
+
+TEST(DramRoundTripVector, OnChipActivationsCostLanePassesAndNoTraffic) {
+  const NpuSpec spec = BlockPipelineSpec();  // activation_traffic: on_chip
+  absl::StatusOr<NpuOpResult> ln =
+      CreateAnalyticNpuModel(spec)->Vector({VectorOp::kLayerNorm, 128, 4096});
+  ASSERT_TRUE(ln.ok());
+  EXPECT_EQ(ln->hbm_bytes, 0);
+  // 16 rows per unit x (3 passes x 32 chunks + 2 reductions x (32 + 7)) = 16 x 174.
+  EXPECT_EQ(ln->cycles, 16 * 174);
 }
 
 }  // namespace
