@@ -229,7 +229,9 @@ absl::StatusOr<CostedOp> IterationModel::CostVector(const char* name, NodeKind k
                                                     int64_t cols, int64_t count) {
   ASSIGN_OR_RETURN(const hw::NpuOpResult* r, NpuVector({vector, rows, cols}));
   const double c = static_cast<double>(count);
-  CostedOp op{name, kind, Lane::kVector};
+  // With a serial NPU (npu.op_overlap) the vector units share the arrays' lane.
+  const bool serial = options_.device.npu.op_overlap == hw::OpOverlap::kSerial;
+  CostedOp op{name, kind, serial ? Lane::kSystolic : Lane::kVector};
   op.dur_ns = op.dur_shared_ns = static_cast<double>(r->cycles) * npu_ns_per_cycle_ * c;
   op.cost.vector_busy_ns = static_cast<double>(r->cycles) * npu_ns_per_cycle_ * c;
   op.cost.npu_dynamic_j = r->energy_j * c;

@@ -36,6 +36,10 @@ const char* ToString(ActivationTraffic t) {
   return t == ActivationTraffic::kDramRoundTrip ? "dram_round_trip" : "on_chip";
 }
 
+const char* ToString(OpOverlap o) {
+  return o == OpOverlap::kSerial ? "serial" : "concurrent_units";
+}
+
 int VectorInputs(VectorOp op) { return op == VectorOp::kAdd || op == VectorOp::kReduce ? 2 : 1; }
 
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
@@ -55,6 +59,10 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
                                              {"on_chip", "dram_round_trip"}) == "dram_round_trip"
                                 ? ActivationTraffic::kDramRoundTrip
                                 : ActivationTraffic::kOnChip;
+  out->op_overlap =
+      npu.OptionalEnum("op_overlap", "concurrent_units", {"concurrent_units", "serial"}) == "serial"
+          ? OpOverlap::kSerial
+          : OpOverlap::kConcurrentUnits;
 
   // Every op must be listed: a missing op would silently cost one pass.
   ConfigObject ops = npu.Child("vector_ops");

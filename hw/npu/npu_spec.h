@@ -66,6 +66,14 @@ enum class GemmTiming { kWeightStationary, kBlockPipeline };
 //                    residual add).
 enum class ActivationTraffic { kOnChip, kDramRoundTrip };
 
+// Whether the NPU's systolic arrays and vector units run operations at the same time
+// (docs/hw.md, "Operation overlap").
+//   kConcurrentUnits - the default: two lanes; a vector op of one sub-batch (or the softmax
+//                      beside PIM attention) runs while the arrays compute.
+//   kSerial          - the reference simulator's: the NPU runs one operation at a time; loads,
+//                      compute and stores overlap only inside an operation.
+enum class OpOverlap { kConcurrentUnits, kSerial };
+
 struct NpuSpec {
   double frequency_mhz = 1000;
   int systolic_arrays = 8;
@@ -79,6 +87,7 @@ struct NpuSpec {
   NpuEnergy energy;
   GemmTiming gemm_timing = GemmTiming::kWeightStationary;
   ActivationTraffic activation_traffic = ActivationTraffic::kOnChip;
+  OpOverlap op_overlap = OpOverlap::kConcurrentUnits;
   // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle,
   // and the share of time refresh blocks a channel (tRFC / tREFI).
   double hbm_bytes_per_cycle = 1024;
@@ -92,6 +101,7 @@ struct NpuSpec {
 
 const char* ToString(GemmTiming t);
 const char* ToString(ActivationTraffic t);
+const char* ToString(OpOverlap o);
 // Operands an op reads per output element: 2 for add and reduce, 1 for the others.
 int VectorInputs(VectorOp op);
 

@@ -229,6 +229,35 @@ TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
   EXPECT_GT(slowdown[0], slowdown[1] * 1.1);
 }
 
+// npu.op_overlap = serial (the reference's): vector ops share the systolic lane, so no two NPU
+// events overlap and the iteration is no shorter; the PIM still overlaps the NPU under
+// interleaving.
+TEST(IterationModel, SerialNpuRunsOneNpuOperationAtATime) {
+  std::unique_ptr<IterationModel> concurrent = MakeModel("neupims");
+  std::unique_ptr<IterationModel> serial =
+      MakeModel("neupims", [](hw::DeviceConfig* d) { d->npu.op_overlap = hw::OpOverlap::kSerial; });
+  ASSERT_NE(concurrent, nullptr);
+  ASSERT_NE(serial, nullptr);
+  IterationInput in = Batch128(concurrent->options().mode);
+  in.layers = 4;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> a = concurrent->Run(in);
+  absl::StatusOr<IterationCost> b = serial->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GE(b->duration_ns, a->duration_ns);
+  std::vector<const TimelineEvent*> npu;
+  for (const TimelineEvent& e : b->timeline) {
+    EXPECT_NE(e.lane, Lane::kVector) << e.name;
+    if (e.lane == Lane::kSystolic) npu.push_back(&e);
+  }
+  for (size_t i = 0; i < npu.size(); ++i) {
+    for (size_t j = i + 1; j < npu.size(); ++j) {
+      EXPECT_FALSE(Overlap(*npu[i], *npu[j])) << npu[i]->name << " / " << npu[j]->name;
+    }
+  }
+  EXPECT_GT(CountSystolicPimOverlaps(b->timeline), 0);
+}
+
 // npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
 // every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
 TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {

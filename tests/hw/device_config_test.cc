@@ -208,6 +208,11 @@ TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->npu.activation_traffic, ActivationTraffic::kDramRoundTrip);
   EXPECT_EQ(MustLoad("neupims").npu.activation_traffic, ActivationTraffic::kOnChip);
+  EXPECT_EQ(MustLoad("neupims").npu.op_overlap, OpOverlap::kConcurrentUnits);
+  j["npu"]["op_overlap"] = "serial";
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.op_overlap, OpOverlap::kSerial);
   j["npu"]["gemm_timing"] = "onnxim";
   EXPECT_THAT(ParseStatus(j).message(),
               AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));
