@@ -300,8 +300,12 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
   a->logit_instr_ch.assign(count_instructions ? channels : 0, 0.0);
   a->attend_instr_ch.assign(count_instructions ? channels : 0, 0.0);
+  a->serial_logit_ns = a->serial_context_ns = 0;
   if (!options_.mode.pim_attention) {
     for (const DecodeItem& d : items) a->total_seq += d.seq_len;
+    if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
+      AccumulateSerialGemvAttention(items, a);
+    }
     return absl::OkStatus();
   }
   // Hot loop (once per decoding request per iteration): cached costs, local accumulators.
@@ -340,6 +344,18 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   return absl::OkStatus();
 }
 
+// One request and one head at a time (hw::SerialGemvHeadCycles).
+void IterationModel::AccumulateSerialGemvAttention(absl::Span<const DecodeItem> items,
+                                                   SubBatchAttention* a) const {
+  const double heads_ns = static_cast<double>(dims_.num_heads) * npu_ns_per_cycle_;
+  for (const DecodeItem& d : items) {
+    const hw::SerialGemvHead h =
+        hw::SerialGemvHeadCycles(options_.device.npu, d.seq_len, dims_.head_dim);
+    a->serial_logit_ns += static_cast<double>(h.logit) * heads_ns;
+    a->serial_context_ns += static_cast<double>(h.context) * heads_ns;
+  }
+}
+
 absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
                                        absl::Span<const int64_t> prompts) {
   const SystemMode& mode = options_.mode;
@@ -367,6 +383,10 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
                                                       a.total_seq * heads, true, 1));
       ASSIGN_OR_RETURN(npu_attention_[s][1], CostGemm("attn_context", NodeKind::kNpuAttention, 1,
                                                       mean_seq, hd * heads * a.requests, true, 1));
+      if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
+        npu_attention_[s][0].dur_ns = a.serial_logit_ns;
+        npu_attention_[s][1].dur_ns = a.serial_context_ns;
+      }
       // Never slowed by a PIM (there is none): full bandwidth.
       for (CostedOp& op : npu_attention_[s]) op.dur_shared_ns = op.dur_ns;
     }

@@ -164,6 +164,8 @@ class IterationModel {
   absl::StatusOr<const AttentionCost*> AttentionRef(int64_t seq_len);
 
   // The attention work of sub-batch `items` (PIM modes) into `a`; adds its commands to `cost`.
+  void AccumulateSerialGemvAttention(absl::Span<const DecodeItem> items,
+                                     SubBatchAttention* a) const;
   absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                    HwCost* cost);
   // What determines a stage's schedule: the graph's shape and every node's duration.

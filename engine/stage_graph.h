@@ -65,6 +65,8 @@ struct SubBatchAttention {
   // issue limit.
   double logit_ns = 0, attend_ns = 0;
   HwCost cost;  // pim_mac_ns, pim_macs, pim_j of one layer
+  // npu-only with npu.attention_mapping = serial_gemv: the heads' serialised GEMVs, summed.
+  double serial_logit_ns = 0, serial_context_ns = 0;
 };
 
 // One scheduled operation of an iteration, for timelines (Chrome trace, `neupims step`).

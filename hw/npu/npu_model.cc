@@ -350,6 +350,21 @@ class AnalyticNpuModel final : public NpuModel {
 
 }  // namespace
 
+SerialGemvHead SerialGemvHeadCycles(const NpuSpec& spec, int64_t seq_len, int head_dim) {
+  // The reference's fixed cost between the softmax and the first p V preload (issue 14).
+  constexpr Cycles kSoftmaxHandoffCycles = 10;
+  const Cycles fill = spec.array_rows + spec.array_cols - 1;
+  const int64_t rows = spec.array_rows;
+  const double bytes_per_cycle = spec.hbm_bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+  const Cycles stream =
+      CeilCycles(static_cast<double>(seq_len * head_dim * spec.element_bytes) / bytes_per_cycle);
+  const Cycles preload = fill + CeilDiv(rows, spec.systolic_arrays);
+  SerialGemvHead h;
+  h.logit = std::max(fill + seq_len / spec.systolic_arrays, stream);
+  h.context = kSoftmaxHandoffCycles + std::max(preload * CeilDiv(seq_len + rows - 1, rows), stream);
+  return h;
+}
+
 std::unique_ptr<NpuModel> CreateTiledNpuModel(const NpuSpec& spec) {
   return std::make_unique<TiledNpuModel>(spec);
 }

@@ -40,6 +40,10 @@ const char* ToString(OpOverlap o) {
   return o == OpOverlap::kSerial ? "serial" : "concurrent_units";
 }
 
+const char* ToString(AttentionMapping m) {
+  return m == AttentionMapping::kSerialGemv ? "serial_gemv" : "bandwidth_bound";
+}
+
 int VectorInputs(VectorOp op) { return op == VectorOp::kAdd || op == VectorOp::kReduce ? 2 : 1; }
 
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
@@ -63,6 +67,10 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
       npu.OptionalEnum("op_overlap", "concurrent_units", {"concurrent_units", "serial"}) == "serial"
           ? OpOverlap::kSerial
           : OpOverlap::kConcurrentUnits;
+  out->attention_mapping = npu.OptionalEnum("attention_mapping", "bandwidth_bound",
+                                            {"bandwidth_bound", "serial_gemv"}) == "serial_gemv"
+                               ? AttentionMapping::kSerialGemv
+                               : AttentionMapping::kBandwidthBound;
 
   // Every op must be listed: a missing op would silently cost one pass.
   ConfigObject ops = npu.Child("vector_ops");

@@ -74,6 +74,15 @@ enum class ActivationTraffic { kOnChip, kDramRoundTrip };
 //                      compute and stores overlap only inside an operation.
 enum class OpOverlap { kConcurrentUnits, kSerial };
 
+// How attention runs on an NPU without PIM (docs/hw.md, "NPU-only attention").
+//   kBandwidthBound - the default: each sub-batch's keys, then values, stream through the arrays
+//                     as one GEMV-shaped GEMM each, bound by the HBM bandwidth.
+//   kSerialGemv     - the reference simulator's: one request and one head at a time; q K^T is one
+//                     M = 1 preload of floor(s / arrays) rows, p V is ceil((s + R - 1) / R)
+//                     preloads of R / arrays rows, every preload serialised behind the previous
+//                     one (SerialGemvHeadCycles in npu_model.h).
+enum class AttentionMapping { kBandwidthBound, kSerialGemv };
+
 struct NpuSpec {
   double frequency_mhz = 1000;
   int systolic_arrays = 8;
@@ -88,6 +97,7 @@ struct NpuSpec {
   GemmTiming gemm_timing = GemmTiming::kWeightStationary;
   ActivationTraffic activation_traffic = ActivationTraffic::kOnChip;
   OpOverlap op_overlap = OpOverlap::kConcurrentUnits;
+  AttentionMapping attention_mapping = AttentionMapping::kBandwidthBound;
   // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle,
   // and the share of time refresh blocks a channel (tRFC / tREFI).
   double hbm_bytes_per_cycle = 1024;
@@ -102,6 +112,7 @@ struct NpuSpec {
 const char* ToString(GemmTiming t);
 const char* ToString(ActivationTraffic t);
 const char* ToString(OpOverlap o);
+const char* ToString(AttentionMapping m);
 // Operands an op reads per output element: 2 for add and reduce, 1 for the others.
 int VectorInputs(VectorOp op);
 

@@ -258,6 +258,24 @@ TEST(IterationModel, SerialNpuRunsOneNpuOperationAtATime) {
   EXPECT_GT(CountSystolicPimOverlaps(b->timeline), 0);
 }
 
+// npu.attention_mapping = serial_gemv (the reference's npu-only attention): one request and one
+// head at a time on the systolic array, ~1,400 cycles per head at s = 310 against a
+// bandwidth-bound stream of its 160 KB of K and V in ~166.
+TEST(IterationModel, SerialGemvAttentionMakesNpuOnlyAttentionComputeBound) {
+  std::unique_ptr<IterationModel> streamed = MakeModel("npu-only");
+  std::unique_ptr<IterationModel> serial = MakeModel("npu-only", [](hw::DeviceConfig* d) {
+    d->npu.attention_mapping = hw::AttentionMapping::kSerialGemv;
+  });
+  ASSERT_NE(streamed, nullptr);
+  ASSERT_NE(serial, nullptr);
+  const IterationInput in = Batch128(streamed->options().mode);
+  absl::StatusOr<IterationCost> a = streamed->Run(in);
+  absl::StatusOr<IterationCost> b = serial->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(b->duration_ns, 1.5 * a->duration_ns);
+  EXPECT_EQ(b->npu_macs, a->npu_macs);  // the same work, mapped differently
+}
+
 // npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
 // every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
 TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {

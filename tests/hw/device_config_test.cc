@@ -213,6 +213,11 @@ TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
   cfg = ParseDeviceConfig(j.dump(), "test.json");
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->npu.op_overlap, OpOverlap::kSerial);
+  EXPECT_EQ(MustLoad("npu-only").npu.attention_mapping, AttentionMapping::kBandwidthBound);
+  j["npu"]["attention_mapping"] = "serial_gemv";
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.attention_mapping, AttentionMapping::kSerialGemv);
   j["npu"]["gemm_timing"] = "onnxim";
   EXPECT_THAT(ParseStatus(j).message(),
               AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));

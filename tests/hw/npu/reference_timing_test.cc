@@ -1,5 +1,5 @@
 // The reference simulator's NPU timing choices (issue 14), pinned by hand: GemmTiming::
-// kBlockPipeline and ActivationTraffic::kDramRoundTrip.
+// kBlockPipeline, ActivationTraffic::kDramRoundTrip and AttentionMapping::kSerialGemv.
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -90,6 +90,21 @@ TEST(DramRoundTripVector, OnChipActivationsCostLanePassesAndNoTraffic) {
   EXPECT_EQ(ln->hbm_bytes, 0);
   // 16 rows per unit x (3 passes x 32 chunks + 2 reductions x (32 + 7)) = 16 x 174.
   EXPECT_EQ(ln->cycles, 16 * 174);
+}
+
+// Issue 14: per head at s = 310 about 255 + floor(s/8) + softmax + 10 + 271 ceil((s+127)/128)
+// cycles (~1,400), while its K and V stream in ~166.
+TEST(SerialGemvAttention, OneHeadAtS310IsTheSerialisedPreloads) {
+  const SerialGemvHead h = SerialGemvHeadCycles(BlockPipelineSpec(), 310, 128);
+  EXPECT_EQ(h.logit, 255 + 310 / 8);          // 293
+  EXPECT_EQ(h.context, 10 + (255 + 16) * 4);  // ceil(437 / 128) = 4 preloads: 1,094
+}
+
+TEST(SerialGemvAttention, ALongHeadIsBoundByStreamingItsKeys) {
+  // s = 4096: 255 + 512 = 767 cycles of preloads, but 1 MiB of keys at 955.7 B/cycle = 1,097.1.
+  const SerialGemvHead h = SerialGemvHeadCycles(BlockPipelineSpec(), 4096, 128);
+  EXPECT_EQ(h.logit, 1098);
+  EXPECT_EQ(h.context, 10 + 271 * 33);  // 33 preloads outlast the stream
 }
 
 }  // namespace
