@@ -249,8 +249,11 @@ absl::StatusOr<CostedOp> IterationModel::Cost(const models::Op& op, NodeKind kin
       return CostVector(op.name.c_str(), kind, op.vector, op.rows, op.cols, op.count);
     case models::OpKind::kAllReduce: {
       CostedOp c{op.name.c_str(), kind, Lane::kInterconnect};
-      c.dur_ns = c.dur_shared_ns = AllReduceNs(options_.interconnect, options_.parallelism.tp,
-                                               static_cast<double>(op.bytes));
+      // Without the all-reduce (device tp_all_reduce: false) the node stays, taking no time.
+      c.dur_ns = c.dur_shared_ns = options_.device.tp_all_reduce
+                                       ? AllReduceNs(options_.interconnect, options_.parallelism.tp,
+                                                     static_cast<double>(op.bytes))
+                                       : 0.0;
       c.cost.interconnect_busy_ns = c.dur_ns;
       return c;
     }

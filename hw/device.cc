@@ -17,6 +17,7 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
   ConfigObject root = doc.Root();
   cfg.name = root.String("name");
   cfg.description = root.OptionalString("description", "");
+  cfg.tp_all_reduce = root.OptionalBool("tp_all_reduce", true);
   ParseNpuSpec(root.Child("npu"), &cfg.npu);
   ParseHbmSpec(root.Child("hbm"), &cfg.hbm);
   ParsePimSpec(root.Child("pim"), &cfg.hbm.pim);

@@ -276,6 +276,24 @@ TEST(IterationModel, SerialGemvAttentionMakesNpuOnlyAttentionComputeBound) {
   EXPECT_EQ(b->npu_macs, a->npu_macs);  // the same work, mapped differently
 }
 
+// tp_all_reduce: false (the reference simulates one sharded device): the all-reduce nodes take
+// no time, so the TP-4 iteration is shorter and the compute is the same.
+TEST(IterationModel, WithoutTheAllReduceTheInterconnectIsIdle) {
+  std::unique_ptr<IterationModel> with = MakeModel("neupims");
+  std::unique_ptr<IterationModel> without =
+      MakeModel("neupims", [](hw::DeviceConfig* d) { d->tp_all_reduce = false; });
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  const IterationInput in = Batch128(with->options().mode);
+  absl::StatusOr<IterationCost> a = with->Run(in);
+  absl::StatusOr<IterationCost> b = without->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a->interconnect_busy_ns, 0);
+  EXPECT_EQ(b->interconnect_busy_ns, 0);
+  EXPECT_LT(b->duration_ns, a->duration_ns);
+  EXPECT_EQ(b->npu_macs, a->npu_macs);
+}
+
 // npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
 // every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
 TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {

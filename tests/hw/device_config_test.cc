@@ -218,6 +218,11 @@ TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
   cfg = ParseDeviceConfig(j.dump(), "test.json");
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->npu.attention_mapping, AttentionMapping::kSerialGemv);
+  EXPECT_TRUE(MustLoad("neupims").tp_all_reduce);
+  j["tp_all_reduce"] = false;
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_FALSE(cfg->tp_all_reduce);
   j["npu"]["gemm_timing"] = "onnxim";
   EXPECT_THAT(ParseStatus(j).message(),
               AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));
