@@ -228,6 +228,30 @@ TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
               AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));
 }
 
+// The reference profiles (issue 14) set every switch the reference simulator's way and keep the
+// hardware of the device they derive from.
+TEST(DeviceConfig, ReferenceProfilesSetTheReferenceSimulatorsSwitches) {
+  for (const char* name : {"neupims-ref", "newton-ref", "npu-only-ref"}) {
+    SCOPED_TRACE(name);
+    const DeviceConfig ref = MustLoad(name);
+    EXPECT_EQ(ref.name, name);
+    EXPECT_EQ(ref.npu.gemm_timing, GemmTiming::kBlockPipeline);
+    EXPECT_EQ(ref.npu.activation_traffic, ActivationTraffic::kDramRoundTrip);
+    EXPECT_EQ(ref.npu.op_overlap, OpOverlap::kSerial);
+    EXPECT_EQ(ref.npu.sram_bytes, int64_t{131072} * 1024);
+    EXPECT_EQ(ref.hbm.refresh, RefreshPolicy::kRankStaggered);
+    EXPECT_FALSE(ref.tp_all_reduce);
+  }
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.scope, PimIssueScope::kChip);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.instructions_per_ns, 1.0);
+  EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.issue.scope, PimIssueScope::kUnlimited);
+  EXPECT_EQ(MustLoad("npu-only-ref").npu.attention_mapping, AttentionMapping::kSerialGemv);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.command_set, MustLoad("newton").hbm.pim.command_set);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.row_buffers, RowBufferMode::kSingle);
+  EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.row_buffers, RowBufferMode::kDual);
+  EXPECT_FALSE(MustLoad("npu-only-ref").hbm.pim.enabled);
+}
+
 TEST(DeviceConfig, MissingVectorOpIsAnErrorNamingFileAndPath) {
   nlohmann::json j = NeuPimsJson();
   j["npu"]["vector_ops"].erase("gelu");

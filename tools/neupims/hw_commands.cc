@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/builtin_configs.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "hw/device.h"
@@ -28,8 +30,10 @@ struct CommonOptions {
 };
 
 void AddCommon(CLI::App* cmd, CommonOptions* o) {
-  cmd->add_option("--device", o->device,
-                  "Device: built-in name (neupims, newton, npu-only) or a JSON file path")
+  cmd->add_option(
+         "--device", o->device,
+         absl::StrCat("Device: built-in name (", absl::StrJoin(BuiltinConfigNames("devices"), ", "),
+                      ") or a JSON file path"))
       ->capture_default_str();
   AddEnumFlag(cmd, "--level", hw::DetailLevelNames(), &o->level,
               "Level of detail: command (every DRAM/PIM command) or analytic (closed form)");
