@@ -437,7 +437,7 @@ void IterationModel::BuildGraph(bool serialized, int sim_layers, bool last_stage
   for (int l = 0; l < sim_layers; ++l) {
     for (int s = 0; s < 2; ++s) {
       if (layer[s] == nullptr) continue;
-      graph_.AddChain(layer[s]->pre_attention, s, l);
+      graph_.AddChain(layer[s]->pre_attention, s, l, Phase::kPreAttention);
       graph_.BeginAttention(s);
       const SubBatchAttention& a = attention_[s];
       if (a.requests > 0 && mode.pim_attention) {
@@ -447,13 +447,15 @@ void IterationModel::BuildGraph(bool serialized, int sim_layers, bool last_stage
       }
       if (s == 0 && !prefill_costed_.empty()) graph_.AddPrefillAttention(prefill_costed_, s, l);
       graph_.EndAttention(s, l);
-      graph_.AddChain(layer[s]->post_attention, s, l);
+      graph_.AddChain(layer[s]->post_attention, s, l, Phase::kPostAttention);
       if (s == 0 && serialized) graph_.SerializeAfter(0, 1);
     }
   }
   // The LM head of each sub-batch on the last pipeline stage.
   for (int s = 0; last_stage && s < 2; ++s) {
-    if (layer[s] != nullptr) graph_.AddChain({&layer[s]->lm_head, 1}, s, sim_layers);
+    if (layer[s] != nullptr) {
+      graph_.AddChain({&layer[s]->lm_head, 1}, s, sim_layers, Phase::kLmHead);
+    }
   }
 }
 
@@ -501,7 +503,11 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   }
   const HwCost work = graph_.Account(/*extra_layer=*/2, extra_layers);
   cost += work;
-  if (full_timeline) graph_.AppendTimeline(micro_batch, &cost.timeline);
+  cost.layer_period_ns = schedule_.period_ns;
+  if (full_timeline) {
+    graph_.AppendTimeline(micro_batch, &cost.timeline);
+    graph_.AppendPhaseSpans(micro_batch, &cost.phases);
+  }
   return cost;
 }
 
@@ -548,6 +554,12 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
       e.end_ns += total.duration_ns;
       total.timeline.push_back(std::move(e));
     }
+    for (PhaseSpan& p : c.phases) {
+      p.start_ns += total.duration_ns;
+      p.end_ns += total.duration_ns;
+      total.phases.push_back(p);
+    }
+    total.layer_period_ns = std::max(total.layer_period_ns, c.layer_period_ns);
     total.duration_ns += c.duration_ns;
     total += c;
     total.channel_imbalance = std::max(total.channel_imbalance, c.channel_imbalance);

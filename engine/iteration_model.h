@@ -92,6 +92,11 @@ struct IterationCost : HwCost {
   double channel_imbalance = 1;  // busiest channel / mean channel MHA load
   std::array<int64_t, 2> sub_batch_sizes{};
   std::vector<TimelineEvent> timeline;
+  std::vector<PhaseSpan> phases;  // with the timeline: each layer's pre-attention, attention and
+                                  // post-attention spans per sub-batch
+  // The steady-state time per decoder layer (interior layers of a schedule of four or more;
+  // 0 when fewer were scheduled).
+  double layer_period_ns = 0;
 };
 
 // Per-layer cost of one request's attention on its PIM channel.

@@ -294,6 +294,41 @@ TEST(IterationModel, WithoutTheAllReduceTheInterconnectIsIdle) {
   EXPECT_EQ(b->npu_macs, a->npu_macs);
 }
 
+// The reference's stage view without interleaving: one layer is pre-attention (A), then
+// attention (B), then post-attention (E), back to back, ending with the iteration.
+TEST(IterationModel, PhasesOfOneLayerWithoutInterleavingAreBackToBack) {
+  std::unique_ptr<IterationModel> m = MakeModel("npu+pim");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 1;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->phases.size(), 3u);
+  const PhaseSpan& a = c->phases[0];
+  const PhaseSpan& b = c->phases[1];
+  const PhaseSpan& e = c->phases[2];
+  EXPECT_EQ(a.phase, Phase::kPreAttention);
+  EXPECT_EQ(b.phase, Phase::kAttention);
+  EXPECT_EQ(e.phase, Phase::kPostAttention);
+  EXPECT_EQ(a.start_ns, 0);
+  EXPECT_NEAR(b.start_ns, a.end_ns, 1e-6);
+  EXPECT_NEAR(e.start_ns, b.end_ns, 1e-6);
+  EXPECT_NEAR(e.end_ns, c->duration_ns, 1e-6);
+  EXPECT_EQ(c->layer_period_ns, 0);  // one layer: no steady state
+}
+
+TEST(IterationModel, LayerPeriodIsReportedForAStackOfLayers) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 8;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GT(c->layer_period_ns, 0);
+  EXPECT_LT(c->layer_period_ns * 8, c->duration_ns * 1.01);
+}
+
 // npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
 // every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
 TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {
