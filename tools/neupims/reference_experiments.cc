@@ -1,6 +1,7 @@
 #include "tools/neupims/reference_experiments.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
+#include "hw/device.h"
 #include "tools/workload/batch_file.h"
 #include "tools/workload/workload.h"
 
@@ -18,40 +20,100 @@ namespace {
 constexpr int kBatchSizes[] = {64, 128, 256};
 
 // One decoder layer of one decode iteration (ns), as `neupims step --layers one`.
-absl::StatusOr<double> LayerNs(engine::SystemModeKind mode, const std::string& device,
+absl::StatusOr<double> LayerNs(engine::SystemModeKind mode, const hw::DeviceConfig& device,
                                std::optional<engine::SubBatchInterleaving> sbi,
+                               std::optional<bool> dual_row_buffers,
                                const std::vector<engine::Engine::StepRequest>& batch) {
   engine::EngineOptions o;
   o.model = "gpt3-7b";
   o.mode = mode;
-  o.device = device;
+  o.device_config = device;
   o.tp = 4;
   o.pp = 1;
   o.sub_batch_interleaving = sbi;
+  o.dual_row_buffers = dual_row_buffers;
   ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::Create(o));
   ASSIGN_OR_RETURN(engine::IterationCost c, e->SimulateStep(batch, /*layers=*/1, false));
   return c.duration_ns;
 }
 
-struct Row {
-  double npu_only = 0, npu_pim = 0, neupims_off = 0, neupims_on = 0;
-  double neupims() const { return std::min(neupims_off, neupims_on); }
+// The three devices of one profile set.
+struct Devices {
+  hw::DeviceConfig npu_only, newton, neupims;
 };
 
-absl::StatusOr<Row> Measure(const std::string& suffix,
+absl::StatusOr<Devices> LoadDevices(const std::string& suffix) {
+  Devices d;
+  ASSIGN_OR_RETURN(d.npu_only, hw::LoadDeviceConfig("npu-only" + suffix));
+  ASSIGN_OR_RETURN(d.newton, hw::LoadDeviceConfig("newton" + suffix));
+  ASSIGN_OR_RETURN(d.neupims, hw::LoadDeviceConfig("neupims" + suffix));
+  return d;
+}
+
+struct Row {
+  double npu_only = 0, npu_pim = 0, npu_pim_dual = 0, neupims_off = 0, neupims_on = 0;
+  double neupims() const { return std::min(neupims_off, neupims_on); }
+  double npu_pim_over_npu_only() const { return npu_only / npu_pim; }
+  double neupims_over_npu_pim() const { return npu_pim / neupims(); }
+  double neupims_over_npu_only() const { return npu_only / neupims(); }
+  // Figure 13's dual-row-buffer ablation: NPU+PIM with the second row buffer alone.
+  double dual_row_buffer_gain() const { return npu_pim / npu_pim_dual - 1; }
+};
+
+absl::StatusOr<Row> Measure(const Devices& d,
                             const std::vector<engine::Engine::StepRequest>& batch) {
   using engine::SubBatchInterleaving;
   using engine::SystemModeKind;
   Row r;
-  ASSIGN_OR_RETURN(r.npu_only,
-                   LayerNs(SystemModeKind::kNpuOnly, "npu-only" + suffix, std::nullopt, batch));
+  ASSIGN_OR_RETURN(
+      r.npu_only, LayerNs(SystemModeKind::kNpuOnly, d.npu_only, std::nullopt, std::nullopt, batch));
   ASSIGN_OR_RETURN(r.npu_pim,
-                   LayerNs(SystemModeKind::kNpuPim, "newton" + suffix, std::nullopt, batch));
-  ASSIGN_OR_RETURN(r.neupims_off, LayerNs(SystemModeKind::kNeuPims, "neupims" + suffix,
-                                          SubBatchInterleaving::kOff, batch));
-  ASSIGN_OR_RETURN(r.neupims_on, LayerNs(SystemModeKind::kNeuPims, "neupims" + suffix,
-                                         SubBatchInterleaving::kOn, batch));
+                   LayerNs(SystemModeKind::kNpuPim, d.newton, std::nullopt, std::nullopt, batch));
+  ASSIGN_OR_RETURN(r.npu_pim_dual,
+                   LayerNs(SystemModeKind::kNpuPim, d.newton, std::nullopt, true, batch));
+  ASSIGN_OR_RETURN(r.neupims_off, LayerNs(SystemModeKind::kNeuPims, d.neupims,
+                                          SubBatchInterleaving::kOff, std::nullopt, batch));
+  ASSIGN_OR_RETURN(r.neupims_on, LayerNs(SystemModeKind::kNeuPims, d.neupims,
+                                         SubBatchInterleaving::kOn, std::nullopt, batch));
   return r;
+}
+
+// A modelling switch, set back from the reference's choice to ours (docs/hw.md): copies the
+// field from the default device of the same family.
+struct Switch {
+  const char* name;
+  void (*to_default)(const hw::DeviceConfig& ours, hw::DeviceConfig* d);
+};
+
+constexpr Switch kSwitches[] = {
+    {"PIM issue: chip-wide queue -> unlimited (pim.issue)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->hbm.pim.issue = o.hbm.pim.issue; }},
+    {"NPU-only attention: serial GEMV -> bandwidth-bound (npu.attention_mapping)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->npu.attention_mapping = o.npu.attention_mapping;
+     }},
+    {"GEMM: block pipeline -> weight-stationary (npu.gemm_timing)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->npu.gemm_timing = o.npu.gemm_timing;
+     }},
+    {"activations: DRAM round trips -> on chip (npu.activation_traffic)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->npu.activation_traffic = o.npu.activation_traffic;
+     }},
+    {"NPU ops: serial -> concurrent units (npu.op_overlap)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->npu.op_overlap = o.npu.op_overlap; }},
+    {"scratchpad: 128 MiB -> 32 MiB (npu.sram_bytes)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->npu.sram_bytes = o.npu.sram_bytes; }},
+    {"refresh: rank-staggered -> all ranks (hbm.refresh_policy)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->hbm.refresh = o.hbm.refresh; }},
+    {"all-reduce: off -> on (tp_all_reduce)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->tp_all_reduce = o.tp_all_reduce; }},
+};
+
+void ApplySwitch(const Switch& s, const Devices& ours, Devices* d) {
+  s.to_default(ours.npu_only, &d->npu_only);
+  s.to_default(ours.newton, &d->newton);
+  s.to_default(ours.neupims, &d->neupims);
 }
 
 absl::StatusOr<std::vector<engine::Engine::StepRequest>> LoadBatch(int size) {
@@ -65,6 +127,62 @@ absl::StatusOr<std::vector<engine::Engine::StepRequest>> LoadBatch(int size) {
 
 std::string Us(double ns) { return absl::StrFormat("%.1f", ns / 1e3); }
 std::string X(double ratio) { return absl::StrFormat("%.2fx", ratio); }
+std::string Gain(double g) { return absl::StrFormat("%+.1f%%", 100 * g); }
+
+std::string RatioCells(const Row& r) {
+  return absl::StrCat(X(r.npu_pim_over_npu_only()), " | ", X(r.neupims_over_npu_pim()), " | ",
+                      X(r.neupims_over_npu_only()), " | ", Gain(r.dual_row_buffer_gain()));
+}
+
+constexpr int kAttributionBatch = 256;
+
+// Starts from the reference profiles and sets the switches back to ours one at a time
+// (cumulatively), one table row each. The last row must equal the default devices' row: a
+// difference means a profile differs from its device in something no switch covers.
+absl::StatusOr<std::string> RenderAttribution() {
+  ASSIGN_OR_RETURN(std::vector<engine::Engine::StepRequest> batch, LoadBatch(kAttributionBatch));
+  ASSIGN_OR_RETURN(const Devices ours, LoadDevices(""));
+  ASSIGN_OR_RETURN(Devices d, LoadDevices("-ref"));
+  std::string md;
+  auto line = [&](const std::string& s) { absl::StrAppend(&md, s, "\n"); };
+  line(absl::StrCat("### Attribution: the switches set back to ours one at a time (B = ",
+                    kAttributionBatch, ", clb-0)"));
+  line("");
+  line(
+      "Each row sets one more switch from the reference's choice to ours (cumulative), so the "
+      "change from the row above is that switch's share of the gap. \"Dual row buffers alone\" "
+      "is Figure 13's ablation: NPU+PIM with the second row buffer and nothing else.");
+  line("");
+  line(
+      "| step | switch set to ours | NPU+PIM / NPU-only | NeuPIMs / NPU+PIM | NeuPIMs / NPU-only | "
+      "dual row buffers alone |");
+  line("|---|---|---|---|---|---|");
+  line("| | paper | 1.50x | 1.60x | 2.40x | +69.7% |");
+  ASSIGN_OR_RETURN(Row r, Measure(d, batch));
+  line(absl::StrCat("| 0 | none: the reference profiles | ", RatioCells(r), " |"));
+  int step = 0;
+  for (const Switch& s : kSwitches) {
+    ApplySwitch(s, ours, &d);
+    ASSIGN_OR_RETURN(r, Measure(d, batch));
+    line(absl::StrCat("| ", ++step, " | ", s.name, " | ", RatioCells(r), " |"));
+  }
+  ASSIGN_OR_RETURN(const Row defaults, Measure(ours, batch));
+  const double rows[2][5] = {{r.npu_only, r.npu_pim, r.npu_pim_dual, r.neupims_off, r.neupims_on},
+                             {defaults.npu_only, defaults.npu_pim, defaults.npu_pim_dual,
+                              defaults.neupims_off, defaults.neupims_on}};
+  for (int i = 0; i < 5; ++i) {
+    if (std::abs(rows[0][i] - rows[1][i]) > 1e-9 * rows[1][i]) {
+      return absl::InternalError(absl::StrCat(
+          "the reference profiles with every switch set to ours do not give the default "
+          "devices' figures (",
+          rows[0][i], " vs ", rows[1][i],
+          " ns): a *-ref device differs from its device in a field no switch covers"));
+    }
+  }
+  line(absl::StrCat("| | ours (the default devices; equal to the last row by construction) | ",
+                    RatioCells(defaults), " |"));
+  return md;
+}
 
 }  // namespace
 
@@ -95,11 +213,12 @@ absl::StatusOr<std::string> RenderReferenceResults() {
     std::optional<int> first_win;
     for (int size : kBatchSizes) {
       ASSIGN_OR_RETURN(std::vector<engine::Engine::StepRequest> batch, LoadBatch(size));
-      ASSIGN_OR_RETURN(Row r, Measure(suffix, batch));
+      ASSIGN_OR_RETURN(Devices devices, LoadDevices(suffix));
+      ASSIGN_OR_RETURN(Row r, Measure(devices, batch));
       line(absl::StrCat("| ", size, " | ", *suffix ? "reference" : "default", " | ", Us(r.npu_only),
                         " | ", Us(r.npu_pim), " | ", Us(r.neupims_off), " | ", Us(r.neupims_on),
-                        " | ", X(r.npu_only / r.npu_pim), " | ", X(r.npu_pim / r.neupims()), " | ",
-                        X(r.npu_only / r.neupims()), " |"));
+                        " | ", X(r.npu_pim_over_npu_only()), " | ", X(r.neupims_over_npu_pim()),
+                        " | ", X(r.neupims_over_npu_only()), " |"));
       if (before && r.neupims_on < r.neupims_off) first_win = size;
       before = before && !(r.neupims_on < r.neupims_off);
     }
@@ -115,6 +234,9 @@ absl::StatusOr<std::string> RenderReferenceResults() {
                    "per-layer period): ",
                    crossover[0], "; ", crossover[1], "."));
   line("");
+  ASSIGN_OR_RETURN(std::string attribution, RenderAttribution());
+  absl::StrAppend(&md, attribution);
+  line("");
   line(
       "Where the profiles stand against the paper: under the stated mapping of the reference's "
       "NPU-only attention (serialised M = 1 systolic GEMVs, about 1,400 cycles per head at "
@@ -125,10 +247,10 @@ absl::StatusOr<std::string> RenderReferenceResults() {
       "here against the paper's 1.6x; 1.0-1.1x on our defaults). Not yet expressed as "
       "switches: the reference's DRAM-level artefacts (the NeuPIMs GEMV not holding its row, "
       "GWRITE as an ordinary access with a single row buffer, the PIM refresh guard) and its "
-      "stage barriers (A, B, E; A-F with interleaving), so the PIM side of the profiles still "
-      "uses our 186-cycle key tile where the reference spends 143 cycles per row switch plus its "
-      "dot products; the one-switch-at-a-time attribution and Table 5 for both profiles are "
-      "left for the next step.");
+      "stage barriers (A, B, E; A-F with interleaving; `neupims step` reports the phases of our "
+      "list schedule), so the PIM side of the profiles still uses our 186-cycle key tile where "
+      "the reference spends 143 cycles per row switch plus its dot products; Table 5 (power "
+      "and energy) for both profiles is left for the next step.");
   line("");
   line(std::string(kReferenceEnd));
   return md;

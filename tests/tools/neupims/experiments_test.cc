@@ -79,8 +79,10 @@ TEST(ExperimentsTest, ReferenceSectionIsSplicedIntoAnExistingFile) {
   EXPECT_EQ(md.rfind("# Kept\n\nbefore\n", 0), 0u) << md;
   EXPECT_EQ(md.find("<!-- reference-profiles:begin -->"),
             md.rfind("<!-- reference-profiles:begin -->"));
-  for (const char* row : {"| 64 | default |", "| 256 | default |", "| 64 | reference |",
-                          "| 128 | reference |", "| 256 | reference |"}) {
+  for (const char* row :
+       {"| 64 | default |", "| 256 | default |", "| 64 | reference |", "| 128 | reference |",
+        "| 256 | reference |", "| 0 | none: the reference profiles |",
+        "| 8 | all-reduce: off -> on", "| | ours (the default devices"}) {
     EXPECT_NE(md.find(row), std::string::npos) << row;
   }
 }
