@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<IterationModel>> IterationModel::Create(
   m->dram_act_pj_ = e.act_pj;
   const hw::HbmSpec& h = options.device.hbm;
   // Idle DRAM: every die of every channel in precharge standby.
+  m->precharge_standby_pj_ = e.precharge_standby_pj_per_cycle;
   m->dram_background_w_ = h.org.channels * h.org.ranks * e.precharge_standby_pj_per_cycle *
                           h.frequency_mhz * 1e6 * kPjToJ;
   if (pim && options.mode.dual_row_buffers) {
@@ -168,6 +169,11 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
              options_.device.hbm.timing.tCCD_L * hbm_ns_per_cycle_;
   c.macs = static_cast<double>(lr.macs + ar.macs);
   c.dynamic_j = lr.energy.pim_j + lr.energy.refresh_j + ar.energy.pim_j + ar.energy.refresh_j;
+  // Background above the idle (precharge standby) level the device is charged anyway: rows held
+  // open, and the second row buffer (NeuPIMs sec. 8.2, Table 5).
+  const double idle_j = static_cast<double>(options_.device.hbm.org.ranks) *
+                        static_cast<double>(lr.cycles + ar.cycles) * precharge_standby_pj_ * kPjToJ;
+  c.background_j = std::max(0.0, lr.energy.background_j + ar.energy.background_j - idle_j);
   for (int t = 0; t < hw::kNumCommandTypes; ++t) c.commands[t] = lr.commands[t] + ar.commands[t];
   if (cacheable) attention_cached_[seq_len] = 1;
   return &c;
@@ -314,7 +320,7 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   // Hot loop (once per decoding request per iteration): cached costs, local accumulators.
   const int64_t cached_below = static_cast<int64_t>(attention_cached_.size());
   hw::CommandCounts commands{};
-  double mac_ns = 0, macs = 0, pim_j = 0;
+  double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
   int64_t total_seq = 0;
   for (const DecodeItem& d : items) {
     total_seq += d.seq_len;
@@ -334,12 +340,14 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
     mac_ns += c->mac_ns;
     macs += c->macs;
     pim_j += c->dynamic_j;
+    background_j += c->background_j;
     AddCommands(c->commands, &commands);
   }
   a->total_seq = total_seq;
   a->cost.pim_mac_ns = mac_ns;
   a->cost.pim_macs = macs;
   a->cost.pim_j = pim_j;
+  a->cost.dram_background_j = background_j;
   for (int t = 0; t < hw::kNumCommandTypes; ++t) cost->pim_commands[t] += commands[t];
   for (int ch = 0; ch < channels; ++ch) a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
   a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
@@ -580,7 +588,8 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
   const double seconds = total.duration_ns * 1e-9;
   total.ScaleEnergy(devices);
   total.npu_static_j = options_.device.npu.energy.static_power_w * seconds * devices;
-  total.dram_background_j = dram_background_w_ * seconds * devices;
+  // Idle standby of every die for the whole iteration, on top of the PIM rows' excess.
+  total.dram_background_j += dram_background_w_ * seconds * devices;
   return total;
 }
 

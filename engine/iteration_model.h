@@ -106,6 +106,9 @@ struct AttentionCost {
   double mac_ns = 0;                                       // column steps x tCCD_L
   double macs = 0;
   double dynamic_j = 0;  // PIM commands + refresh (one channel, one layer)
+  // DRAM background above precharge standby while its rows are open, incl. the second row
+  // buffer (one channel, one layer).
+  double background_j = 0;
   hw::CommandCounts commands{};
 };
 
@@ -215,9 +218,11 @@ class IterationModel {
   double npu_ns_per_cycle_ = 1, hbm_ns_per_cycle_ = 1;
   double bandwidth_share_during_pim_ = 0;
   double dram_rd_pj_ = 0, dram_act_pj_ = 0, dram_background_w_ = 0;
+  double precharge_standby_pj_ = 0;  // one die, one HBM cycle
   // Energy fields: npu_dynamic_j (MAC/SRAM/vector), dram_j (DRAM reads behind the NPU's HBM
-  // traffic), pim_j (PIM commands + refresh), npu_static_j and dram_background_j (powered
-  // time), all for the whole device group.
+  // traffic), pim_j (PIM commands + refresh), npu_static_j (powered time) and
+  // dram_background_j (standby over powered time plus open PIM rows), all for the whole device
+  // group.
 
   // Caches. node_hash_map: callers keep pointers to entries while they grow.
   absl::node_hash_map<int64_t, models::LayerOps> lowering_cache_;  // decode layer by tokens

@@ -329,6 +329,22 @@ TEST(IterationModel, LayerPeriodIsReportedForAStackOfLayers) {
   EXPECT_LT(c->layer_period_ns * 8, c->duration_ns * 1.01);
 }
 
+// Table 5's cost of the second row buffer: a PIM op holds rows open above precharge standby,
+// and with dual row buffers the PIM row's buffer adds its own background.
+TEST(IterationModel, OpenPimRowsAddDramBackgroundMoreWithTheSecondRowBuffer) {
+  std::unique_ptr<IterationModel> dual = MakeModel("neupims");
+  std::unique_ptr<IterationModel> single = MakeModel("npu+pim");
+  ASSERT_NE(dual, nullptr);
+  ASSERT_NE(single, nullptr);
+  absl::StatusOr<AttentionCost> d = dual->Attention(512);
+  absl::StatusOr<AttentionCost> s = single->Attention(512);
+  ASSERT_TRUE(d.ok() && s.ok());
+  EXPECT_GT(s->background_j, 0);
+  const double d_per_ns = d->background_j / (d->logit_ns + d->attend_ns);
+  const double s_per_ns = s->background_j / (s->logit_ns + s->attend_ns);
+  EXPECT_GT(d_per_ns, s_per_ns);
+}
+
 // npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
 // every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
 TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {

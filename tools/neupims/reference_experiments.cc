@@ -20,7 +20,8 @@ namespace {
 constexpr int kBatchSizes[] = {64, 128, 256};
 
 // One decoder layer of one decode iteration (ns), as `neupims step --layers one`.
-absl::StatusOr<double> LayerNs(engine::SystemModeKind mode, const hw::DeviceConfig& device,
+absl::StatusOr<engine::IterationCost> LayerCost(engine::SystemModeKind mode,
+                                                const hw::DeviceConfig& device,
                                std::optional<engine::SubBatchInterleaving> sbi,
                                std::optional<bool> dual_row_buffers,
                                const std::vector<engine::Engine::StepRequest>& batch) {
@@ -33,8 +34,7 @@ absl::StatusOr<double> LayerNs(engine::SystemModeKind mode, const hw::DeviceConf
   o.sub_batch_interleaving = sbi;
   o.dual_row_buffers = dual_row_buffers;
   ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::Create(o));
-  ASSIGN_OR_RETURN(engine::IterationCost c, e->SimulateStep(batch, /*layers=*/1, false));
-  return c.duration_ns;
+  return e->SimulateStep(batch, /*layers=*/1, false);
 }
 
 // The three devices of one profile set.
@@ -52,6 +52,8 @@ absl::StatusOr<Devices> LoadDevices(const std::string& suffix) {
 
 struct Row {
   double npu_only = 0, npu_pim = 0, npu_pim_dual = 0, neupims_off = 0, neupims_on = 0;
+  // Costs (Table 5): NPU-only and NeuPIMs at the better interleaving setting.
+  engine::IterationCost npu_only_cost, neupims_cost;
   double neupims() const { return std::min(neupims_off, neupims_on); }
   double npu_pim_over_npu_only() const { return npu_only / npu_pim; }
   double neupims_over_npu_pim() const { return npu_pim / neupims(); }
@@ -65,16 +67,24 @@ absl::StatusOr<Row> Measure(const Devices& d,
   using engine::SubBatchInterleaving;
   using engine::SystemModeKind;
   Row r;
-  ASSIGN_OR_RETURN(
-      r.npu_only, LayerNs(SystemModeKind::kNpuOnly, d.npu_only, std::nullopt, std::nullopt, batch));
-  ASSIGN_OR_RETURN(r.npu_pim,
-                   LayerNs(SystemModeKind::kNpuPim, d.newton, std::nullopt, std::nullopt, batch));
-  ASSIGN_OR_RETURN(r.npu_pim_dual,
-                   LayerNs(SystemModeKind::kNpuPim, d.newton, std::nullopt, true, batch));
-  ASSIGN_OR_RETURN(r.neupims_off, LayerNs(SystemModeKind::kNeuPims, d.neupims,
-                                          SubBatchInterleaving::kOff, std::nullopt, batch));
-  ASSIGN_OR_RETURN(r.neupims_on, LayerNs(SystemModeKind::kNeuPims, d.neupims,
-                                         SubBatchInterleaving::kOn, std::nullopt, batch));
+  ASSIGN_OR_RETURN(r.npu_only_cost, LayerCost(SystemModeKind::kNpuOnly, d.npu_only, std::nullopt,
+                                              std::nullopt, batch));
+  ASSIGN_OR_RETURN(engine::IterationCost npu_pim, LayerCost(SystemModeKind::kNpuPim, d.newton,
+                                                            std::nullopt, std::nullopt, batch));
+  ASSIGN_OR_RETURN(engine::IterationCost dual, LayerCost(SystemModeKind::kNpuPim, d.newton,
+                                                         std::nullopt, true, batch));
+  ASSIGN_OR_RETURN(engine::IterationCost off, LayerCost(SystemModeKind::kNeuPims, d.neupims,
+                                                        SubBatchInterleaving::kOff, std::nullopt,
+                                                        batch));
+  ASSIGN_OR_RETURN(engine::IterationCost on, LayerCost(SystemModeKind::kNeuPims, d.neupims,
+                                                       SubBatchInterleaving::kOn, std::nullopt,
+                                                       batch));
+  r.npu_only = r.npu_only_cost.duration_ns;
+  r.npu_pim = npu_pim.duration_ns;
+  r.npu_pim_dual = dual.duration_ns;
+  r.neupims_off = off.duration_ns;
+  r.neupims_on = on.duration_ns;
+  r.neupims_cost = on.duration_ns < off.duration_ns ? std::move(on) : std::move(off);
   return r;
 }
 
