@@ -54,7 +54,7 @@ absl::StatusOr<Profile> OnlyDevicesOfKind(const Profile& p, const std::string& k
   const std::vector<int> keep = DevicesOfKind(p, kind);
   if (keep.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--policy ", kind, "-only: the cluster has no ", kind, " device"));
+        absl::StrCat("partition policy ", kind, "-only: the cluster has no ", kind, " device"));
   }
   Profile q = p;
   q.devices.clear();
@@ -75,7 +75,7 @@ absl::StatusOr<Profile> OnlyDevicesOfKind(const Profile& p, const std::string& k
   }
   if (!stuck.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--policy ", kind, "-only: no ", kind, " device runs ", absl::StrJoin(stuck, ", "),
+        "partition policy ", kind, "-only: no ", kind, " device runs ", absl::StrJoin(stuck, ", "),
         kind == "fpga" ? " (DNNVM runs no fully-connected, LRN or Softmax layer, sec. 6.1)" : ""));
   }
   // The input's device is in the cluster's numbering; among one kind it may not exist.
