@@ -198,6 +198,11 @@ bool CnnRunner::ready() {
   return !draining_ && !stop_;
 }
 
+int64_t CnnRunner::in_flight() {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
 void CnnRunner::BeginDrain() {
   absl::MutexLock lock(&mu_);
   draining_ = true;

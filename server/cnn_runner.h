@@ -94,6 +94,8 @@ class CnnRunner {
   // return (UNAVAILABLE while draining) means `done` is not called.
   absl::Status Infer(const CnnModel& model, int64_t images, Done done);
   bool ready();
+  // Requests entered and not yet answered.
+  int64_t in_flight();
   void BeginDrain();
   // Waits until no request is in flight or `timeout` passes; true if drained.
   bool WaitDrained(std::chrono::milliseconds timeout);

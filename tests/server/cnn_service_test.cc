@@ -321,6 +321,57 @@ TEST_F(CnnServiceTest, HundredRequestsInFlightAreAllAnswered) {
   EXPECT_GT(queued, 0);
 }
 
+TEST_F(CnnServiceTest, DrainLetsInFlightRequestsFinishAndRefusesNewOnes) {
+  // At 1/100 of real speed one ResNet50 inference takes ~0.1-0.2 s of wall time.
+  ServerOptions o = CnnOptionsFor(Pacing::kRealtime);
+  o.runner.speed = 0.01;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  AsyncInfer call;
+  call.request = InferRequest(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  stub_->async()->ModelInfer(&call.ctx, &call.request, &call.response, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> l(mu);
+    call.status = std::move(s);
+    done = true;
+    cv.notify_all();
+  });
+  // Drain only once the request is in the pipeline: it is then waited for.
+  while (server_->cnn_runner()->in_flight() == 0) std::this_thread::yield();
+  EXPECT_TRUE(server_->Drain());
+  {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return done; }));
+  }
+  EXPECT_TRUE(call.status.ok()) << call.status.error_message();
+  ModelInferResponse out;
+  const grpc::Status late = Infer(InferRequest(1), &out);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
+}
+
+TEST_F(CnnServiceTest, ShutdownEndsRequestsStillInThePipelineWithUnavailable) {
+  ServerOptions o = CnnOptionsFor(Pacing::kRealtime);
+  o.runner.speed = 1e-4;  // ~10 s of wall time per image: it cannot finish on its own
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  AsyncInfer call;
+  call.request = InferRequest(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  stub_->async()->ModelInfer(&call.ctx, &call.request, &call.response, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> l(mu);
+    call.status = std::move(s);
+    done = true;
+    cv.notify_all();
+  });
+  while (server_->cnn_runner()->in_flight() == 0) std::this_thread::yield();
+  server_->Shutdown();
+  std::unique_lock<std::mutex> l(mu);
+  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return done; }));
+  EXPECT_EQ(call.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(CnnServiceTest, MetricsCountRequestsLatencyDeviceTimeAndEnergy) {
   ASSERT_NO_FATAL_FAILURE(StartServer(CnnOptionsFor(Pacing::kFast, /*metrics=*/true)));
   constexpr int kN = 3;
