@@ -15,7 +15,11 @@
 namespace neupims::server {
 namespace {
 
-constexpr int64_t kIdleWaitMs = 250;  // the runner thread's longest sleep without a completion
+constexpr int64_t kIdleWaitMs = 250;
+
+constexpr EnumName<CnnDatatype> kDatatypes[] = {
+    {"FP32", CnnDatatype::kFp32},
+    {"INT8", CnnDatatype::kInt8}};  // the runner thread's longest sleep without a completion
 
 std::vector<int64_t> BatchShape(const models::cnn::Shape& s) {
   if (s.h == 1 && s.w == 1) return {-1, s.c};
@@ -34,7 +38,9 @@ absl::StatusOr<std::unique_ptr<CnnModel>> LoadModel(const std::string& name,
   m->name = graph->name;
   const models::cnn::Node& in = graph->nodes.front();
   const models::cnn::Node& out = graph->nodes.back();
-  m->input = {.name = in.name, .shape = {-1, in.out.c, in.out.h, in.out.w}};
+  m->input = {.name = in.name,
+              .datatype = CnnDatatypeNames().ToString(o.input_datatype),
+              .shape = {-1, in.out.c, in.out.h, in.out.w}};
   m->output = {.name = out.name, .shape = BatchShape(out.out)};
   absl::StatusOr<scheduler::partition::Profile> profile =
       engine::cnn::BuildProfile(*graph, cluster);
@@ -49,6 +55,11 @@ absl::StatusOr<std::unique_ptr<CnnModel>> LoadModel(const std::string& name,
 }
 
 }  // namespace
+
+const EnumNames<CnnDatatype>& CnnDatatypeNames() {
+  static constexpr EnumNames<CnnDatatype> kNames("CNN input datatype", kDatatypes);
+  return kNames;
+}
 
 int64_t CnnTensorSpec::elements_per_image() const {
   int64_t n = 1;

@@ -29,6 +29,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/enum_names.h"
 #include "engine/cnn/pipeline.h"
 #include "engine/cnn/plan.h"
 #include "server/engine_runner.h"  // Pacing
@@ -37,12 +38,19 @@ namespace neupims::server {
 
 class ServerMetrics;
 
+// The datatype of a CNN model's input tensor (the output is FP32): what clients send. The
+// simulation is the same for both (the profile's cuts cross links in FP32).
+enum class CnnDatatype { kFp32, kInt8 };
+// "FP32", "INT8" (the protocol's spellings).
+const EnumNames<CnnDatatype>& CnnDatatypeNames();
+
 struct CnnOptions {
   std::vector<std::string> models;  // built-in graph names or graph JSON paths; empty: no CNNs
   std::string cluster = "donna-hetero";
   engine::cnn::PlanPolicy policy = engine::cnn::PlanPolicy::kDonna;
   double alpha = 1.0;
   int max_batch = 64;  // images per request (the input's batch dimension)
+  CnnDatatype input_datatype = CnnDatatype::kFp32;
   bool any() const { return !models.empty(); }
 };
 

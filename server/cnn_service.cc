@@ -34,12 +34,24 @@ void SetTensor(const CnnTensorSpec& spec, inference::ModelMetadataResponse::Tens
   for (int64_t d : spec.shape) t->add_shape(d);
 }
 
-// The number of typed-content fields a tensor fills (only fp32_contents fits an FP32 input).
-int OtherContents(const inference::InferTensorContents& c) {
+// Where a tensor of the input's datatype keeps its elements (KServe v2: INT8 in int_contents).
+struct TypedContents {
+  const char* field;
+  int64_t count;
+  int64_t bytes_per_element;
+};
+
+TypedContents ContentsOf(const std::string& datatype, const inference::InferTensorContents& c) {
+  if (datatype == "INT8") return {"int_contents", c.int_contents_size(), 1};
+  return {"fp32_contents", c.fp32_contents_size(), kFp32Bytes};
+}
+
+// The number of typed-content fields a tensor fills.
+int FilledContents(const inference::InferTensorContents& c) {
   return (c.bool_contents_size() > 0) + (c.int_contents_size() > 0) +
          (c.int64_contents_size() > 0) + (c.uint_contents_size() > 0) +
-         (c.uint64_contents_size() > 0) + (c.fp64_contents_size() > 0) +
-         (c.bytes_contents_size() > 0);
+         (c.uint64_contents_size() > 0) + (c.fp32_contents_size() > 0) +
+         (c.fp64_contents_size() > 0) + (c.bytes_contents_size() > 0);
 }
 
 absl::Status CheckShape(const CnnModel& m, int max_batch,
@@ -60,36 +72,50 @@ absl::Status CheckShape(const CnnModel& m, int max_batch,
   return absl::OkStatus();
 }
 
-absl::Status CheckContents(const inference::ModelInferRequest& r, int64_t elements) {
-  const inference::ModelInferRequest::InferInputTensor& in = r.inputs(0);
-  const int64_t typed = in.contents().fp32_contents_size();
-  if (OtherContents(in.contents()) > 0) {
+absl::Status CheckRaw(const inference::ModelInferRequest& r, const TypedContents& typed,
+                      int64_t elements, const std::string& datatype) {
+  const auto& in = r.inputs(0);
+  if (typed.count > 0) {
     return absl::InvalidArgumentError(
-        "inputs[0].contents: an FP32 tensor's elements go in fp32_contents only");
+        "inputs[0].contents: set together with raw_input_contents (use one or the other)");
   }
-  if (r.raw_input_contents_size() > 0) {
-    if (typed > 0) {
-      return absl::InvalidArgumentError(
-          "inputs[0].contents: set together with raw_input_contents (use one or the other)");
-    }
-    if (r.raw_input_contents_size() != r.inputs_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("raw_input_contents: ", r.raw_input_contents_size(), " entries for ",
-                       r.inputs_size(), " input"));
-    }
-    const int64_t bytes = static_cast<int64_t>(r.raw_input_contents(0).size());
-    if (bytes != elements * kFp32Bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("raw_input_contents[0]: ", bytes, " bytes, but inputs[0].shape ",
-                       ShapeString({in.shape().begin(), in.shape().end()}), " x FP32 needs ",
-                       elements * kFp32Bytes));
-    }
-    return absl::OkStatus();
-  }
-  if (typed != elements) {
+  if (r.raw_input_contents_size() != r.inputs_size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("inputs[0].contents.fp32_contents: ", typed, " elements, but inputs[0].shape ",
-                     ShapeString({in.shape().begin(), in.shape().end()}), " has ", elements));
+        absl::StrCat("raw_input_contents: ", r.raw_input_contents_size(), " entries for ",
+                     r.inputs_size(), " input"));
+  }
+  const int64_t bytes = static_cast<int64_t>(r.raw_input_contents(0).size());
+  if (bytes != elements * typed.bytes_per_element) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw_input_contents[0]: ", bytes, " bytes, but inputs[0].shape ",
+                     ShapeString({in.shape().begin(), in.shape().end()}), " x ", datatype,
+                     " needs ", elements * typed.bytes_per_element));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckContents(const inference::ModelInferRequest& r, int64_t elements,
+                           const std::string& datatype) {
+  const auto& in = r.inputs(0);
+  const TypedContents typed = ContentsOf(datatype, in.contents());
+  if (FilledContents(in.contents()) > (typed.count > 0 ? 1 : 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inputs[0].contents: an ", datatype, " tensor's elements go in ", typed.field, " only"));
+  }
+  if (r.raw_input_contents_size() > 0) return CheckRaw(r, typed, elements, datatype);
+  if (typed.count != elements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inputs[0].contents.", typed.field, ": ", typed.count, " elements, but inputs[0].shape ",
+        ShapeString({in.shape().begin(), in.shape().end()}), " has ", elements));
+  }
+  if (datatype == "INT8") {
+    for (int i = 0; i < in.contents().int_contents_size(); ++i) {
+      const int32_t v = in.contents().int_contents(i);
+      if (v < -128 || v > 127) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs[0].contents.int_contents[", i, "]: ", v, " is not an INT8"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -179,7 +205,10 @@ absl::StatusOr<int64_t> InferenceServiceImpl::CheckInferRequest(
   }
   if (absl::Status s = CheckShape(m, max_batch, in); !s.ok()) return s;
   const int64_t images = in.shape(0);
-  if (absl::Status s = CheckContents(r, images * m.input.elements_per_image()); !s.ok()) return s;
+  if (absl::Status s = CheckContents(r, images * m.input.elements_per_image(), m.input.datatype);
+      !s.ok()) {
+    return s;
+  }
   for (int i = 0; i < r.outputs_size(); ++i) {
     if (r.outputs(i).name() != m.output.name) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -116,6 +116,7 @@ void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
   c->cluster = root.OptionalString("cnn_cluster", c->cluster);
   ReadEnum(root, "cnn_policy", engine::cnn::PlanPolicyNames(), &c->policy);
   c->alpha = root.OptionalDouble("cnn_alpha", c->alpha, option_ranges::kCnnAlpha);
+  ReadEnum(root, "cnn_input_datatype", CnnDatatypeNames(), &c->input_datatype);
   c->max_batch = static_cast<int>(
       root.OptionalInt("cnn_max_batch", c->max_batch, option_ranges::kCnnMaxBatch));
 }

@@ -54,7 +54,7 @@ struct ServerOptions {
 // "max_message_bytes", "max_prompt_tokens" (0: the model's context), "tls_cert", "tls_key",
 // "tls_client_ca", "auth_token_file" (paths, relative to the working directory), "cnn_models" (a
 // list of built-in CNN names or graph JSON paths), "cnn_cluster", "cnn_policy", "cnn_alpha",
-// "cnn_max_batch"}: every engine flag
+// "cnn_max_batch", "cnn_input_datatype"}: every engine flag
 // of `simulate`. Enum fields take the names of their option's names table; a bad name is an error
 // naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);

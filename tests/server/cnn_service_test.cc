@@ -274,6 +274,38 @@ TEST_F(CnnServiceTest, MalformedTensorsAreInvalidArgumentNamingTheField) {
   ExpectRefused(r, "no version '7'", grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(CnnServiceTest, AnInt8ModelTakesIntContentsOrOneByteAnElement) {
+  ServerOptions o = CnnOptionsFor(Pacing::kFast);
+  o.cnn.input_datatype = CnnDatatype::kInt8;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  grpc::ClientContext ctx;
+  inference::ModelMetadataRequest req;
+  req.set_name(kCnn);
+  inference::ModelMetadataResponse md;
+  ASSERT_TRUE(stub_->ModelMetadata(&ctx, req, &md).ok());
+  EXPECT_EQ(md.inputs(0).datatype(), "INT8");
+  EXPECT_EQ(md.outputs(0).datatype(), "FP32");
+
+  ModelInferRequest r = InferRequest(1);
+  r.mutable_inputs(0)->set_datatype("INT8");
+  ExpectRefused(r, "an INT8 tensor's elements go in int_contents only");
+  r.mutable_inputs(0)->mutable_contents()->clear_fp32_contents();
+  r.mutable_inputs(0)->mutable_contents()->mutable_int_contents()->Resize(kImageElements, 7);
+  ModelInferResponse out;
+  ASSERT_TRUE(Infer(r, &out).ok());
+  EXPECT_THAT(out.outputs(0).shape(), ElementsAre(1, 1000));
+  r.mutable_inputs(0)->mutable_contents()->set_int_contents(5, 300);
+  ExpectRefused(r, "inputs[0].contents.int_contents[5]: 300 is not an INT8");
+
+  ModelInferRequest raw = InferRequest(1, /*raw=*/true);
+  raw.mutable_inputs(0)->set_datatype("INT8");
+  ExpectRefused(raw,
+                "raw_input_contents[0]: 602112 bytes, but inputs[0].shape [1,3,224,224] x "
+                "INT8 needs 150528");
+  raw.mutable_raw_input_contents(0)->resize(kImageElements);
+  ASSERT_TRUE(Infer(raw, &out).ok());
+}
+
 // A ModelInfer on the callback API that records its status.
 struct AsyncInfer {
   grpc::ClientContext ctx;

@@ -54,22 +54,24 @@ absl::StatusOr<inference::ModelInferRequest> BuildRequest(GRPCInferenceService::
     return absl::FailedPreconditionError(
         absl::StrCat("--cnn-model ", o.model, ": ModelMetadata failed: ", s.error_message()));
   }
-  if (md.inputs_size() != 1 || md.inputs(0).datatype() != "FP32") {
+  const std::string datatype = md.inputs_size() == 1 ? md.inputs(0).datatype() : "";
+  if (datatype != "FP32" && datatype != "INT8") {
     return absl::FailedPreconditionError(
-        absl::StrCat("--cnn-model ", o.model, ": not a one-input FP32 model"));
+        absl::StrCat("--cnn-model ", o.model, ": not a model with one FP32 or INT8 input"));
   }
   inference::ModelInferRequest r;
   r.set_model_name(o.model);
   auto* in = r.add_inputs();
   in->set_name(md.inputs(0).name());
-  in->set_datatype("FP32");
+  in->set_datatype(datatype);
   int64_t elements = 1;
   for (int64_t d : md.inputs(0).shape()) {
     const int64_t v = d < 0 ? o.batch : d;
     in->add_shape(v);
     elements *= v;
   }
-  r.add_raw_input_contents(std::string(static_cast<size_t>(elements * 4), '\0'));
+  const int64_t bytes = datatype == "INT8" ? 1 : 4;
+  r.add_raw_input_contents(std::string(static_cast<size_t>(elements * bytes), '\0'));
   return r;
 }
 

@@ -59,6 +59,8 @@ void AddCnnFlags(CLI::App* c, server::CnnOptions* o) {
   c->add_option("--cnn-alpha", o->alpha, "Weight of time against energy (DONNA eq. 1)")
       ->check(InRange(option_ranges::kCnnAlpha))
       ->capture_default_str();
+  AddEnumFlag(c, "--cnn-input-datatype", server::CnnDatatypeNames(), &o->input_datatype,
+              "Datatype of the CNN models' input tensors (the output is FP32)");
   c->add_option("--cnn-max-batch", o->max_batch, "Most images per CNN request")
       ->check(CLI::Range(option_ranges::kCnnMaxBatch.min, option_ranges::kCnnMaxBatch.max))
       ->capture_default_str();
@@ -199,6 +201,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (f->config.empty() || given("--cnn-policy")) o.cnn.policy = f->cnn.policy;
     if (f->config.empty() || given("--cnn-alpha")) o.cnn.alpha = f->cnn.alpha;
     if (f->config.empty() || given("--cnn-max-batch")) o.cnn.max_batch = f->cnn.max_batch;
+    if (f->config.empty() || given("--cnn-input-datatype")) {
+      o.cnn.input_datatype = f->cnn.input_datatype;
+    }
     *exit_code = server::RunServerMain(o);
   });
 }
