@@ -184,23 +184,24 @@ void CnnRunner::Deliver(std::vector<Delivery>& out) {
 void CnnRunner::Loop() {
   absl::MutexLock lock(&mu_);
   while (!stop_) {
-    double next = std::numeric_limits<double>::infinity();
-    for (const ModelState& s : states_) next = std::min(next, s.pipeline.next_completion_s());
-    const double wait_s = (next - WallSimSeconds()) / speed_;
-    if (wait_s > 0) {
-      kick_ = false;
-      const double ms = std::min(wait_s * 1e3, static_cast<double>(kIdleWaitMs));
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || kick_; };
-      mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(ms));
+    // Every wake moves every pipeline to the wall-clock time, so that idle models' clocks and
+    // utilisation gauges keep following it (at least every kIdleWaitMs).
+    std::vector<Delivery> out;
+    for (ModelState& s : states_) AdvanceLocked(s, WallSimSeconds(), &out);
+    if (!out.empty()) {
+      // Completion callbacks finish gRPC calls: never under the lock.
+      mu_.Unlock();
+      Deliver(out);
+      mu_.Lock();
       continue;
     }
-    const double now = WallSimSeconds();
-    std::vector<Delivery> out;
-    for (ModelState& s : states_) AdvanceLocked(s, now, &out);
-    // Completion callbacks finish gRPC calls: never under the lock.
-    mu_.Unlock();
-    Deliver(out);
-    mu_.Lock();
+    double next = std::numeric_limits<double>::infinity();
+    for (const ModelState& s : states_) next = std::min(next, s.pipeline.next_completion_s());
+    const double wait_ms =
+        std::clamp((next - WallSimSeconds()) / speed_ * 1e3, 0.0, static_cast<double>(kIdleWaitMs));
+    kick_ = false;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || kick_; };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(wait_ms));
   }
 }
 
