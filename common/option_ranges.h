@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "common/config_reader.h"  // DoubleRange
+#include "common/config_reader.h"  // DoubleRange, IntRange
 
 namespace neupims {
 
@@ -30,6 +30,11 @@ inline constexpr DoubleRange kMeanOutputTokens{.min = 1, .max = 1e6};
 inline constexpr DoubleRange kDrainTimeoutS{.min = 0, .max = 86400};
 // Gamma shape of inter-arrival times.
 inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = true};
+
+// CNN partitioning: alpha of DONNA's eq. 1 (weight of time against energy).
+inline constexpr DoubleRange kCnnAlpha{.min = 0, .max = 1};
+// CNN requests: images per request (the input's batch dimension).
+inline constexpr IntRange kCnnMaxBatch{.min = 1, .max = 4096};
 
 }  // namespace option_ranges
 }  // namespace neupims
