@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "common/config_reader.h"  // DoubleRange
+#include "common/config_reader.h"  // DoubleRange, IntRange
 
 namespace neupims {
 
@@ -33,6 +33,11 @@ inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = 
 // Tokens a gRPC stream may hold that its client has not taken yet (server --max-stream-buffer,
 // config "max_stream_buffer"); 0: unbounded.
 inline constexpr IntRange kMaxStreamBuffer{.min = 0, .max = int64_t{1} << 24};
+
+// CNN partitioning: alpha of DONNA's eq. 1 (weight of time against energy).
+inline constexpr DoubleRange kCnnAlpha{.min = 0, .max = 1};
+// CNN requests: images per request (the input's batch dimension).
+inline constexpr IntRange kCnnMaxBatch{.min = 1, .max = 4096};
 
 }  // namespace option_ranges
 }  // namespace neupims

@@ -60,7 +60,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   const SystemMode mode = ResolveMode(o);
   IterationModelOptions io;
   ASSIGN_OR_RETURN(io.model, models::LoadModelConfig(o.model));
-  ASSIGN_OR_RETURN(io.device, hw::LoadDeviceConfig(o.device.value_or(mode.default_device())));
+  if (o.device_config.has_value()) {
+    io.device = *o.device_config;
+  } else {
+    ASSIGN_OR_RETURN(io.device, hw::LoadDeviceConfig(o.device.value_or(mode.default_device())));
+  }
   // The row-buffer ablation changes the device's banks.
   if (mode.pim_attention && io.device.hbm.pim.enabled) {
     io.device.hbm.pim.row_buffers =

@@ -51,6 +51,8 @@ struct EngineOptions {
   std::string model = "gpt3-7b";
   SystemModeKind mode = SystemModeKind::kNeuPims;
   std::optional<std::string> device;  // default: the mode's device (neupims, newton, npu-only)
+  // An in-memory device, used instead of `device` (experiments that edit one switch at a time).
+  std::optional<hw::DeviceConfig> device_config;
   // Ablation overrides of the mode (Figure 13); unset = the mode's choice.
   std::optional<bool> dual_row_buffers;
   std::optional<SubBatchInterleaving> sub_batch_interleaving;

@@ -35,7 +35,7 @@ enum class HwCostKind : uint8_t { kBusy, kWork, kEnergy };
   X(npu_static_j, kEnergy)      /* NPU static power over powered time */               \
   X(dram_j, kEnergy)            /* DRAM reads behind the NPU's HBM traffic */          \
   X(pim_j, kEnergy)             /* PIM commands + refresh */                           \
-  X(dram_background_j, kEnergy) /* DRAM standby over powered time */
+  X(dram_background_j, kEnergy) /* standby + open PIM rows (incl. 2nd row buffer) */
 
 struct HwCost {
 #define NEUPIMS_HW_COST_DECLARE(name, kind) double name = 0;

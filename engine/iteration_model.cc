@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "hw/dram/energy.h"
+#include "hw/pim/issue_limit.h"
 #include "hw/registry.h"
 
 namespace neupims::engine {
@@ -119,6 +120,7 @@ absl::StatusOr<std::unique_ptr<IterationModel>> IterationModel::Create(
   m->dram_act_pj_ = e.act_pj;
   const hw::HbmSpec& h = options.device.hbm;
   // Idle DRAM: every die of every channel in precharge standby.
+  m->precharge_standby_pj_ = e.precharge_standby_pj_per_cycle;
   m->dram_background_w_ = h.org.channels * h.org.ranks * e.precharge_standby_pj_per_cycle *
                           h.frequency_mhz * 1e6 * kPjToJ;
   if (pim && options.mode.dual_row_buffers) {
@@ -160,10 +162,18 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
   c = AttentionCost{};
   c.logit_ns = static_cast<double>(lr.cycles) * hbm_ns_per_cycle_;
   c.attend_ns = static_cast<double>(ar.cycles) * hbm_ns_per_cycle_;
+  const hw::PimCommandSet command_set = options_.device.hbm.pim.command_set;
+  c.logit_instructions = static_cast<double>(hw::PimInstructions(logit, command_set));
+  c.attend_instructions = static_cast<double>(hw::PimInstructions(attend, command_set));
   c.mac_ns = static_cast<double>(lr.column_steps + ar.column_steps) *
              options_.device.hbm.timing.tCCD_L * hbm_ns_per_cycle_;
   c.macs = static_cast<double>(lr.macs + ar.macs);
   c.dynamic_j = lr.energy.pim_j + lr.energy.refresh_j + ar.energy.pim_j + ar.energy.refresh_j;
+  // Background above the idle (precharge standby) level the device is charged anyway: rows held
+  // open, and the second row buffer (NeuPIMs sec. 8.2, Table 5).
+  const double idle_j = static_cast<double>(options_.device.hbm.org.ranks) *
+                        static_cast<double>(lr.cycles + ar.cycles) * precharge_standby_pj_ * kPjToJ;
+  c.background_j = std::max(0.0, lr.energy.background_j + ar.energy.background_j - idle_j);
   for (int t = 0; t < hw::kNumCommandTypes; ++t) c.commands[t] = lr.commands[t] + ar.commands[t];
   if (cacheable) attention_cached_[seq_len] = 1;
   return &c;
@@ -175,8 +185,11 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
 absl::StatusOr<const hw::NpuOpResult*> IterationModel::NpuGemm(const GemmKey& key) {
   auto it = gemm_cache_.find(key);
   if (it != gemm_cache_.end()) return &it->second;
-  ASSIGN_OR_RETURN(hw::NpuOpResult r, npu_->Gemm({key.m, key.k, key.n, key.weights_from_hbm, false},
-                                                 {key.bandwidth_fraction}));
+  const bool activations_from_hbm =
+      options_.device.npu.activation_traffic == hw::ActivationTraffic::kDramRoundTrip;
+  ASSIGN_OR_RETURN(hw::NpuOpResult r,
+                   npu_->Gemm({key.m, key.k, key.n, key.weights_from_hbm, activations_from_hbm},
+                              {key.bandwidth_fraction}));
   return &gemm_cache_.emplace(key, r).first->second;
 }
 
@@ -206,12 +219,15 @@ absl::StatusOr<CostedOp> IterationModel::CostGemm(const char* name, NodeKind kin
   op.cost.npu_macs = macs * c;
   op.cost.npu_hbm_bytes = hbm_bytes * c;
   op.cost.npu_dynamic_j = full->energy_j * c;
-  // The DRAM reads behind the weight stream (sequential: one ACT per page of every bank).
-  const hw::HbmOrganization& o = options_.device.hbm.org;
-  op.cost.dram_j =
-      (hbm_bytes / o.burst_bytes * dram_rd_pj_ + hbm_bytes / o.page_bytes * dram_act_pj_) * kPjToJ *
-      c;
+  op.cost.dram_j = SequentialDramJ(hbm_bytes) * c;
   return op;
+}
+
+// The DRAM energy of an NPU stream (sequential: one ACT per page of every bank).
+double IterationModel::SequentialDramJ(double hbm_bytes) const {
+  const hw::HbmOrganization& o = options_.device.hbm.org;
+  return (hbm_bytes / o.burst_bytes * dram_rd_pj_ + hbm_bytes / o.page_bytes * dram_act_pj_) *
+         kPjToJ;
 }
 
 absl::StatusOr<CostedOp> IterationModel::CostVector(const char* name, NodeKind kind,
@@ -219,10 +235,15 @@ absl::StatusOr<CostedOp> IterationModel::CostVector(const char* name, NodeKind k
                                                     int64_t cols, int64_t count) {
   ASSIGN_OR_RETURN(const hw::NpuOpResult* r, NpuVector({vector, rows, cols}));
   const double c = static_cast<double>(count);
-  CostedOp op{name, kind, Lane::kVector};
+  // With a serial NPU (npu.op_overlap) the vector units share the arrays' lane.
+  const bool serial = options_.device.npu.op_overlap == hw::OpOverlap::kSerial;
+  CostedOp op{name, kind, serial ? Lane::kSystolic : Lane::kVector};
   op.dur_ns = op.dur_shared_ns = static_cast<double>(r->cycles) * npu_ns_per_cycle_ * c;
   op.cost.vector_busy_ns = static_cast<double>(r->cycles) * npu_ns_per_cycle_ * c;
   op.cost.npu_dynamic_j = r->energy_j * c;
+  // Nonzero only when activations round-trip through HBM (npu.activation_traffic).
+  op.cost.npu_hbm_bytes = static_cast<double>(r->hbm_bytes) * c;
+  op.cost.dram_j = SequentialDramJ(static_cast<double>(r->hbm_bytes)) * c;
   return op;
 }
 
@@ -234,8 +255,11 @@ absl::StatusOr<CostedOp> IterationModel::Cost(const models::Op& op, NodeKind kin
       return CostVector(op.name.c_str(), kind, op.vector, op.rows, op.cols, op.count);
     case models::OpKind::kAllReduce: {
       CostedOp c{op.name.c_str(), kind, Lane::kInterconnect};
-      c.dur_ns = c.dur_shared_ns = AllReduceNs(options_.interconnect, options_.parallelism.tp,
-                                               static_cast<double>(op.bytes));
+      // Without the all-reduce (device tp_all_reduce: false) the node stays, taking no time.
+      c.dur_ns = c.dur_shared_ns = options_.device.tp_all_reduce
+                                       ? AllReduceNs(options_.interconnect, options_.parallelism.tp,
+                                                     static_cast<double>(op.bytes))
+                                       : 0.0;
       c.cost.interconnect_busy_ns = c.dur_ns;
       return c;
     }
@@ -281,14 +305,22 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   a->logit_ch.assign(channels, 0.0);
   a->attend_ch.assign(channels, 0.0);
   a->mha_ch.assign(channels, 0.0);
+  const hw::PimIssue& issue = options_.device.hbm.pim.issue;
+  const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
+  a->logit_instr_ch.assign(count_instructions ? channels : 0, 0.0);
+  a->attend_instr_ch.assign(count_instructions ? channels : 0, 0.0);
+  a->serial_logit_ns = a->serial_context_ns = 0;
   if (!options_.mode.pim_attention) {
     for (const DecodeItem& d : items) a->total_seq += d.seq_len;
+    if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
+      AccumulateSerialGemvAttention(items, a);
+    }
     return absl::OkStatus();
   }
   // Hot loop (once per decoding request per iteration): cached costs, local accumulators.
   const int64_t cached_below = static_cast<int64_t>(attention_cached_.size());
   hw::CommandCounts commands{};
-  double mac_ns = 0, macs = 0, pim_j = 0;
+  double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
   int64_t total_seq = 0;
   for (const DecodeItem& d : items) {
     total_seq += d.seq_len;
@@ -301,22 +333,38 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
     const int ch = std::clamp(d.channel, 0, channels - 1);
     a->logit_ch[ch] += c->logit_ns;
     a->attend_ch[ch] += c->attend_ns;
+    if (count_instructions) {
+      a->logit_instr_ch[ch] += c->logit_instructions;
+      a->attend_instr_ch[ch] += c->attend_instructions;
+    }
     mac_ns += c->mac_ns;
     macs += c->macs;
     pim_j += c->dynamic_j;
+    background_j += c->background_j;
     AddCommands(c->commands, &commands);
   }
   a->total_seq = total_seq;
   a->cost.pim_mac_ns = mac_ns;
   a->cost.pim_macs = macs;
   a->cost.pim_j = pim_j;
+  a->cost.dram_background_j = background_j;
   for (int t = 0; t < hw::kNumCommandTypes; ++t) cost->pim_commands[t] += commands[t];
-  for (int ch = 0; ch < channels; ++ch) {
-    a->logit_ns = std::max(a->logit_ns, a->logit_ch[ch]);
-    a->attend_ns = std::max(a->attend_ns, a->attend_ch[ch]);
-    a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
-  }
+  for (int ch = 0; ch < channels; ++ch) a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
+  a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
+  a->attend_ns = hw::IssueLimitedSpanNs(a->attend_ch, a->attend_instr_ch, issue);
   return absl::OkStatus();
+}
+
+// One request and one head at a time (hw::SerialGemvHeadCycles).
+void IterationModel::AccumulateSerialGemvAttention(absl::Span<const DecodeItem> items,
+                                                   SubBatchAttention* a) const {
+  const double heads_ns = static_cast<double>(dims_.num_heads) * npu_ns_per_cycle_;
+  for (const DecodeItem& d : items) {
+    const hw::SerialGemvHead h =
+        hw::SerialGemvHeadCycles(options_.device.npu, d.seq_len, dims_.head_dim);
+    a->serial_logit_ns += static_cast<double>(h.logit) * heads_ns;
+    a->serial_context_ns += static_cast<double>(h.context) * heads_ns;
+  }
 }
 
 absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
@@ -346,6 +394,10 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
                                                       a.total_seq * heads, true, 1));
       ASSIGN_OR_RETURN(npu_attention_[s][1], CostGemm("attn_context", NodeKind::kNpuAttention, 1,
                                                       mean_seq, hd * heads * a.requests, true, 1));
+      if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
+        npu_attention_[s][0].dur_ns = a.serial_logit_ns;
+        npu_attention_[s][1].dur_ns = a.serial_context_ns;
+      }
       // Never slowed by a PIM (there is none): full bandwidth.
       for (CostedOp& op : npu_attention_[s]) op.dur_shared_ns = op.dur_ns;
     }
@@ -393,7 +445,7 @@ void IterationModel::BuildGraph(bool serialized, int sim_layers, bool last_stage
   for (int l = 0; l < sim_layers; ++l) {
     for (int s = 0; s < 2; ++s) {
       if (layer[s] == nullptr) continue;
-      graph_.AddChain(layer[s]->pre_attention, s, l);
+      graph_.AddChain(layer[s]->pre_attention, s, l, Phase::kPreAttention);
       graph_.BeginAttention(s);
       const SubBatchAttention& a = attention_[s];
       if (a.requests > 0 && mode.pim_attention) {
@@ -403,13 +455,15 @@ void IterationModel::BuildGraph(bool serialized, int sim_layers, bool last_stage
       }
       if (s == 0 && !prefill_costed_.empty()) graph_.AddPrefillAttention(prefill_costed_, s, l);
       graph_.EndAttention(s, l);
-      graph_.AddChain(layer[s]->post_attention, s, l);
+      graph_.AddChain(layer[s]->post_attention, s, l, Phase::kPostAttention);
       if (s == 0 && serialized) graph_.SerializeAfter(0, 1);
     }
   }
   // The LM head of each sub-batch on the last pipeline stage.
   for (int s = 0; last_stage && s < 2; ++s) {
-    if (layer[s] != nullptr) graph_.AddChain({&layer[s]->lm_head, 1}, s, sim_layers);
+    if (layer[s] != nullptr) {
+      graph_.AddChain({&layer[s]->lm_head, 1}, s, sim_layers, Phase::kLmHead);
+    }
   }
 }
 
@@ -457,7 +511,11 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   }
   const HwCost work = graph_.Account(/*extra_layer=*/2, extra_layers);
   cost += work;
-  if (full_timeline) graph_.AppendTimeline(micro_batch, &cost.timeline);
+  cost.layer_period_ns = schedule_.period_ns;
+  if (full_timeline) {
+    graph_.AppendTimeline(micro_batch, &cost.timeline);
+    graph_.AppendPhaseSpans(micro_batch, &cost.phases);
+  }
   return cost;
 }
 
@@ -504,6 +562,12 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
       e.end_ns += total.duration_ns;
       total.timeline.push_back(std::move(e));
     }
+    for (PhaseSpan& p : c.phases) {
+      p.start_ns += total.duration_ns;
+      p.end_ns += total.duration_ns;
+      total.phases.push_back(p);
+    }
+    total.layer_period_ns = std::max(total.layer_period_ns, c.layer_period_ns);
     total.duration_ns += c.duration_ns;
     total += c;
     total.channel_imbalance = std::max(total.channel_imbalance, c.channel_imbalance);
@@ -524,7 +588,8 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
   const double seconds = total.duration_ns * 1e-9;
   total.ScaleEnergy(devices);
   total.npu_static_j = options_.device.npu.energy.static_power_w * seconds * devices;
-  total.dram_background_j = dram_background_w_ * seconds * devices;
+  // Idle standby of every die for the whole iteration, on top of the PIM rows' excess.
+  total.dram_background_j += dram_background_w_ * seconds * devices;
   return total;
 }
 

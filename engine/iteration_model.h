@@ -92,14 +92,23 @@ struct IterationCost : HwCost {
   double channel_imbalance = 1;  // busiest channel / mean channel MHA load
   std::array<int64_t, 2> sub_batch_sizes{};
   std::vector<TimelineEvent> timeline;
+  std::vector<PhaseSpan> phases;  // with the timeline: each layer's pre-attention, attention and
+                                  // post-attention spans per sub-batch
+  // The steady-state time per decoder layer (interior layers of a schedule of four or more;
+  // 0 when fewer were scheduled).
+  double layer_period_ns = 0;
 };
 
 // Per-layer cost of one request's attention on its PIM channel.
 struct AttentionCost {
   double logit_ns = 0, attend_ns = 0;
-  double mac_ns = 0;  // column steps x tCCD_L
+  double logit_instructions = 0, attend_instructions = 0;  // hw::PimInstructions
+  double mac_ns = 0;                                       // column steps x tCCD_L
   double macs = 0;
   double dynamic_j = 0;  // PIM commands + refresh (one channel, one layer)
+  // DRAM background above precharge standby while its rows are open, incl. the second row
+  // buffer (one channel, one layer).
+  double background_j = 0;
   hw::CommandCounts commands{};
 };
 
@@ -154,6 +163,7 @@ class IterationModel {
   absl::StatusOr<CostedOp> Cost(const models::Op& op, NodeKind kind);
   absl::StatusOr<CostedOp> CostGemm(const char* name, NodeKind kind, int64_t m, int64_t k,
                                     int64_t n, bool weights_from_hbm, int64_t count);
+  double SequentialDramJ(double hbm_bytes) const;
   absl::StatusOr<CostedOp> CostVector(const char* name, NodeKind kind, models::VectorKind vector,
                                       int64_t rows, int64_t cols, int64_t count);
   absl::StatusOr<const hw::NpuOpResult*> NpuGemm(const GemmKey& key);
@@ -162,6 +172,8 @@ class IterationModel {
   absl::StatusOr<const AttentionCost*> AttentionRef(int64_t seq_len);
 
   // The attention work of sub-batch `items` (PIM modes) into `a`; adds its commands to `cost`.
+  void AccumulateSerialGemvAttention(absl::Span<const DecodeItem> items,
+                                     SubBatchAttention* a) const;
   absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                    HwCost* cost);
   // What determines a stage's schedule: the graph's shape and every node's duration.
@@ -206,9 +218,11 @@ class IterationModel {
   double npu_ns_per_cycle_ = 1, hbm_ns_per_cycle_ = 1;
   double bandwidth_share_during_pim_ = 0;
   double dram_rd_pj_ = 0, dram_act_pj_ = 0, dram_background_w_ = 0;
+  double precharge_standby_pj_ = 0;  // one die, one HBM cycle
   // Energy fields: npu_dynamic_j (MAC/SRAM/vector), dram_j (DRAM reads behind the NPU's HBM
-  // traffic), pim_j (PIM commands + refresh), npu_static_j and dram_background_j (powered
-  // time), all for the whole device group.
+  // traffic), pim_j (PIM commands + refresh), npu_static_j (powered time) and
+  // dram_background_j (standby over powered time plus open PIM rows), all for the whole device
+  // group.
 
   // Caches. node_hash_map: callers keep pointers to entries while they grow.
   absl::node_hash_map<int64_t, models::LayerOps> lowering_cache_;  // decode layer by tokens

@@ -4,6 +4,20 @@
 
 namespace neupims::engine {
 
+const char* ToString(Phase p) {
+  switch (p) {
+    case Phase::kPreAttention:
+      return "pre-attention";
+    case Phase::kAttention:
+      return "attention";
+    case Phase::kPostAttention:
+      return "post-attention";
+    case Phase::kLmHead:
+      break;
+  }
+  return "lm-head";
+}
+
 void StageGraph::Clear() {
   sched_.clear();
   info_.clear();
@@ -25,15 +39,15 @@ int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_share
   return n.priority;
 }
 
-int StageGraph::AddOp(const CostedOp& op, int s, int layer, DepList deps) {
-  return Add({op.name, op.kind, s, layer, &op.cost, nullptr}, op.lane, op.dur_ns, op.dur_shared_ns,
-             std::move(deps));
+int StageGraph::AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase) {
+  return Add({op.name, op.kind, s, layer, &op.cost, nullptr, phase}, op.lane, op.dur_ns,
+             op.dur_shared_ns, std::move(deps));
 }
 
 DepList StageGraph::Chain(int s) const { return last_[s] >= 0 ? DepList{last_[s]} : DepList{}; }
 
-void StageGraph::AddChain(absl::Span<const CostedOp> ops, int s, int layer) {
-  for (const CostedOp& op : ops) last_[s] = AddOp(op, s, layer, Chain(s));
+void StageGraph::AddChain(absl::Span<const CostedOp> ops, int s, int layer, Phase phase) {
+  for (const CostedOp& op : ops) last_[s] = AddOp(op, s, layer, Chain(s), phase);
 }
 
 void StageGraph::BeginAttention(int s) {
@@ -127,6 +141,25 @@ void StageGraph::AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out
     }
     out->push_back(
         {info.name, n.lane, -1, info.sub_batch, info.layer, micro_batch, n.start_ns, n.end_ns});
+  }
+}
+
+void StageGraph::AppendPhaseSpans(int micro_batch, std::vector<PhaseSpan>* out) const {
+  const size_t first = out->size();
+  for (size_t i = 0; i < sched_.size(); ++i) {
+    const ScheduleNode& n = sched_[i];
+    const Info& info = info_[i];
+    if (n.end_ns <= n.start_ns) continue;
+    auto same = [&](const PhaseSpan& p) {
+      return p.layer == info.layer && p.sub_batch == info.sub_batch && p.phase == info.phase;
+    };
+    auto it = std::find_if(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(), same);
+    if (it == out->end()) {
+      out->push_back({info.phase, info.sub_batch, info.layer, micro_batch, n.start_ns, n.end_ns});
+    } else {
+      it->start_ns = std::min(it->start_ns, n.start_ns);
+      it->end_ns = std::max(it->end_ns, n.end_ns);
+    }
   }
 }
 

@@ -59,8 +59,30 @@ struct SubBatchAttention {
   int64_t requests = 0;
   int64_t total_seq = 0;
   std::vector<double> logit_ch, attend_ch, mha_ch;  // per channel, ns
-  double logit_ns = 0, attend_ns = 0;               // busiest channel
-  HwCost cost;                                      // pim_mac_ns, pim_macs, pim_j of one layer
+  // PIM instructions per channel (only with a PIM issue limit, hw/pim/issue_limit.h).
+  std::vector<double> logit_instr_ch, attend_instr_ch;
+  // When the last channel ends its logit (attend) GEMVs: the busiest channel, or later under an
+  // issue limit.
+  double logit_ns = 0, attend_ns = 0;
+  HwCost cost;  // pim_mac_ns, pim_macs, pim_j of one layer
+  // npu-only with npu.attention_mapping = serial_gemv: the heads' serialised GEMVs, summed.
+  double serial_logit_ns = 0, serial_context_ns = 0;
+};
+
+// Where an operation sits in its decoder layer: the reference simulator's stages without
+// interleaving are A = pre-attention (layernorm, QKV), B = attention, E = post-attention
+// (projection, residual, layernorm, FFN, residual).
+enum class Phase : uint8_t { kPreAttention, kAttention, kPostAttention, kLmHead };
+const char* ToString(Phase p);
+
+// When one phase of one sub-batch's layer ran (first start to last end of its operations, PIM
+// nodes to the end of the whole node, issue limits included).
+struct PhaseSpan {
+  Phase phase = Phase::kPreAttention;
+  int sub_batch = 0;
+  int layer = 0;
+  int micro_batch = 0;
+  double start_ns = 0, end_ns = 0;
 };
 
 // One scheduled operation of an iteration, for timelines (Chrome trace, `neupims step`).
@@ -77,8 +99,8 @@ struct TimelineEvent {
 class StageGraph {
  public:
   void Clear();
-  // Appends `ops` to sub-batch s's chain in `layer`.
-  void AddChain(absl::Span<const CostedOp> ops, int s, int layer);
+  // Appends `ops` to sub-batch s's chain in `layer`, as `phase`.
+  void AddChain(absl::Span<const CostedOp> ops, int s, int layer, Phase phase);
   // PIM attention of sub-batch s after its pre-attention ops; `softmax` is the vector op.
   // dual_row_buffers: mha || softmax (sec. 6.1); else logit -> softmax -> attend.
   void AddPimAttention(const SubBatchAttention& a, const CostedOp& softmax, bool dual_row_buffers,
@@ -104,6 +126,8 @@ class StageGraph {
   HwCost Account(int extra_layer, int64_t extra_copies) const;
   // Appends the scheduled nodes as timeline events (PIM nodes: one per busy channel).
   void AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const;
+  // Appends the span of every (layer, sub-batch, phase) that has operations, by layer.
+  void AppendPhaseSpans(int micro_batch, std::vector<PhaseSpan>* out) const;
 
  private:
   struct Info {
@@ -113,9 +137,10 @@ class StageGraph {
     int layer = 0;
     const HwCost* cost = nullptr;                     // null: no cost (joins)
     const std::vector<double>* channel_ns = nullptr;  // PIM nodes: per-channel busy time
+    Phase phase = Phase::kAttention;
   };
   int Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns, DepList deps);
-  int AddOp(const CostedOp& op, int s, int layer, DepList deps);
+  int AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase = Phase::kAttention);
   DepList Chain(int s) const;
 
   std::vector<ScheduleNode> sched_;

@@ -17,6 +17,7 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
   ConfigObject root = doc.Root();
   cfg.name = root.String("name");
   cfg.description = root.OptionalString("description", "");
+  cfg.tp_all_reduce = root.OptionalBool("tp_all_reduce", true);
   ParseNpuSpec(root.Child("npu"), &cfg.npu);
   ParseHbmSpec(root.Child("hbm"), &cfg.hbm);
   ParsePimSpec(root.Child("pim"), &cfg.hbm.pim);
@@ -29,6 +30,8 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
   // The NPU streams from every channel: peak bytes per NPU cycle.
   cfg.npu.hbm_bytes_per_cycle =
       cfg.hbm.org.channels * cfg.hbm.peak_bytes_per_cycle() * cfg.HbmCyclesPerNpuCycle();
+  cfg.npu.hbm_refresh_fraction =
+      static_cast<double>(cfg.hbm.timing.tRFC) / static_cast<double>(cfg.hbm.timing.tREFI);
   RETURN_IF_ERROR(wrap(ValidateNpuSpec(cfg.npu)));
   return cfg;
 }

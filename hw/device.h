@@ -20,6 +20,10 @@ struct DeviceConfig {
   std::string description;
   NpuSpec npu;
   HbmSpec hbm;  // includes the PIM datapath (hbm.pim)
+  // Whether tensor-parallel shards all-reduce their partial results after attention and after
+  // the FFN (docs/hw.md). True is what TP needs; the reference simulator simulates one sharded
+  // device and no all-reduce (issue 14).
+  bool tp_all_reduce = true;
 
   // Peak HBM bandwidth of the whole device, bytes per second.
   double PeakHbmBytesPerSecond() const;

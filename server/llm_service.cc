@@ -462,6 +462,12 @@ grpc::ServerUnaryReactor* LlmServiceImpl::GetServerInfo(grpc::CallbackServerCont
   out->set_iterations(s.iterations);
   out->set_max_waiting(s.served->max_waiting);
   out->set_draining(s.draining);
+  if (cnn_ != nullptr) {
+    for (const auto& m : cnn_->models()) out->add_cnn_models(m->name);
+    out->set_cnn_cluster(cnn_->options().cluster);
+    out->set_cnn_policy(engine::cnn::PlanPolicyNames().ToString(cnn_->options().policy));
+    out->set_cnn_alpha(cnn_->options().alpha);
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "neupims/v1/llm_service.grpc.pb.h"
+#include "server/cnn_runner.h"
 #include "server/engine_runner.h"
 #include "server/generate_request.h"
 #include "server/metrics.h"
@@ -42,6 +43,9 @@ class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
                                           const neupims::v1::GetServerInfoRequest* request,
                                           neupims::v1::ServerInfo* response) override;
 
+  // The CNN models GetServerInfo reports (none without a call); set before serving.
+  void SetCnnRunner(const CnnRunner* cnn) { cnn_ = cnn; }
+
   // The request as both front ends see it (generate_request.h; checked on submission).
   static GenerateInput ToInput(const neupims::v1::GenerateRequest& request);
 
@@ -50,6 +54,7 @@ class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
   ServerMetrics* metrics_;
   std::string version_;
   int64_t max_stream_buffer_;
+  const CnnRunner* cnn_ = nullptr;
 };
 
 neupims::v1::FinishReason ToProto(Finish f);

@@ -22,6 +22,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "scheduler/request.h"
+#include "server/cnn_runner.h"
 #include "server/engine_runner.h"
 
 namespace neupims::server {
@@ -74,6 +75,13 @@ BucketBoundaries IterationTokenBuckets() {
 BucketBoundaries BatchBuckets() {
   return {0,   1,   2,   4,   8,   16,  32,  48,  64,  96,  128,
           160, 192, 224, 256, 320, 384, 448, 512, 768, 1024};
+}
+
+// CNN inferences (simulated seconds): from a fraction of a millisecond (a GPU partition) to
+// minutes (CIM-only over a slow wireless link).
+BucketBoundaries CnnLatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+          0.25,   0.5,     1.0,    2.5,   5.0,    10.0,  30.0, 60.0,  300.0};
 }
 
 const char* FinishLabel(Finish f) {
@@ -190,6 +198,15 @@ struct ServerMetrics::Impl {
   Counter* energy_dram_background = nullptr;
   Counter* energy_prefill = nullptr;
   Gauge* power = nullptr;
+  // CNN models (inference.GRPCInferenceService): labelled by the CNN model, not the LLM.
+  prometheus::Family<Counter>* cnn_requests = nullptr;
+  prometheus::Family<Counter>* cnn_images = nullptr;
+  prometheus::Family<Histogram>* cnn_latency = nullptr;
+  prometheus::Family<Histogram>* cnn_queue = nullptr;
+  prometheus::Family<Counter>* cnn_busy = nullptr;
+  prometheus::Family<Counter>* cnn_energy = nullptr;
+  prometheus::Family<Gauge>* cnn_utilization = nullptr;
+  prometheus::Family<Gauge>* cnn_sim_time = nullptr;
 
   const BucketBoundaries token_gap_buckets = TokenGapBuckets();
 
@@ -359,6 +376,29 @@ ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::
                  "Simulated energy / simulated time over the window, watts.")
                .Add(With({}));
 
+  // CNN models (docs/metrics.md, "CNN models").
+  cnn_requests = &Build(BuildCounter(), "neupims:cnn_requests_total",
+                        "ModelInfer requests of a CNN model by outcome (success or the gRPC "
+                        "status code).");
+  cnn_images = &Build(BuildCounter(), "neupims:cnn_images_total",
+                      "Images inferred by a CNN model (the batch dimensions of its requests).");
+  cnn_latency = &Build(BuildHistogram(), "neupims:cnn_request_latency_seconds",
+                       "Histogram of a CNN request's latency (arrival to its last image's "
+                       "completion) in simulated seconds.");
+  cnn_queue = &Build(BuildHistogram(), "neupims:cnn_request_queue_seconds",
+                     "Histogram of the time a CNN request's first image waited for busy stages "
+                     "and links, simulated seconds.");
+  cnn_busy = &Build(BuildCounter(), "neupims:cnn_device_busy_seconds_total",
+                    "Simulated seconds a CNN partition's device (kind compute) or link (kind "
+                    "link) was busy.");
+  cnn_energy = &Build(BuildCounter(), "neupims:cnn_device_energy_joules_total",
+                      "Simulated energy of a CNN partition's device or link, joules.");
+  cnn_utilization = &Build(BuildGauge(), "neupims:cnn_device_utilization",
+                           "Busy seconds / simulated seconds of a CNN partition's device or link "
+                           "since the server started (0..1).");
+  cnn_sim_time = &Build(BuildGauge(), "neupims:cnn_sim_time_seconds",
+                        "Simulated time of a CNN model's pipeline, seconds.");
+
   absl::MutexLock l(&mu);
   for (int t = 0; t < hw::kNumCommandTypes; ++t) {
     const auto type = static_cast<hw::CommandType>(t);
@@ -525,6 +565,31 @@ void ServerMetrics::SetDraining(bool draining) { impl_->draining->Set(draining ?
 
 void ServerMetrics::OnTokenSendLag(double seconds) {
   if (std::isfinite(seconds)) impl_->send_lag->Observe(std::max(0.0, seconds));
+}
+
+void ServerMetrics::OnCnnRequest(const std::string& model, const std::string& outcome,
+                                 const CnnResult* result) {
+  Impl& m = *impl_;
+  const prometheus::Labels labels{{"model_name", model}};
+  m.cnn_requests->Add({{"model_name", model}, {"outcome", outcome}}).Increment();
+  if (result == nullptr) return;
+  m.cnn_images->Add(labels).Increment(static_cast<double>(result->images));
+  m.cnn_latency->Add(labels, CnnLatencyBuckets()).Observe(result->latency_s());
+  m.cnn_queue->Add(labels, CnnLatencyBuckets()).Observe(result->queue_s);
+}
+
+void ServerMetrics::OnCnnResource(const std::string& model, const std::string& resource, bool link,
+                                  double busy_s, double energy_j, double utilization) {
+  Impl& m = *impl_;
+  const prometheus::Labels labels{
+      {"model_name", model}, {"device", resource}, {"kind", link ? "link" : "compute"}};
+  m.cnn_busy->Add(labels).Increment(std::max(0.0, busy_s));
+  m.cnn_energy->Add(labels).Increment(std::max(0.0, energy_j));
+  m.cnn_utilization->Add(labels).Set(std::isfinite(utilization) ? utilization : 0.0);
+}
+
+void ServerMetrics::SetCnnSimTime(const std::string& model, double sim_time_s) {
+  impl_->cnn_sim_time->Add({{"model_name", model}}).Set(sim_time_s);
 }
 
 std::shared_ptr<prometheus::Registry> ServerMetrics::registry() const { return impl_->registry; }

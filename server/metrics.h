@@ -24,6 +24,7 @@ class Registry;
 namespace neupims::server {
 
 struct Completion;
+struct CnnResult;
 
 class ServerMetrics {
  public:
@@ -60,6 +61,15 @@ class ServerMetrics {
   // Realtime pacing: wall seconds between a token's scheduled time and its hand-off to gRPC
   // (neupims:token_send_lag_seconds; called from the engine and gRPC threads).
   void OnTokenSendLag(double seconds);
+
+  // CNN models (KServe v2 ModelInfer; called from gRPC handler and CNN runner threads):
+  // a request ended with `outcome` ("success" or a gRPC code name); with its `result` when it
+  // succeeded (images, latency and queue histograms).
+  void OnCnnRequest(const std::string& model, const std::string& outcome, const CnnResult* result);
+  // Growth of one partition resource's busy time and energy, and its utilisation so far.
+  void OnCnnResource(const std::string& model, const std::string& resource, bool link,
+                     double busy_s, double energy_j, double utilization);
+  void SetCnnSimTime(const std::string& model, double sim_time_s);
 
   std::shared_ptr<prometheus::Registry> registry() const;
 

@@ -17,6 +17,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+#include "server/cnn_service.h"
 #include "server/grpc_credentials.h"
 #include "server/llm_service.h"
 #include "server/metrics.h"
@@ -110,6 +111,16 @@ std::string SecuritySummary(const SecurityOptions& o) {
   return out;
 }
 
+void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
+  if (root.Has("cnn_models")) c->models = root.StringList("cnn_models");
+  c->cluster = root.OptionalString("cnn_cluster", c->cluster);
+  ReadEnum(root, "cnn_policy", engine::cnn::PlanPolicyNames(), &c->policy);
+  c->alpha = root.OptionalDouble("cnn_alpha", c->alpha, option_ranges::kCnnAlpha);
+  ReadEnum(root, "cnn_input_datatype", CnnDatatypeNames(), &c->input_datatype);
+  c->max_batch = static_cast<int>(
+      root.OptionalInt("cnn_max_batch", c->max_batch, option_ranges::kCnnMaxBatch));
+}
+
 // Reads every field of a server config document into `o`.
 absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   ConfigObject root = doc.Root();
@@ -138,6 +149,7 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   sec.tls_key = root.OptionalString("tls_key", sec.tls_key);
   sec.tls_client_ca = root.OptionalString("tls_client_ca", sec.tls_client_ca);
   sec.auth_token_file = root.OptionalString("auth_token_file", sec.auth_token_file);
+  ReadCnnOptions(root, &o->cnn);
   root.Finish();
   return doc.status();
 }
@@ -159,6 +171,7 @@ struct Server::Impl {
   std::unique_ptr<prometheus::Exposer> exposer;
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<LlmServiceImpl> service;
+  std::unique_ptr<InferenceServiceImpl> cnn_service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<OpenAiHttpServer> http;
   std::shared_ptr<const Security> security;
@@ -231,6 +244,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   im.service = std::make_unique<LlmServiceImpl>(s->runner_.get(), im.metrics.get(), kVersion,
                                                 options.max_stream_buffer);
+  if (options.cnn.any()) {
+    ASSIGN_OR_RETURN(s->cnn_runner_, CnnRunner::Create(options.cnn, options.runner.pacing,
+                                                       options.runner.speed, im.metrics.get()));
+    im.cnn_service =
+        std::make_unique<InferenceServiceImpl>(s->cnn_runner_.get(), im.metrics.get(), kVersion);
+    im.service->SetCnnRunner(s->cnn_runner_.get());
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -241,6 +261,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                            GrpcCredentials(im.security, im.metrics.get()), &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(im.service.get());
+  // Registered before BuildAndStart, so the reflection plugin lists it too.
+  if (im.cnn_service != nullptr) builder.RegisterService(im.cnn_service.get());
   im.grpc_server = builder.BuildAndStart();
   if (im.grpc_server == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
@@ -249,6 +271,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::HealthCheckServiceInterface* health = im.grpc_server->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus("neupims.v1.LlmService", true);
+  if (im.cnn_service != nullptr) health->SetServingStatus("inference.GRPCInferenceService", true);
   // A broken invariant stops the engine: health NOT_SERVING (the engine thread calls this; it is
   // joined in Shutdown before the gRPC server goes).
   s->runner_->SetFaultHandler([health](const absl::Status&) { health->SetServingStatus(false); });
@@ -273,8 +296,16 @@ bool Server::Drain() {
     im.grpc_server->GetHealthCheckService()->SetServingStatus(false);
   }
   runner_->BeginDrain();
+  if (cnn_runner_ != nullptr) cnn_runner_->BeginDrain();
   if (im.metrics != nullptr) im.metrics->SetDraining(true);
-  return runner_->WaitDrained(options_.drain_timeout);
+  const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
+  bool drained = runner_->WaitDrained(options_.drain_timeout);
+  if (cnn_runner_ != nullptr) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    drained = cnn_runner_->WaitDrained(std::max(left, std::chrono::milliseconds(0))) && drained;
+  }
+  return drained;
 }
 
 void Server::Shutdown() {
@@ -284,6 +315,7 @@ void Server::Shutdown() {
   if (im.grpc_server != nullptr) im.grpc_server->GetHealthCheckService()->SetServingStatus(false);
   // Abort what is left so every stream ends with a final message, then stop gRPC.
   if (runner_ != nullptr) runner_->Stop();
+  if (cnn_runner_ != nullptr) cnn_runner_->Stop();
   if (im.grpc_server != nullptr) {
     im.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
@@ -316,6 +348,15 @@ int RunServerMain(const ServerOptions& options) {
                served->model.name.c_str(), served->device.name.c_str(), served->mode.c_str(),
                served->parallelism.tp, served->parallelism.pp, ToString(options.runner.pacing),
                options.runner.speed, s.address().c_str(), security.c_str());
+  if (const CnnRunner* cnn = s.cnn_runner(); cnn != nullptr) {
+    std::fprintf(stderr,
+                 "  CNN    %s on %s, policy %s (alpha %g)  (inference.GRPCInferenceService)\n",
+                 cnn->ModelList().c_str(), options.cnn.cluster.c_str(),
+                 engine::cnn::PlanPolicyNames().ToString(options.cnn.policy), options.cnn.alpha);
+    for (const auto& m : cnn->models()) {
+      std::fprintf(stderr, "         %s: %s\n", m->name.c_str(), m->partition.c_str());
+    }
+  }
   if (s.http_port().has_value()) {
     std::fprintf(stderr,
                  "  HTTP   %s://%s:%d/v1  (OpenAI-compatible: completions, chat, models%s)\n",

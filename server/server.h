@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/cnn_runner.h"
 #include "server/engine_runner.h"
 #include "server/openai_api.h"
 #include "server/security.h"
@@ -45,6 +46,9 @@ struct ServerOptions {
   // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
   // can do neither, so metrics are scraped from the HTTP API's /metrics instead.
   SecurityOptions security;
+  // CNN models served over inference.GRPCInferenceService (KServe v2) beside the LLM, with the
+  // same pacing and speed; none by default.
+  CnnOptions cnn;
 };
 
 // Reads a server config file (strict JSON, every field optional; unknown fields are errors
@@ -55,8 +59,10 @@ struct ServerOptions {
 // none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens",
 // "max_message_bytes", "max_prompt_tokens" (0: the model's context), "max_stream_buffer",
 // "tls_cert", "tls_key", "tls_client_ca", "auth_token_file" (paths, relative to the working
-// directory)}: every engine flag of `simulate`. Enum fields take the names of their option's names
-// table; a bad name is an error naming the field and listing the choices.
+// directory), "cnn_models" (a list of built-in CNN names or graph JSON paths), "cnn_cluster",
+// "cnn_policy", "cnn_alpha", "cnn_max_batch", "cnn_input_datatype"}: every engine flag of
+// `simulate`. Enum fields take the names of their option's names table; a bad name is an error
+// naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 // The same from text already in memory; `source` is what errors call it.
 absl::Status ParseServerConfig(absl::string_view text, absl::string_view source,
@@ -73,6 +79,8 @@ class Server {
   std::optional<int> http_port() const { return http_port_; }
   std::string address() const;
   EngineRunner& runner() { return *runner_; }
+  // The CNN models; nullptr when none are served.
+  CnnRunner* cnn_runner() { return cnn_runner_.get(); }
 
   // Health NOT_SERVING, new requests UNAVAILABLE, wait for in-flight ones (up to the drain
   // timeout). Returns true if everything finished in time.
@@ -86,6 +94,7 @@ class Server {
   ServerOptions options_;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<EngineRunner> runner_;
+  std::unique_ptr<CnnRunner> cnn_runner_;
   int port_ = 0;
   int metrics_port_ = -1;
   std::optional<int> http_port_;

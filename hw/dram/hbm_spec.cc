@@ -61,6 +61,22 @@ void ParseHbmSpec(ConfigObject hbm, HbmSpec* out) {
   hbm.Finish();
 }
 
+namespace {
+
+// "issue": {"scope": "unlimited" | "channel" | "chip", "instructions_per_ns": r}; absent means
+// unlimited.
+void ParsePimIssue(ConfigObject issue, PimIssue* out) {
+  const std::string scope = issue.Enum("scope", {"unlimited", "channel", "chip"});
+  out->scope = scope == "chip"      ? PimIssueScope::kChip
+               : scope == "channel" ? PimIssueScope::kChannel
+                                    : PimIssueScope::kUnlimited;
+  out->instructions_per_ns = issue.OptionalDouble("instructions_per_ns", 1.0,
+                                                  {.min = 0, .max = 1e6, .min_exclusive = true});
+  issue.Finish();
+}
+
+}  // namespace
+
 void ParsePimSpec(ConfigObject pim, PimSpec* out) {
   out->enabled = pim.Bool("enabled");
   out->row_buffers = pim.Enum("row_buffers", {"single", "dual"}) == "dual" ? RowBufferMode::kDual
@@ -80,6 +96,7 @@ void ParsePimSpec(ConfigObject pim, PimSpec* out) {
   out->rdresult_read_multiple = e.Double("rdresult_read_multiple", nonneg);
   out->dual_buffer_background_fraction = e.Double("dual_buffer_background_fraction", nonneg);
   e.Finish();
+  if (pim.Has("issue")) ParsePimIssue(pim.Child("issue"), &out->issue);
   pim.Finish();
 }
 
@@ -120,6 +137,17 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec) {
 const char* ToString(RowBufferMode m) { return m == RowBufferMode::kDual ? "dual" : "single"; }
 const char* ToString(PimCommandSet s) {
   return s == PimCommandSet::kNeuPims ? "neupims" : "newton";
+}
+const char* ToString(PimIssueScope s) {
+  switch (s) {
+    case PimIssueScope::kChannel:
+      return "channel";
+    case PimIssueScope::kChip:
+      return "chip";
+    case PimIssueScope::kUnlimited:
+      break;
+  }
+  return "unlimited";
 }
 
 }  // namespace neupims::hw

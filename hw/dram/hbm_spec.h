@@ -83,6 +83,23 @@ enum class RowBufferMode { kSingle, kDual };
 enum class PimCommandSet { kNewton, kNeuPims };
 enum class RefreshPolicy { kAllRanks, kRankStaggered };
 
+// Who hands PIM instructions to the channel controllers and how fast (docs/hw.md, "PIM
+// instruction issue"). An instruction is one row open per tile, one result per dot product, one
+// vector load, and under the Newton command set one instruction per PIM_DOTPRODUCT
+// (PimInstructions in hw/pim/issue_limit.h).
+//   kUnlimited - each controller expands its whole program at once (the default: a controller's
+//                command queue is filled over the on-chip network far faster than the channel
+//                drains it, NeuPIMs sec. 5).
+//   kChannel   - each channel receives at most `instructions_per_ns`.
+//   kChip      - one queue for the chip, ordered by channel, issuing `instructions_per_ns`: the
+//                reference simulator's NPU+PIM baseline (one instruction per NPU cycle), where
+//                channel c starts only after every instruction of the lower channels is issued.
+enum class PimIssueScope { kUnlimited, kChannel, kChip };
+struct PimIssue {
+  PimIssueScope scope = PimIssueScope::kUnlimited;
+  double instructions_per_ns = 1.0;  // ignored when kUnlimited
+};
+
 // The processing-in-memory datapath added to every bank (Newton-style: a MAC per bank reading its
 // row buffer, a global vector buffer shared by the channel's banks).
 struct PimSpec {
@@ -100,6 +117,7 @@ struct PimSpec {
   // Extra background power of a bank holding a row open in its second (PIM) row buffer, as a
   // fraction of (IDD3N - IDD2N): the cost of the additional row buffer (NeuPIMs sec. 8.2).
   double dual_buffer_background_fraction = 1.0;
+  PimIssue issue;
 
   int elements_per_column_step() const { return mac_lanes_per_bank; }
 };
@@ -127,6 +145,7 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec);
 
 const char* ToString(RowBufferMode m);
 const char* ToString(PimCommandSet s);
+const char* ToString(PimIssueScope s);
 
 }  // namespace neupims::hw
 

@@ -255,6 +255,14 @@ absl::StatusOr<NpuOpResult> VectorCost(const NpuSpec& spec, const VectorShape& s
   r.energy_j = (static_cast<double>(elements * sweeps) * spec.energy.vector_pj_per_element_pass +
                 static_cast<double>(r.sram_bytes) * spec.energy.sram_pj_per_byte) /
                kPicoJoulesPerJoule;
+  if (spec.activation_traffic == ActivationTraffic::kDramRoundTrip) {
+    // Only the HBM traffic counts (npu_spec.h); the lane work and its energy stay.
+    r.hbm_bytes = elements * spec.element_bytes * (VectorInputs(shape.op) + 1);
+    const double bytes_per_cycle = spec.hbm_bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+    r.memory_cycles = CeilCycles(static_cast<double>(r.hbm_bytes) / bytes_per_cycle);
+    r.memory_bound = true;
+    r.cycles = r.memory_cycles;
+  }
   return r;
 }
 
@@ -263,11 +271,38 @@ absl::StatusOr<NpuOpResult> VectorCost(const NpuSpec& spec, const VectorShape& s
 // refused instead of running for minutes (`neupims hw gemm -m 262144 -k 262144 -n 262144`).
 constexpr int64_t kMaxSimulatedTiles = int64_t{1} << 26;
 
+// GemmTiming::kBlockPipeline (npu_spec.h): the reference simulator's closed form. Counts other
+// than time (MACs, scratchpad bytes, energy) are the weight-stationary plan's.
+absl::StatusOr<NpuOpResult> BlockPipelineGemm(const NpuSpec& spec, const GemmShape& shape,
+                                              const NpuContext& ctx) {
+  ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec, shape, ctx));
+  const int64_t eb = spec.element_bytes;
+  const int64_t rows_per_cycle = CeilDiv(spec.array_rows, spec.systolic_arrays);
+  const int64_t pass = plan.tiles_k * (spec.array_rows + rows_per_cycle * (plan.tiles_n - 1));
+  const int64_t blocks = CeilDiv(shape.m, spec.array_rows);
+  const double bytes_per_cycle = plan.bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+  const Bytes in_bytes = (shape.weights_from_hbm ? shape.k * shape.n * eb : 0) +
+                         (shape.activations_from_hbm ? shape.m * shape.k * eb : 0);
+  const Bytes out_bytes = shape.activations_from_hbm ? shape.m * shape.n * eb : 0;
+  const double in_cycles = static_cast<double>(in_bytes) / bytes_per_cycle;
+  const double out_cycles = static_cast<double>(out_bytes) / bytes_per_cycle;
+  NpuOpResult r = plan.result;
+  r.hbm_bytes = in_bytes + out_bytes;
+  r.compute_cycles = blocks * pass;
+  r.memory_cycles = CeilCycles(in_cycles + out_cycles);
+  r.memory_bound = in_cycles > static_cast<double>(pass);
+  r.cycles = CeilCycles(std::max(in_cycles, static_cast<double>(pass)) +
+                        static_cast<double>((blocks - 1) * pass) + out_cycles);
+  return r;
+}
+
 class TiledNpuModel final : public NpuModel {
  public:
   explicit TiledNpuModel(const NpuSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<NpuOpResult> Gemm(const GemmShape& shape, const NpuContext& ctx) const override {
+    if (spec_.gemm_timing == GemmTiming::kBlockPipeline)
+      return BlockPipelineGemm(spec_, shape, ctx);
     ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec_, shape, ctx));
     if (plan.total_tiles > kMaxSimulatedTiles) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -296,6 +331,8 @@ class AnalyticNpuModel final : public NpuModel {
   explicit AnalyticNpuModel(const NpuSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<NpuOpResult> Gemm(const GemmShape& shape, const NpuContext& ctx) const override {
+    if (spec_.gemm_timing == GemmTiming::kBlockPipeline)
+      return BlockPipelineGemm(spec_, shape, ctx);
     ASSIGN_OR_RETURN(GemmPlan plan, PlanGemm(spec_, shape, ctx));
     NpuOpResult r = plan.result;
     r.cycles = AnalyticGemm(spec_, shape, plan);
@@ -312,6 +349,21 @@ class AnalyticNpuModel final : public NpuModel {
 };
 
 }  // namespace
+
+SerialGemvHead SerialGemvHeadCycles(const NpuSpec& spec, int64_t seq_len, int head_dim) {
+  // The reference's fixed cost between the softmax and the first p V preload (issue 14).
+  constexpr Cycles kSoftmaxHandoffCycles = 10;
+  const Cycles fill = spec.array_rows + spec.array_cols - 1;
+  const int64_t rows = spec.array_rows;
+  const double bytes_per_cycle = spec.hbm_bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+  const Cycles stream =
+      CeilCycles(static_cast<double>(seq_len * head_dim * spec.element_bytes) / bytes_per_cycle);
+  const Cycles preload = fill + CeilDiv(rows, spec.systolic_arrays);
+  SerialGemvHead h;
+  h.logit = std::max(fill + seq_len / spec.systolic_arrays, stream);
+  h.context = kSoftmaxHandoffCycles + std::max(preload * CeilDiv(seq_len + rows - 1, rows), stream);
+  return h;
+}
 
 std::unique_ptr<NpuModel> CreateTiledNpuModel(const NpuSpec& spec) {
   return std::make_unique<TiledNpuModel>(spec);

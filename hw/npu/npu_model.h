@@ -77,6 +77,20 @@ class NpuModel {
   virtual const char* name() const = 0;
 };
 
+// AttentionMapping::kSerialGemv (npu_spec.h): one head of one request at `seq_len` tokens as the
+// reference simulator maps it (issue 14). A preload of `size` rows on an empty pipeline takes
+// fill + size cycles, fill = array_rows + array_cols - 1 (255):
+//   logit   q K^T: one preload of floor(s / arrays) rows                          (293 at s = 310)
+//   context p V  : ceil((s + R - 1) / R) preloads of R / arrays rows, one block more than the
+//                  s rows need, plus the softmax hand-off of 10 cycles     (10 + 4 x 271 = 1,094)
+// each no shorter than streaming its K (or V) from HBM at the bandwidth less refresh (83 cycles
+// at s = 310, head_dim 128). The softmax between them is a vector op of its own.
+struct SerialGemvHead {
+  Cycles logit = 0;
+  Cycles context = 0;
+};
+SerialGemvHead SerialGemvHeadCycles(const NpuSpec& spec, int64_t seq_len, int head_dim);
+
 // Factories (use hw/registry.h to choose by name).
 std::unique_ptr<NpuModel> CreateTiledNpuModel(const NpuSpec& spec);
 std::unique_ptr<NpuModel> CreateAnalyticNpuModel(const NpuSpec& spec);

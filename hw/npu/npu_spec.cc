@@ -28,6 +28,24 @@ bool ParseVectorOp(absl::string_view name, VectorOp* op) {
   return false;
 }
 
+const char* ToString(GemmTiming t) {
+  return t == GemmTiming::kBlockPipeline ? "block_pipeline" : "weight_stationary";
+}
+
+const char* ToString(ActivationTraffic t) {
+  return t == ActivationTraffic::kDramRoundTrip ? "dram_round_trip" : "on_chip";
+}
+
+const char* ToString(OpOverlap o) {
+  return o == OpOverlap::kSerial ? "serial" : "concurrent_units";
+}
+
+const char* ToString(AttentionMapping m) {
+  return m == AttentionMapping::kSerialGemv ? "serial_gemv" : "bandwidth_bound";
+}
+
+int VectorInputs(VectorOp op) { return op == VectorOp::kAdd || op == VectorOp::kReduce ? 2 : 1; }
+
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   out->frequency_mhz = npu.Double("frequency_mhz", {.min = 1, .max = 1e5});
   out->systolic_arrays = static_cast<int>(npu.Int("systolic_arrays", {.min = 1, .max = 4096}));
@@ -37,6 +55,22 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   out->vector_lanes = static_cast<int>(npu.Int("vector_lanes", {.min = 1, .max = 1 << 16}));
   out->sram_bytes = npu.Int("sram_bytes", {.min = 1, .max = int64_t{1} << 40});
   out->element_bytes = static_cast<int>(npu.Int("element_bytes", {.min = 1, .max = 8}));
+  out->gemm_timing = npu.OptionalEnum("gemm_timing", "weight_stationary",
+                                      {"weight_stationary", "block_pipeline"}) == "block_pipeline"
+                         ? GemmTiming::kBlockPipeline
+                         : GemmTiming::kWeightStationary;
+  out->activation_traffic = npu.OptionalEnum("activation_traffic", "on_chip",
+                                             {"on_chip", "dram_round_trip"}) == "dram_round_trip"
+                                ? ActivationTraffic::kDramRoundTrip
+                                : ActivationTraffic::kOnChip;
+  out->op_overlap =
+      npu.OptionalEnum("op_overlap", "concurrent_units", {"concurrent_units", "serial"}) == "serial"
+          ? OpOverlap::kSerial
+          : OpOverlap::kConcurrentUnits;
+  out->attention_mapping = npu.OptionalEnum("attention_mapping", "bandwidth_bound",
+                                            {"bandwidth_bound", "serial_gemv"}) == "serial_gemv"
+                               ? AttentionMapping::kSerialGemv
+                               : AttentionMapping::kBandwidthBound;
 
   // Every op must be listed: a missing op would silently cost one pass.
   ConfigObject ops = npu.Child("vector_ops");

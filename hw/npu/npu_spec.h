@@ -43,6 +43,46 @@ struct NpuEnergy {
   double static_power_w = 5.0;              // leakage + clock of the whole NPU while powered
 };
 
+// How a GEMM's cycles are derived (docs/hw.md, "NPU GEMM timing").
+//   kWeightStationary - the default: weight tiles double-buffered against streaming activations
+//                       (npu_model.h).
+//   kBlockPipeline    - the reference NeuPIMs simulator's (ONNXim) cost: activation-stationary,
+//                       weights streamed once per op, the batch cut in blocks of array_rows rows
+//                       (the outermost loop); one block's pass is kb (array_rows + s (mb - 1))
+//                       cycles (kb = K tiles, mb = N tiles, s = array_rows / systolic_arrays rows
+//                       streamed per cycle), and an op takes
+//                       max(in bytes / BW, pass) + (blocks - 1) pass + out bytes / BW
+//                       with BW the HBM bandwidth less refresh.
+enum class GemmTiming { kWeightStationary, kBlockPipeline };
+
+// Where activations live between operations (docs/hw.md, "Activation traffic").
+//   kOnChip        - the default: in the scratchpad; a vector op is fused with the GEMM that
+//                    produced its rows and costs lane passes; no HBM traffic besides weights.
+//   kDramRoundTrip - the reference simulator's: every op reads its inputs from and writes its
+//                    output to HBM. A GEMM streams X in and Y out (GemmShape::
+//                    activations_from_hbm); a vector op is one instruction per row with unlimited
+//                    concurrency, so it costs only that traffic at the HBM bandwidth less
+//                    refresh (a 4096-element FP16 row: 16 KB for layernorm or GELU, 24 KB for a
+//                    residual add).
+enum class ActivationTraffic { kOnChip, kDramRoundTrip };
+
+// Whether the NPU's systolic arrays and vector units run operations at the same time
+// (docs/hw.md, "Operation overlap").
+//   kConcurrentUnits - the default: two lanes; a vector op of one sub-batch (or the softmax
+//                      beside PIM attention) runs while the arrays compute.
+//   kSerial          - the reference simulator's: the NPU runs one operation at a time; loads,
+//                      compute and stores overlap only inside an operation.
+enum class OpOverlap { kConcurrentUnits, kSerial };
+
+// How attention runs on an NPU without PIM (docs/hw.md, "NPU-only attention").
+//   kBandwidthBound - the default: each sub-batch's keys, then values, stream through the arrays
+//                     as one GEMV-shaped GEMM each, bound by the HBM bandwidth.
+//   kSerialGemv     - the reference simulator's: one request and one head at a time; q K^T is one
+//                     M = 1 preload of floor(s / arrays) rows, p V is ceil((s + R - 1) / R)
+//                     preloads of R / arrays rows, every preload serialised behind the previous
+//                     one (SerialGemvHeadCycles in npu_model.h).
+enum class AttentionMapping { kBandwidthBound, kSerialGemv };
+
 struct NpuSpec {
   double frequency_mhz = 1000;
   int systolic_arrays = 8;
@@ -54,8 +94,14 @@ struct NpuSpec {
   int element_bytes = 2;
   std::array<VectorOpCost, kNumVectorOps> vector_ops{};
   NpuEnergy energy;
-  // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle.
+  GemmTiming gemm_timing = GemmTiming::kWeightStationary;
+  ActivationTraffic activation_traffic = ActivationTraffic::kOnChip;
+  OpOverlap op_overlap = OpOverlap::kConcurrentUnits;
+  AttentionMapping attention_mapping = AttentionMapping::kBandwidthBound;
+  // Derived from the device's HBM when the device config is loaded: peak bytes per NPU cycle,
+  // and the share of time refresh blocks a channel (tRFC / tREFI).
   double hbm_bytes_per_cycle = 1024;
+  double hbm_refresh_fraction = 0;
 
   Clock clock() const { return Clock{frequency_mhz}; }
   int64_t peak_macs_per_cycle() const {
@@ -63,7 +109,14 @@ struct NpuSpec {
   }
 };
 
-// Parses the "npu" object (everything but hbm_bytes_per_cycle).
+const char* ToString(GemmTiming t);
+const char* ToString(ActivationTraffic t);
+const char* ToString(OpOverlap o);
+const char* ToString(AttentionMapping m);
+// Operands an op reads per output element: 2 for add and reduce, 1 for the others.
+int VectorInputs(VectorOp op);
+
+// Parses the "npu" object (everything but the hbm_* fields).
 void ParseNpuSpec(ConfigObject npu, NpuSpec* out);
 absl::Status ValidateNpuSpec(const NpuSpec& spec);
 

@@ -16,8 +16,9 @@
 namespace neupims::engine {
 namespace {
 
-// GPT3-7B on TP 4 on the mode's built-in device.
-std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name) {
+// GPT3-7B on TP 4 on the mode's built-in device, edited by `edit` when given.
+std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name,
+                                          void (*edit)(hw::DeviceConfig*) = nullptr) {
   absl::StatusOr<SystemMode> mode = ParseSystemMode(mode_name);
   EXPECT_TRUE(mode.ok()) << mode.status();
   if (!mode.ok()) return nullptr;
@@ -29,6 +30,7 @@ std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name) {
   if (!model.ok() || !device.ok()) return nullptr;
   o.model = *model;
   o.device = *device;
+  if (edit != nullptr) edit(&o.device);
   o.parallelism = {4, 1};
   o.mode = *mode;
   absl::StatusOr<std::unique_ptr<IterationModel>> m = IterationModel::Create(o);
@@ -201,6 +203,164 @@ TEST(IterationModel, AttentionCostIsCachedAndGrowsWithTheSequence) {
   std::unique_ptr<IterationModel> npu_only = MakeModel("npu-only");
   ASSERT_NE(npu_only, nullptr);
   EXPECT_FALSE(npu_only->Attention(32).ok());  // no PIM in this mode
+}
+
+// Issue 14: the reference simulator's one-instruction-per-cycle chip queue. Newton spends an
+// instruction per dot-product step, about 10x NeuPIMs' count, so the limit slows NPU+PIM far more
+// than NeuPIMs; an unlimited issue changes nothing.
+TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
+  auto chip = [](hw::DeviceConfig* d) { d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0}; };
+  double slowdown[2] = {0, 0};
+  const char* modes[2] = {"npu+pim", "neupims"};
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<IterationModel> free_issue = MakeModel(modes[i]);
+    std::unique_ptr<IterationModel> limited = MakeModel(modes[i], chip);
+    ASSERT_NE(free_issue, nullptr);
+    ASSERT_NE(limited, nullptr);
+    const IterationInput in = Batch128(free_issue->options().mode);
+    absl::StatusOr<IterationCost> a = free_issue->Run(in);
+    absl::StatusOr<IterationCost> b = limited->Run(in);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_GE(b->duration_ns, a->duration_ns) << modes[i];
+    slowdown[i] = b->duration_ns / a->duration_ns;
+  }
+  EXPECT_GT(slowdown[0], 1.2);
+  EXPECT_GT(slowdown[0], slowdown[1] * 1.1);
+}
+
+// npu.op_overlap = serial (the reference's): vector ops share the systolic lane, so no two NPU
+// events overlap and the iteration is no shorter; the PIM still overlaps the NPU under
+// interleaving.
+TEST(IterationModel, SerialNpuRunsOneNpuOperationAtATime) {
+  std::unique_ptr<IterationModel> concurrent = MakeModel("neupims");
+  std::unique_ptr<IterationModel> serial =
+      MakeModel("neupims", [](hw::DeviceConfig* d) { d->npu.op_overlap = hw::OpOverlap::kSerial; });
+  ASSERT_NE(concurrent, nullptr);
+  ASSERT_NE(serial, nullptr);
+  IterationInput in = Batch128(concurrent->options().mode);
+  in.layers = 4;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> a = concurrent->Run(in);
+  absl::StatusOr<IterationCost> b = serial->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GE(b->duration_ns, a->duration_ns);
+  std::vector<const TimelineEvent*> npu;
+  for (const TimelineEvent& e : b->timeline) {
+    EXPECT_NE(e.lane, Lane::kVector) << e.name;
+    if (e.lane == Lane::kSystolic) npu.push_back(&e);
+  }
+  for (size_t i = 0; i < npu.size(); ++i) {
+    for (size_t j = i + 1; j < npu.size(); ++j) {
+      EXPECT_FALSE(Overlap(*npu[i], *npu[j])) << npu[i]->name << " / " << npu[j]->name;
+    }
+  }
+  EXPECT_GT(CountSystolicPimOverlaps(b->timeline), 0);
+}
+
+// npu.attention_mapping = serial_gemv (the reference's npu-only attention): one request and one
+// head at a time on the systolic array, ~1,400 cycles per head at s = 310 against a
+// bandwidth-bound stream of its 160 KB of K and V in ~166.
+TEST(IterationModel, SerialGemvAttentionMakesNpuOnlyAttentionComputeBound) {
+  std::unique_ptr<IterationModel> streamed = MakeModel("npu-only");
+  std::unique_ptr<IterationModel> serial = MakeModel("npu-only", [](hw::DeviceConfig* d) {
+    d->npu.attention_mapping = hw::AttentionMapping::kSerialGemv;
+  });
+  ASSERT_NE(streamed, nullptr);
+  ASSERT_NE(serial, nullptr);
+  const IterationInput in = Batch128(streamed->options().mode);
+  absl::StatusOr<IterationCost> a = streamed->Run(in);
+  absl::StatusOr<IterationCost> b = serial->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(b->duration_ns, 1.5 * a->duration_ns);
+  EXPECT_EQ(b->npu_macs, a->npu_macs);  // the same work, mapped differently
+}
+
+// tp_all_reduce: false (the reference simulates one sharded device): the all-reduce nodes take
+// no time, so the TP-4 iteration is shorter and the compute is the same.
+TEST(IterationModel, WithoutTheAllReduceTheInterconnectIsIdle) {
+  std::unique_ptr<IterationModel> with = MakeModel("neupims");
+  std::unique_ptr<IterationModel> without =
+      MakeModel("neupims", [](hw::DeviceConfig* d) { d->tp_all_reduce = false; });
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  const IterationInput in = Batch128(with->options().mode);
+  absl::StatusOr<IterationCost> a = with->Run(in);
+  absl::StatusOr<IterationCost> b = without->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a->interconnect_busy_ns, 0);
+  EXPECT_EQ(b->interconnect_busy_ns, 0);
+  EXPECT_LT(b->duration_ns, a->duration_ns);
+  EXPECT_EQ(b->npu_macs, a->npu_macs);
+}
+
+// The reference's stage view without interleaving: one layer is pre-attention (A), then
+// attention (B), then post-attention (E), back to back, ending with the iteration.
+TEST(IterationModel, PhasesOfOneLayerWithoutInterleavingAreBackToBack) {
+  std::unique_ptr<IterationModel> m = MakeModel("npu+pim");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 1;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->phases.size(), 3u);
+  const PhaseSpan& a = c->phases[0];
+  const PhaseSpan& b = c->phases[1];
+  const PhaseSpan& e = c->phases[2];
+  EXPECT_EQ(a.phase, Phase::kPreAttention);
+  EXPECT_EQ(b.phase, Phase::kAttention);
+  EXPECT_EQ(e.phase, Phase::kPostAttention);
+  EXPECT_EQ(a.start_ns, 0);
+  EXPECT_NEAR(b.start_ns, a.end_ns, 1e-6);
+  EXPECT_NEAR(e.start_ns, b.end_ns, 1e-6);
+  EXPECT_NEAR(e.end_ns, c->duration_ns, 1e-6);
+  EXPECT_EQ(c->layer_period_ns, 0);  // one layer: no steady state
+}
+
+TEST(IterationModel, LayerPeriodIsReportedForAStackOfLayers) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 8;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GT(c->layer_period_ns, 0);
+  EXPECT_LT(c->layer_period_ns * 8, c->duration_ns * 1.01);
+}
+
+// Table 5's cost of the second row buffer: a PIM op holds rows open above precharge standby,
+// and with dual row buffers the PIM row's buffer adds its own background.
+TEST(IterationModel, OpenPimRowsAddDramBackgroundMoreWithTheSecondRowBuffer) {
+  std::unique_ptr<IterationModel> dual = MakeModel("neupims");
+  std::unique_ptr<IterationModel> single = MakeModel("npu+pim");
+  ASSERT_NE(dual, nullptr);
+  ASSERT_NE(single, nullptr);
+  absl::StatusOr<AttentionCost> d = dual->Attention(512);
+  absl::StatusOr<AttentionCost> s = single->Attention(512);
+  ASSERT_TRUE(d.ok() && s.ok());
+  EXPECT_GT(s->background_j, 0);
+  const double d_per_ns = d->background_j / (d->logit_ns + d->attend_ns);
+  const double s_per_ns = s->background_j / (s->logit_ns + s->attend_ns);
+  EXPECT_GT(d_per_ns, s_per_ns);
+}
+
+// npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
+// every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
+TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {
+  std::unique_ptr<IterationModel> on_chip = MakeModel("neupims");
+  std::unique_ptr<IterationModel> round_trip = MakeModel("neupims", [](hw::DeviceConfig* d) {
+    d->npu.activation_traffic = hw::ActivationTraffic::kDramRoundTrip;
+  });
+  ASSERT_NE(on_chip, nullptr);
+  ASSERT_NE(round_trip, nullptr);
+  const IterationInput in = Batch128(on_chip->options().mode);
+  absl::StatusOr<IterationCost> a = on_chip->Run(in);
+  absl::StatusOr<IterationCost> b = round_trip->Run(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(b->npu_hbm_bytes, a->npu_hbm_bytes);
+  EXPECT_GT(b->dram_j, a->dram_j);
+  EXPECT_GT(b->duration_ns, a->duration_ns);
 }
 
 }  // namespace

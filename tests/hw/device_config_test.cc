@@ -170,6 +170,88 @@ TEST(DeviceConfig, MissingPimObjectIsAnError) {
   EXPECT_THAT(s.message(), HasSubstr("test.json: missing required field 'pim'"));
 }
 
+TEST(DeviceConfig, PimIssueDefaultsToUnlimitedAndParsesAChipQueue) {
+  EXPECT_EQ(MustLoad("neupims").hbm.pim.issue.scope, PimIssueScope::kUnlimited);
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["issue"] = {{"scope", "chip"}, {"instructions_per_ns", 0.5}};
+  absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->hbm.pim.issue.scope, PimIssueScope::kChip);
+  EXPECT_EQ(cfg->hbm.pim.issue.instructions_per_ns, 0.5);
+}
+
+TEST(DeviceConfig, UnknownPimIssueScopeIsAnErrorListingTheChoices) {
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["issue"] = {{"scope", "core"}};
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("pim.issue.scope"),
+                                 HasSubstr("unlimited"), HasSubstr("chip")));
+}
+
+TEST(DeviceConfig, NonPositivePimIssueRateIsAnErrorNamingTheField) {
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["issue"] = {{"scope", "chip"}, {"instructions_per_ns", 0}};
+  EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.issue.instructions_per_ns"));
+}
+
+TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
+  EXPECT_EQ(MustLoad("neupims").npu.gemm_timing, GemmTiming::kWeightStationary);
+  EXPECT_NEAR(MustLoad("neupims").npu.hbm_refresh_fraction, 260.0 / 3900.0, 1e-12);
+  nlohmann::json j = NeuPimsJson();
+  j["npu"]["gemm_timing"] = "block_pipeline";
+  absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.gemm_timing, GemmTiming::kBlockPipeline);
+  j["npu"]["activation_traffic"] = "dram_round_trip";
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.activation_traffic, ActivationTraffic::kDramRoundTrip);
+  EXPECT_EQ(MustLoad("neupims").npu.activation_traffic, ActivationTraffic::kOnChip);
+  EXPECT_EQ(MustLoad("neupims").npu.op_overlap, OpOverlap::kConcurrentUnits);
+  j["npu"]["op_overlap"] = "serial";
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.op_overlap, OpOverlap::kSerial);
+  EXPECT_EQ(MustLoad("npu-only").npu.attention_mapping, AttentionMapping::kBandwidthBound);
+  j["npu"]["attention_mapping"] = "serial_gemv";
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->npu.attention_mapping, AttentionMapping::kSerialGemv);
+  EXPECT_TRUE(MustLoad("neupims").tp_all_reduce);
+  j["tp_all_reduce"] = false;
+  cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_FALSE(cfg->tp_all_reduce);
+  j["npu"]["gemm_timing"] = "onnxim";
+  EXPECT_THAT(ParseStatus(j).message(),
+              AllOf(HasSubstr("npu.gemm_timing"), HasSubstr("block_pipeline")));
+}
+
+// The reference profiles (issue 14) set every switch the reference simulator's way and keep the
+// hardware of the device they derive from.
+TEST(DeviceConfig, ReferenceProfilesSetTheReferenceSimulatorsSwitches) {
+  for (const char* name : {"neupims-ref", "newton-ref", "npu-only-ref"}) {
+    SCOPED_TRACE(name);
+    const DeviceConfig ref = MustLoad(name);
+    EXPECT_EQ(ref.name, name);
+    EXPECT_EQ(ref.npu.gemm_timing, GemmTiming::kBlockPipeline);
+    EXPECT_EQ(ref.npu.activation_traffic, ActivationTraffic::kDramRoundTrip);
+    EXPECT_EQ(ref.npu.op_overlap, OpOverlap::kSerial);
+    EXPECT_EQ(ref.npu.sram_bytes, int64_t{131072} * 1024);
+    EXPECT_EQ(ref.hbm.refresh, RefreshPolicy::kRankStaggered);
+    EXPECT_FALSE(ref.tp_all_reduce);
+  }
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.scope, PimIssueScope::kChip);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.instructions_per_ns, 1.0);
+  EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.issue.scope, PimIssueScope::kUnlimited);
+  EXPECT_EQ(MustLoad("npu-only-ref").npu.attention_mapping, AttentionMapping::kSerialGemv);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.command_set, MustLoad("newton").hbm.pim.command_set);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.row_buffers, RowBufferMode::kSingle);
+  EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.row_buffers, RowBufferMode::kDual);
+  EXPECT_FALSE(MustLoad("npu-only-ref").hbm.pim.enabled);
+}
+
 TEST(DeviceConfig, MissingVectorOpIsAnErrorNamingFileAndPath) {
   nlohmann::json j = NeuPimsJson();
   j["npu"]["vector_ops"].erase("gelu");

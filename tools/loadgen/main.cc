@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "tools/loadgen/cnn_load.h"
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/report.h"
 #include "tools/loadgen/results.h"
@@ -104,11 +105,44 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", o.quiet,
                "Nothing on stderr but errors (no workload report, progress)");
   app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");
+  neupims::loadgen::CnnLoadOptions cnn;
+  app.add_option("--cnn-model", cnn.model,
+                 "CNN mode: drive inference.GRPCInferenceService/ModelInfer (KServe v2) of this "
+                 "model at --server instead of the LLM (neupims serve --cnn-model)");
+  app.add_option("--cnn-requests", cnn.requests, "CNN mode: requests to send")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--cnn-concurrency", cnn.concurrency,
+                 "CNN mode, closed loop: requests in flight (each client sends its next when the "
+                 "previous is answered)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--cnn-rate", cnn.rate,
+                 "CNN mode, open loop: Poisson arrivals at this many requests/s (instead of the "
+                 "closed loop)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cnn-batch", cnn.batch, "CNN mode: images per request")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
+  }
+
+  if (!cnn.model.empty()) {
+    cnn.server = o.server;
+    cnn.seed = o.workload.seed;
+    if (o.timeout_s > 0) cnn.timeout_s = o.timeout_s;
+    cnn.connect_timeout_s = o.connect_timeout_s;
+    absl::StatusOr<neupims::loadgen::CnnLoadResult> r = neupims::loadgen::RunCnnLoad(cnn);
+    if (!r.ok()) {
+      absl::FPrintF(stderr, "error: %s\n", r.status().message());
+      return 1;
+    }
+    neupims::loadgen::PrintCnnSummary(cnn, *r, stdout);
+    return 0;
   }
 
   absl::Status valid = neupims::loadgen::ValidateOptions(o);

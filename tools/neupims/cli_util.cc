@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace neupims::cli {
@@ -20,6 +21,20 @@ void KeyValueTable::Print(FILE* out) const {
       absl::FPrintF(out, "    %-*s  %s\n", static_cast<int>(width), k, v);
     }
   }
+}
+
+std::string SpliceMarkedSection(absl::string_view text, absl::string_view section,
+                                absl::string_view begin, absl::string_view end) {
+  const size_t b = text.find(begin);
+  const size_t e = text.find(end);
+  if (b == absl::string_view::npos || e == absl::string_view::npos || e < b) {
+    std::string out(text);
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    return absl::StrCat(out, "\n", section);
+  }
+  size_t tail = e + end.size();
+  if (tail < text.size() && text[tail] == '\n') ++tail;
+  return absl::StrCat(text.substr(0, b), section, text.substr(tail));
 }
 
 std::string FormatCount(double v) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace neupims::cli {
 
@@ -26,6 +27,12 @@ class KeyValueTable {
   std::string title_;
   std::vector<std::pair<std::string, std::string>> rows_;
 };
+
+// `text` with the part from `begin` to `end` (markers included, plus the newline after `end`)
+// replaced by `section`, which carries its own markers; appended after a blank line when the
+// markers are absent. Generated sections of docs/results.md are regenerated one at a time.
+std::string SpliceMarkedSection(absl::string_view text, absl::string_view section,
+                                absl::string_view begin, absl::string_view end);
 
 std::string FormatCount(double v);                 // 1234567 -> "1,234,567"
 std::string FormatSi(double v, const char* unit);  // 1.2e-6, "J" -> "1.200 uJ"

@@ -12,6 +12,7 @@
 #include "hw/fpga/fpga_spec.h"
 #include "models/cnn/graph.h"
 #include "models/cnn/strategy.h"
+#include "tools/neupims/cli_util.h"
 
 namespace neupims::cli {
 namespace {
@@ -64,17 +65,7 @@ const char* Mark(bool ok) { return ok ? "yes" : "**no**"; }
 }  // namespace
 
 std::string SpliceOffloadSection(absl::string_view text, absl::string_view section) {
-  const size_t begin = text.find(kOffloadBegin);
-  const size_t end = text.find(kOffloadEnd);
-  if (begin == absl::string_view::npos || end == absl::string_view::npos || end < begin) {
-    std::string out(text);
-    if (!out.empty() && out.back() != '\n') out += '\n';
-    return absl::StrCat(out, "\n", section);
-  }
-  const size_t after = end + kOffloadEnd.size();
-  size_t tail = after;
-  if (tail < text.size() && text[tail] == '\n') ++tail;
-  return absl::StrCat(text.substr(0, begin), section, text.substr(tail));
+  return SpliceMarkedSection(text, section, kOffloadBegin, kOffloadEnd);
 }
 
 absl::StatusOr<std::string> RenderOffloadResults() {

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/enum_names.h"
 #include "common/status_macros.h"
+#include "engine/cnn/plan.h"
 #include "engine/cnn/profiler.h"
 #include "hw/cluster/cluster.h"
 #include "models/cnn/graph.h"
@@ -26,104 +26,22 @@ using nlohmann::json;
 using scheduler::partition::Plan;
 using scheduler::partition::Profile;
 
-// How the layers are placed. The single-kind policies run DONNA over the cluster's devices of
-// that kind only (e.g. fpga-only: the FPGA partition alone).
-enum class Policy { kDonna, kDonnaExact, kCpuOnly, kGpuOnly, kCimOnly, kFpgaOnly, kHpimOnly };
-constexpr EnumName<Policy> kPolicies[] = {
-    {"donna", Policy::kDonna},       {"donna-exact", Policy::kDonnaExact},
-    {"cpu-only", Policy::kCpuOnly},  {"gpu-only", Policy::kGpuOnly},
-    {"cim-only", Policy::kCimOnly},  {"fpga-only", Policy::kFpgaOnly},
-    {"hpim-only", Policy::kHpimOnly}};
-const EnumNames<Policy>& PolicyNames() {
-  static constexpr EnumNames<Policy> kNames("partition policy", kPolicies);
-  return kNames;
-}
-
-std::optional<std::string> OnlyKind(Policy p) {
-  switch (p) {
-    case Policy::kCpuOnly:
-      return "cpu";
-    case Policy::kGpuOnly:
-      return "gpu";
-    case Policy::kCimOnly:
-      return "cim";
-    case Policy::kFpgaOnly:
-      return "fpga";
-    case Policy::kHpimOnly:
-      return "hpim";
-    default:
-      return std::nullopt;
-  }
-}
+using engine::cnn::PlanPolicy;
+using engine::cnn::PlanPolicyNames;
 
 struct PlanFlags {
   std::string model = "resnet152";
   std::string cluster = "donna-hetero";
-  Policy policy = Policy::kDonna;
+  PlanPolicy policy = PlanPolicy::kDonna;
   double alpha = 1.0;
   bool alpha_sweep = false;
   bool json = false;
 };
 
-// The profile restricted to the devices of one kind (a copy with those columns only).
-absl::StatusOr<Profile> OnlyDevicesOfKind(const Profile& p, const std::string& kind) {
-  std::vector<int> keep;
-  for (size_t d = 0; d < p.devices.size(); ++d) {
-    if (p.devices[d].kind == kind) keep.push_back(static_cast<int>(d));
-  }
-  if (keep.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--policy ", kind, "-only: the cluster has no ", kind, " device"));
-  }
-  Profile q = p;
-  q.devices.clear();
-  for (int d : keep) q.devices.push_back(p.devices[d]);
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    q.time_s[l].clear();
-    q.energy_j[l].clear();
-    for (int d : keep) {
-      q.time_s[l].push_back(p.time_s[l][d]);
-      q.energy_j[l].push_back(p.energy_j[l][d]);
-    }
-  }
-  std::vector<std::string> stuck;
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    bool runs = false;
-    for (double t : q.time_s[l]) runs |= t != scheduler::partition::kCannotRun;
-    if (!runs) stuck.push_back(p.layers[l].name);
-  }
-  if (!stuck.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--policy ", kind, "-only: no ", kind, " device runs ", absl::StrJoin(stuck, ", "),
-        kind == "fpga" ? " (DNNVM runs no fully-connected, LRN or Softmax layer, sec. 6.1)" : ""));
-  }
-  q.link.assign(keep.size(), {});
-  for (size_t a = 0; a < keep.size(); ++a) {
-    for (int b : keep) q.link[a].push_back(p.link[keep[a]][b]);
-  }
-  return q;
-}
-
 absl::StatusOr<Profile> LoadProfile(const PlanFlags& f) {
   ASSIGN_OR_RETURN(models::cnn::Graph g, models::cnn::LoadGraph(f.model));
   ASSIGN_OR_RETURN(hw::cluster::Cluster c, hw::cluster::LoadCluster(f.cluster));
   return engine::cnn::BuildProfile(g, c);
-}
-
-absl::StatusOr<Plan> Solve(const Profile& p, Policy policy, double alpha) {
-  if (std::optional<std::string> kind = OnlyKind(policy)) {
-    ASSIGN_OR_RETURN(Profile q, OnlyDevicesOfKind(p, *kind));
-    ASSIGN_OR_RETURN(Plan plan, scheduler::partition::DonnaExact(q, alpha));
-    // Back to the cluster's device indices.
-    std::vector<int> index;
-    for (size_t d = 0; d < p.devices.size(); ++d) {
-      if (p.devices[d].kind == *kind) index.push_back(static_cast<int>(d));
-    }
-    for (auto& s : plan.stages) s.device = index[s.device];
-    return scheduler::partition::PricePlan(p, plan.stages, alpha);
-  }
-  return policy == Policy::kDonnaExact ? scheduler::partition::DonnaExact(p, alpha)
-                                       : scheduler::partition::DonnaPublished(p, alpha);
 }
 
 json PlanJson(const Profile& p, const Plan& plan) {
@@ -164,20 +82,20 @@ void PrintPlan(const Profile& p, const Plan& plan) {
 int RunPlan(const PlanFlags& f) {
   absl::StatusOr<Profile> p = LoadProfile(f);
   if (!p.ok()) return ReportError(p.status());
-  absl::StatusOr<Plan> plan = Solve(*p, f.policy, f.alpha);
+  absl::StatusOr<Plan> plan = engine::cnn::SolvePlan(*p, f.policy, f.alpha);
   if (!plan.ok()) return ReportError(plan.status());
   if (f.json) {
     json j = PlanJson(*p, *plan);
     j["model"] = p->model;
     j["cluster"] = f.cluster;
-    j["policy"] = PolicyNames().ToString(f.policy);
+    j["policy"] = PlanPolicyNames().ToString(f.policy);
     j["alpha"] = f.alpha;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   PrintPlan(*p, *plan);
-  KeyValueTable t(absl::StrCat(p->model, " on ", f.cluster, ", ", PolicyNames().ToString(f.policy),
-                               ", alpha ", f.alpha));
+  KeyValueTable t(absl::StrCat(p->model, " on ", f.cluster, ", ",
+                               PlanPolicyNames().ToString(f.policy), ", alpha ", f.alpha));
   t.Add("stages", absl::StrCat(plan->stages.size()));
   t.Add("slowest stage", FormatSi(plan->bottleneck_s, "s"));
   t.Add("throughput", absl::StrCat(FormatFixed(plan->throughput_per_s(), 2), " inferences/s"));
@@ -257,7 +175,7 @@ void RegisterCnnPlanCommands(CLI::App* cnn, int* exit_code) {
   CLI::App* plan = cnn->add_subcommand(
       "plan", "Partition a CNN over a cluster (DONNA): stages, per-stage time and energy");
   AddCommonFlags(plan, f);
-  AddEnumFlag(plan, "--policy", PolicyNames(), &f->policy,
+  AddEnumFlag(plan, "--policy", PlanPolicyNames(), &f->policy,
               "donna (Algorithm 1 as published), donna-exact (Pareto labels), or <kind>-only");
   plan->add_option("--alpha", f->alpha, "Weight of time against energy in eq. 1")
       ->check(CLI::Range(0.0, 1.0))

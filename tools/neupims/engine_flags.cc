@@ -26,7 +26,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
               "System: npu-only, npu+pim or neupims");
   cmd->add_option_function<std::string>(
       "--device", [&o](const std::string& d) { o.device = d; },
-      "Device config (default: the mode's: npu-only, newton or neupims)");
+      "Device config: a built-in name (e.g. neupims-ref, the reference profiles) or a JSON "
+      "file (default: the mode's: npu-only, newton or neupims)");
   AddOptionalEnumFlag(cmd, "--dual-row-buffers", kOnOffNames, &o.dual_row_buffers, "auto",
                       "Ablation: PIM banks with dual row buffers (on/off/auto = the mode's)");
   AddOptionalEnumFlag(cmd, "--sub-batch", engine::SubBatchInterleavingNames(),

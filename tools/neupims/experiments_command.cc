@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/cnn_experiments.h"
+#include "tools/neupims/reference_experiments.h"
 #include "tools/neupims/shard.h"
 #include "tools/neupims/step_eval.h"
 #include "tools/workload/workload.h"
@@ -39,6 +40,7 @@ struct ExperimentFlags {
   uint64_t seed = 1;
   bool quick = false;
   bool offload = false;      // only the CNN offload section (DNNVM tables)
+  bool reference = false;    // only the reference-profile section (issue 14)
   int jobs = DefaultJobs();  // engine configurations simulated at once
   bool no_progress = false;
   std::string shard = "0/1";       // --shard i/N: run every N-th engine configuration
@@ -171,20 +173,28 @@ absl::Status LoadShards(const ExperimentFlags& f, std::vector<EngineRun>& runs) 
 
 std::string Fmt(double v, int digits = 0) { return absl::StrFormat("%.*f", digits, v); }
 
-// Regenerates only the marked CNN offload section of `out`, keeping the rest of the file.
-int RunOffloadExperiments(const std::string& out) {
-  absl::StatusOr<std::string> section = RenderOffloadResults();
+// Regenerates only one marked section of `out` (between `begin` and `end`), keeping the rest.
+int RunSectionExperiments(const std::string& out, absl::StatusOr<std::string> (*render)(),
+                          absl::string_view begin, absl::string_view end, const char* what) {
+  absl::StatusOr<std::string> section = render();
   if (!section.ok()) return ReportError(section.status());
   absl::StatusOr<std::string> old = ReadFile(out);
   if (!old.ok() && !absl::IsNotFound(old.status())) return ReportError(old.status());
-  const std::string text = SpliceOffloadSection(old.ok() ? *old : "", *section);
+  const std::string text = SpliceMarkedSection(old.ok() ? *old : "", *section, begin, end);
   if (absl::Status s = WriteFile(out, text); !s.ok()) return ReportError(s);
-  std::printf("wrote the CNN offload section of %s\n", out.c_str());
+  std::printf("wrote the %s section of %s\n", what, out.c_str());
   return 0;
 }
 
 int RunExperiments(const ExperimentFlags& f) {
-  if (f.offload) return RunOffloadExperiments(f.out);
+  if (f.offload) {
+    return RunSectionExperiments(f.out, &RenderOffloadResults, kOffloadBegin, kOffloadEnd,
+                                 "CNN offload");
+  }
+  if (f.reference) {
+    return RunSectionExperiments(f.out, &RenderReferenceResults, kReferenceBegin, kReferenceEnd,
+                                 "reference-profile");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> models = {"gpt3-7b", "gpt3-13b", "gpt3-30b", "gpt3-175b"};
   const std::vector<std::string> datasets = {"alpaca", "sharegpt"};
@@ -607,6 +617,9 @@ int RunExperiments(const ExperimentFlags& f) {
   absl::StatusOr<std::string> offload = RenderOffloadResults();
   if (!offload.ok()) return ReportError(offload.status());
   md = SpliceOffloadSection(md, *offload);
+  absl::StatusOr<std::string> reference = RenderReferenceResults();
+  if (!reference.ok()) return ReportError(reference.status());
+  md = SpliceMarkedSection(md, *reference, kReferenceBegin, kReferenceEnd);
   if (absl::Status s = WriteFile(f.out, md); !s.ok()) return ReportError(s);
   if (!f.json_out.empty()) {
     if (absl::Status s = WriteFile(f.json_out, absl::StrCat(raw.dump(2), "\n")); !s.ok()) {
@@ -639,6 +652,9 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
   c->add_flag("--offload", f->offload,
               "Only regenerate the CNN offload section (DNNVM Tables 3-5) of --out, keeping the "
               "rest of the file (no datasets needed)");
+  c->add_flag("--reference", f->reference,
+              "Only regenerate the reference-profile section (issue 14: the *-ref devices against "
+              "the defaults on the clb-0 batch files) of --out, keeping the rest of the file");
   c->add_flag("--quick", f->quick, "Two batch sizes and two samples per point (for tests)");
   c->add_option("--jobs", f->jobs,
                 "Engine configurations simulated in parallel (default: all cores; 1: serial). "

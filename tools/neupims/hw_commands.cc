@@ -5,10 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/builtin_configs.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "hw/device.h"
 #include "hw/dram/timing_checker.h"
+#include "hw/pim/issue_limit.h"
 #include "hw/pim/tile_cost.h"
 #include "hw/registry.h"
 #include "nlohmann/json.hpp"
@@ -27,8 +30,10 @@ struct CommonOptions {
 };
 
 void AddCommon(CLI::App* cmd, CommonOptions* o) {
-  cmd->add_option("--device", o->device,
-                  "Device: built-in name (neupims, newton, npu-only) or a JSON file path")
+  cmd->add_option(
+         "--device", o->device,
+         absl::StrCat("Device: built-in name (", absl::StrJoin(BuiltinConfigNames("devices"), ", "),
+                      ") or a JSON file path"))
       ->capture_default_str();
   AddEnumFlag(cmd, "--level", hw::DetailLevelNames(), &o->level,
               "Level of detail: command (every DRAM/PIM command) or analytic (closed form)");
@@ -145,6 +150,9 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   j["vector_loads"] = r.vector_loads;
   j["dot_products"] = r.results;
   j["column_steps"] = r.column_steps;
+  const int64_t instructions =
+      hw::PimInstructions(r.tiles, r.results, r.vector_loads, r.column_steps, spec.pim.command_set);
+  j["pim_instructions"] = instructions;
   j["macs"] = r.macs;
   j["refreshes"] = r.refreshes;
   j["mac_utilization"] = r.MacUtilization(spec);
@@ -189,6 +197,7 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   t.Add("vector loads", FormatCount(static_cast<double>(r.vector_loads)));
   t.Add("dot products", FormatCount(static_cast<double>(r.results)));
   t.Add("MACs", FormatCount(static_cast<double>(r.macs)));
+  t.Add("PIM instructions", FormatCount(static_cast<double>(instructions)));
   t.Section("commands");
   for (int c = 0; c < hw::kNumCommandTypes; ++c) {
     if (r.commands[c] != 0) {

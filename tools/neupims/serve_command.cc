@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/option_ranges.h"
+#include "engine/cnn/plan.h"
 #include "server/server.h"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
@@ -31,6 +32,7 @@ struct ServeFlags {
   int64_t max_prompt_tokens = 0;
   int64_t max_stream_buffer = server::ServerOptions{}.max_stream_buffer;
   server::SecurityOptions security;
+  server::CnnOptions cnn;
 };
 
 // Paths only: Server::Start reads and checks the files (security.h), whether they came from
@@ -44,6 +46,25 @@ void AddSecurityFlags(CLI::App* c, server::SecurityOptions* s) {
   c->add_option("--auth-token-file", s->auth_token_file,
                 "File whose first line is the bearer token every gRPC service but health and "
                 "every HTTP route but /health require (UNAUTHENTICATED / 401 without it)");
+}
+
+void AddCnnFlags(CLI::App* c, server::CnnOptions* o) {
+  c->add_option("--cnn-model", o->models,
+                "Serve this CNN (built-in name or graph JSON) over inference.GRPCInferenceService "
+                "(KServe v2); repeat or comma-separate for several")
+      ->delimiter(',');
+  c->add_option("--cnn-cluster", o->cluster, "Cluster the CNN models are partitioned over")
+      ->capture_default_str();
+  AddEnumFlag(c, "--cnn-policy", engine::cnn::PlanPolicyNames(), &o->policy,
+              "Partition policy of the CNN models (as neupims cnn plan --policy)");
+  c->add_option("--cnn-alpha", o->alpha, "Weight of time against energy (DONNA eq. 1)")
+      ->check(InRange(option_ranges::kCnnAlpha))
+      ->capture_default_str();
+  AddEnumFlag(c, "--cnn-input-datatype", server::CnnDatatypeNames(), &o->input_datatype,
+              "Datatype of the CNN models' input tensors (the output is FP32)");
+  c->add_option("--cnn-max-batch", o->max_batch, "Most images per CNN request")
+      ->check(CLI::Range(option_ranges::kCnnMaxBatch.min, option_ranges::kCnnMaxBatch.max))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -106,6 +127,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->check(InRange(option_ranges::kMaxStreamBuffer))
       ->capture_default_str();
   AddSecurityFlags(c, &f->security);
+  AddCnnFlags(c, &f->cnn);
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
     // --max-waiting 0: unbounded.
@@ -182,6 +204,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
           std::tuple{"--tls-client-ca", &f->security.tls_client_ca, &sec.tls_client_ca},
           std::tuple{"--auth-token-file", &f->security.auth_token_file, &sec.auth_token_file}}) {
       if (given(flag)) *field = *value;
+    }
+    if (f->config.empty() || given("--cnn-model")) o.cnn.models = f->cnn.models;
+    if (f->config.empty() || given("--cnn-cluster")) o.cnn.cluster = f->cnn.cluster;
+    if (f->config.empty() || given("--cnn-policy")) o.cnn.policy = f->cnn.policy;
+    if (f->config.empty() || given("--cnn-alpha")) o.cnn.alpha = f->cnn.alpha;
+    if (f->config.empty() || given("--cnn-max-batch")) o.cnn.max_batch = f->cnn.max_batch;
+    if (f->config.empty() || given("--cnn-input-datatype")) {
+      o.cnn.input_datatype = f->cnn.input_datatype;
     }
     *exit_code = server::RunServerMain(o);
   });

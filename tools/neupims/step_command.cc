@@ -139,6 +139,19 @@ int RunStep(const StepFlags& f) {
     stages.push_back({{"op", k.first}, {"sub_batch", k.second + 1}, {"ns", v}});
   }
   j["stages"] = stages;
+  // The reference simulator's stage view (issue 14): layer 1's pre-attention (A), attention (B)
+  // and post-attention (E) per sub-batch, and the steady per-layer period.
+  const double cycles_per_ns = dev.npu.frequency_mhz / 1e3;
+  json phases = json::array();
+  for (const engine::PhaseSpan& p : cost->phases) {
+    if (p.layer != 0 || p.micro_batch != 0) continue;
+    phases.push_back({{"phase", engine::ToString(p.phase)},
+                      {"sub_batch", p.sub_batch + 1},
+                      {"start_cycles", p.start_ns * cycles_per_ns},
+                      {"cycles", (p.end_ns - p.start_ns) * cycles_per_ns}});
+  }
+  j["layer1_phases"] = phases;
+  if (cost->layer_period_ns > 0) j["layer_period_cycles"] = cost->layer_period_ns * cycles_per_ns;
   j["utilization"] = {
       {"npu_systolic", cost->systolic_busy_ns / dur},
       {"npu_vector", cost->vector_busy_ns / dur},
@@ -172,6 +185,15 @@ int RunStep(const StepFlags& f) {
     if (v <= 0) continue;
     t.Add(absl::StrFormat("%-16s SB%d", k.first, k.second + 1),
           absl::StrFormat("%10s  %5.1f%%", FormatSi(v * 1e-9, "s"), 100 * v / dur));
+  }
+  t.Section("layer 1 phases (cycles; A = pre-attention, B = attention, E = post-attention)");
+  for (const json& p : phases) {
+    t.Add(absl::StrFormat("%-16s SB%d", p["phase"].get<std::string>(), p["sub_batch"].get<int>()),
+          absl::StrFormat("%10s  from %s", FormatCount(p["cycles"].get<double>()),
+                          FormatCount(p["start_cycles"].get<double>())));
+  }
+  if (j.contains("layer_period_cycles")) {
+    t.Add("steady layer period", FormatCount(j["layer_period_cycles"].get<double>()) + " cycles");
   }
   t.Section("utilisation");
   const json& u = j["utilization"];

@@ -294,21 +294,6 @@ absl::Status ParseJsonlTrace(TableReader& lines, const LengthFilter& filter, Loa
   return absl::OkStatus();
 }
 
-std::string DatasetsDir() {
-  const char* env = std::getenv("NEUPIMS_DATASETS");
-  if (env != nullptr && *env != '\0') return env;
-#ifdef NEUPIMS_SOURCE_DIR
-  {
-    const std::filesystem::path dir =
-        (std::filesystem::path(NEUPIMS_SOURCE_DIR) / ".." / "shared" / "datasets")
-            .lexically_normal();
-    std::error_code ec;
-    if (std::filesystem::is_directory(dir, ec)) return dir.string();
-  }
-#endif
-  return "../shared/datasets";
-}
-
 // A length-dataset row in any form TableReader::NextRow accepts (surrounding spaces), with the
 // errors naming the field; `line` is the table's line last returned and not blank.
 absl::Status ParseDatasetRow(const TableReader& table, absl::string_view line, int64_t* prompt,
@@ -537,6 +522,21 @@ absl::StatusOr<std::vector<RequestSpec>> ParseTrace(TableReader& table, TraceFor
   for (size_t i = 0; i < requests.size(); ++i) requests[i].id = static_cast<int64_t>(i);
   if (report != nullptr) *report = std::move(local);
   return requests;
+}
+
+std::string DatasetsDir() {
+  const char* env = std::getenv("NEUPIMS_DATASETS");
+  if (env != nullptr && *env != '\0') return env;
+#ifdef NEUPIMS_SOURCE_DIR
+  {
+    const std::filesystem::path dir =
+        (std::filesystem::path(NEUPIMS_SOURCE_DIR) / ".." / "shared" / "datasets")
+            .lexically_normal();
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) return dir.string();
+  }
+#endif
+  return "../shared/datasets";
 }
 
 std::string ResolveDataset(absl::string_view name_or_path) {

@@ -117,8 +117,10 @@ absl::StatusOr<std::vector<RequestSpec>> ParseTrace(TableReader& table, TraceFor
                                                     const LengthFilter& filter, LoadReport* report);
 
 // Where ../shared/datasets lives: $NEUPIMS_DATASETS if set, else <source dir>/../shared/datasets,
-// else ./../shared/datasets. Resolves "sharegpt" / "alpaca" to their TSV files; other values
-// are returned unchanged (a path).
+// else ./../shared/datasets.
+std::string DatasetsDir();
+// Resolves "sharegpt" / "alpaca" to their TSV files in DatasetsDir(); other values are returned
+// unchanged (a path).
 std::string ResolveDataset(absl::string_view name_or_path);
 
 // LoadLengthDataset(ResolveDataset(name_or_path), ...); when a named dataset is missing, the

@@ -60,5 +60,33 @@ TEST(ExperimentsTest, ParallelRunEqualsSerialRun) {
   EXPECT_EQ(parallel.stderr_text.find('\r'), std::string::npos);
 }
 
+// `--reference` regenerates only its marked section: the rest of the file is kept, and the
+// section holds both device sets at the three batch sizes.
+TEST(ExperimentsTest, ReferenceSectionIsSplicedIntoAnExistingFile) {
+  for (int b : {64, 128, 256}) {
+    const std::string path = absl::StrCat(workload::DatasetsDir(), "/batches/share-gpt2-bs", b,
+                                          "-ms7B-tp4-pp1-clb-0.csv");
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  }
+  const std::filesystem::path out =
+      std::filesystem::path(::testing::TempDir()) / "reference_results.md";
+  std::ofstream(out) << "# Kept\n\nbefore\n";
+  const std::string command = absl::StrCat(NEUPIMS_CLI_PATH, " experiments --reference --out ",
+                                           out.string(), " > /dev/null 2>&1");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;  // twice: replaced, not appended
+  const std::string md = ReadFile(out);
+  EXPECT_EQ(md.rfind("# Kept\n\nbefore\n", 0), 0u) << md;
+  EXPECT_EQ(md.find("<!-- reference-profiles:begin -->"),
+            md.rfind("<!-- reference-profiles:begin -->"));
+  for (const char* row :
+       {"| 64 | default |", "| 256 | default |", "| 64 | reference |", "| 128 | reference |",
+        "| 256 | reference |", "| 0 | none: the reference profiles |",
+        "| 8 | all-reduce: off -> on", "| | ours (the default devices",
+        "### Table 5: power and energy", "| reference | NeuPIMs vs NPU-only |"}) {
+    EXPECT_NE(md.find(row), std::string::npos) << row;
+  }
+}
+
 }  // namespace
 }  // namespace neupims::cli
