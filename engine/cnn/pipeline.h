@@ -9,14 +9,24 @@
 // larger batch could only be priced as a multiple of the per-image time, which is what FIFO
 // back-to-back service gives anyway.
 //
-// Requests arrive in non-decreasing time order; since every resource is FIFO, image order is
-// kept end to end and a request's whole path is known when it arrives: Submit returns its
-// completion time. AdvanceTo(t) hands back the completions up to t in time order and charges
-// their busy time and energy to the resources. Simulated seconds only; never the wall clock.
+// A device hosting several stages of one plan (a hype plan: gpu, fpga, gpu) is one resource: its
+// stages share its time line, so its per-image service is the sum of its stages and the busy time
+// it accumulates adds up (likewise a link used twice in one direction). The path then visits the
+// resource more than once per image.
+//
+// Requests arrive in non-decreasing time order and a request's whole path is booked when it
+// arrives: each step takes the earliest idle interval of its resource, at or after the step is
+// ready, that is long enough (non-preemptive, so a later image may use a gap an earlier image
+// leaves while it is elsewhere in the path). Where each resource is visited once per path this
+// is plain FIFO (an earlier image's step was booked at the first fit, so no gap before it can hold
+// a later one) and image order is kept end to end. Submit returns the completion time. AdvanceTo(t)
+// hands back the completions up to t in time order and charges their busy time and energy to the
+// resources. Simulated seconds only; never the wall clock.
 //
 // Closed forms (tests/engine/cnn/pipeline_test.cc): one request's latency is the sum of the
 // stages' compute and transfer times; N back-to-back requests complete one per bottleneck time in
-// steady state; each request costs the plan's energy.
+// steady state, the bottleneck being the busiest resource (a shared device's stages summed); each
+// request costs the plan's energy.
 #ifndef NEUPIMS_ENGINE_CNN_PIPELINE_H_
 #define NEUPIMS_ENGINE_CNN_PIPELINE_H_
 
@@ -41,13 +51,13 @@ struct PipelineCompletion {
   double latency_s() const { return completion_s - arrival_s; }
 };
 
-// A stage's compute or a transfer on a link.
+// A device's compute (all its stages) or a directed link (all its transfers).
 struct PipelineResource {
   std::string name;    // "cim0" (compute) or "cim0->fpga0" (a link)
   std::string device;  // the device computing, or the link's sending device
   bool link = false;
-  double service_s = 0;  // per image
-  double energy_j = 0;   // per image
+  double service_s = 0;  // per image, summed over the path's visits
+  double energy_j = 0;   // per image, summed over the path's visits
   // Charged when a completion is delivered (AdvanceTo).
   double busy_s = 0;
   double total_energy_j = 0;
@@ -72,10 +82,10 @@ class Pipeline {
   int64_t in_flight() const { return static_cast<int64_t>(pending_.size()); }
   // The completion time of the next undelivered request; +infinity if none.
   double next_completion_s() const;
-  // Compute stages and links in path order.
+  // Devices and links in order of first use on the path.
   const std::vector<PipelineResource>& resources() const { return resources_; }
   double latency_s() const;     // unloaded: the sum of service times
-  double bottleneck_s() const;  // the slowest resource
+  double bottleneck_s() const;  // the busiest resource (its per-image service summed)
   double energy_per_request_j() const;
 
  private:
@@ -85,8 +95,27 @@ class Pipeline {
     }
   };
 
+  // One visit of the path: a stage's compute or a transfer.
+  struct Step {
+    int resource = 0;
+    double service_s = 0;
+    double energy_j = 0;
+  };
+  struct Interval {
+    double start_s = 0;
+    double end_s = 0;
+  };
+
+  void AddStep(PipelineResource resource, double service_s, double energy_j);
+  // The earliest start >= ready_s of a `length_s` idle interval of `resource`.
+  double EarliestFit(int resource, double ready_s, double length_s) const;
+  void Book(int resource, double start_s, double end_s);
+
   std::vector<PipelineResource> resources_;
-  std::vector<double> free_at_s_;  // when each resource finishes its last accepted image
+  std::vector<Step> path_;
+  // Each resource's booked intervals, by start; those ending before the last arrival are dropped
+  // (no later step can start before it).
+  std::vector<std::vector<Interval>> booked_;
   std::priority_queue<PipelineCompletion, std::vector<PipelineCompletion>, Later> pending_;
   double now_s_ = 0;
   double last_arrival_s_ = 0;

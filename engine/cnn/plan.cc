@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "engine/cnn/hype_plan.h"
 
 namespace neupims::engine::cnn {
 namespace {
@@ -13,10 +14,10 @@ using scheduler::partition::Plan;
 using scheduler::partition::Profile;
 
 constexpr EnumName<PlanPolicy> kPolicies[] = {
-    {"donna", PlanPolicy::kDonna},       {"donna-exact", PlanPolicy::kDonnaExact},
-    {"cpu-only", PlanPolicy::kCpuOnly},  {"gpu-only", PlanPolicy::kGpuOnly},
-    {"cim-only", PlanPolicy::kCimOnly},  {"fpga-only", PlanPolicy::kFpgaOnly},
-    {"hpim-only", PlanPolicy::kHpimOnly}};
+    {"donna", PlanPolicy::kDonna},        {"donna-exact", PlanPolicy::kDonnaExact},
+    {"cpu-only", PlanPolicy::kCpuOnly},   {"gpu-only", PlanPolicy::kGpuOnly},
+    {"cim-only", PlanPolicy::kCimOnly},   {"fpga-only", PlanPolicy::kFpgaOnly},
+    {"hpim-only", PlanPolicy::kHpimOnly}, {"hype", PlanPolicy::kHype}};
 
 std::vector<int> DevicesOfKind(const Profile& p, const std::string& kind) {
   std::vector<int> keep;
@@ -93,6 +94,7 @@ absl::StatusOr<Profile> OnlyDevicesOfKind(const Profile& p, const std::string& k
 }
 
 absl::StatusOr<Plan> SolvePlan(const Profile& p, PlanPolicy policy, double alpha) {
+  if (policy == PlanPolicy::kHype) return SolveHypePlan(p, alpha);
   if (std::optional<std::string> kind = OnlyKind(policy)) {
     ASSIGN_OR_RETURN(Profile q, OnlyDevicesOfKind(p, *kind));
     ASSIGN_OR_RETURN(Plan plan, scheduler::partition::DonnaExact(q, alpha));

@@ -1,6 +1,7 @@
 // The partition policies of a CNN over a cluster, shared by `neupims cnn plan` and the server's
 // CNN models (one names table, one Solve): DONNA as published, DONNA exact (Pareto labels), or
-// one device kind only (e.g. fpga-only: DONNA over the cluster's FPGAs alone).
+// one device kind only (e.g. fpga-only: DONNA over the cluster's FPGAs alone), or hype (Hype's
+// per-layer GPU + FPGA placement, engine/cnn/hype_plan.h; its plans may revisit a device).
 #ifndef NEUPIMS_ENGINE_CNN_PLAN_H_
 #define NEUPIMS_ENGINE_CNN_PLAN_H_
 
@@ -14,8 +15,17 @@
 
 namespace neupims::engine::cnn {
 
-enum class PlanPolicy { kDonna, kDonnaExact, kCpuOnly, kGpuOnly, kCimOnly, kFpgaOnly, kHpimOnly };
-// "donna", "donna-exact", "cpu-only", "gpu-only", "cim-only", "fpga-only", "hpim-only".
+enum class PlanPolicy {
+  kDonna,
+  kDonnaExact,
+  kCpuOnly,
+  kGpuOnly,
+  kCimOnly,
+  kFpgaOnly,
+  kHpimOnly,
+  kHype
+};
+// "donna", "donna-exact", "cpu-only", "gpu-only", "cim-only", "fpga-only", "hpim-only", "hype".
 const EnumNames<PlanPolicy>& PlanPolicyNames();
 
 // The device kind a single-kind policy keeps ("fpga" for fpga-only); nullopt for DONNA.
@@ -26,7 +36,8 @@ std::optional<std::string> OnlyKind(PlanPolicy policy);
 absl::StatusOr<scheduler::partition::Profile> OnlyDevicesOfKind(
     const scheduler::partition::Profile& profile, const std::string& kind);
 
-// The plan of `policy` at `alpha` (eq. 1), with device indices of `profile`.
+// The plan of `policy` at `alpha` (eq. 1), with device indices of `profile`. Only kHype plans
+// may put two stages on one device (DeviceReuse::kShared).
 absl::StatusOr<scheduler::partition::Plan> SolvePlan(const scheduler::partition::Profile& profile,
                                                      PlanPolicy policy, double alpha);
 

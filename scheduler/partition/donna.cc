@@ -441,29 +441,65 @@ Normalisation NormalisationOf(const Profile& p) {
   return n;
 }
 
-absl::StatusOr<Plan> PricePlan(const Profile& p, const std::vector<Stage>& stages, double alpha) {
+namespace {
+
+// T under DeviceReuse::kShared: each device's compute and each directed link's transfers add up.
+double BusiestResourceS(const Profile& p, const std::vector<Stage>& stages) {
+  const size_t n = p.devices.size();
+  std::vector<double> compute(n, 0);
+  std::vector<double> link(n * n, 0);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    compute[stages[k].device] += stages[k].compute_s;
+    if (k + 1 < stages.size())
+      link[stages[k].device * n + stages[k + 1].device] += stages[k].transfer_s;
+  }
+  return std::max(*std::max_element(compute.begin(), compute.end()),
+                  *std::max_element(link.begin(), link.end()));
+}
+
+// The device of stage k: in the cluster, and allowed again under `reuse`.
+absl::Status CheckStageDevice(const Profile& p, const std::vector<Stage>& stages, size_t k,
+                              DeviceReuse reuse, const std::vector<bool>& used) {
+  const int d = stages[k].device;
+  if (d < 0 || d >= static_cast<int>(p.devices.size())) {
+    return absl::InvalidArgumentError("stage device outside the cluster");
+  }
+  if (reuse == DeviceReuse::kDistinct && used[d]) {
+    return absl::InvalidArgumentError("each stage needs its own device of the cluster");
+  }
+  if (k > 0 && stages[k - 1].device == d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("consecutive stages on ", p.devices[d].name, " must be one stage"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PricePlan(const Profile& p, const std::vector<Stage>& stages, double alpha,
+                               DeviceReuse reuse) {
   RETURN_IF_ERROR(p.Validate());
   const StageCosts costs(p);
   Plan plan;
   int first = 0;
   std::vector<bool> used(p.devices.size(), false);
+  std::vector<int64_t> weights(p.devices.size(), 0);
   if (p.input_device && !stages.empty() && stages[0].device != *p.input_device) {
     return absl::InvalidArgumentError(absl::StrCat("the first stage must run on ",
                                                    p.devices[*p.input_device].name,
                                                    ", where the input arrives"));
   }
   for (size_t k = 0; k < stages.size(); ++k) {
+    RETURN_IF_ERROR(CheckStageDevice(p, stages, k, reuse, used));
     Stage s = stages[k];
     const int d = s.device;
-    if (d < 0 || d >= static_cast<int>(p.devices.size()) || used[d]) {
-      return absl::InvalidArgumentError("each stage needs its own device of the cluster");
-    }
     used[d] = true;
     const int end = s.last_layer + 1;
     if (end <= first || end > static_cast<int>(p.layers.size())) {
       return absl::InvalidArgumentError("stages must cover the layers in order");
     }
-    if (!costs.Runs(d, first, end)) {
+    for (int l = first; l < end; ++l) weights[d] += p.layers[l].weight_bytes;
+    if (!costs.Runs(d, first, end) || weights[d] > p.devices[d].memory_bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("layers ", p.layers[first].name, "..", p.layers[end - 1].name,
                        " cannot run on ", p.devices[d].name, " (unsupported or too large)"));
@@ -490,6 +526,7 @@ absl::StatusOr<Plan> PricePlan(const Profile& p, const std::vector<Stage>& stage
   if (first != static_cast<int>(p.layers.size())) {
     return absl::InvalidArgumentError("stages must cover every layer");
   }
+  if (reuse == DeviceReuse::kShared) plan.bottleneck_s = BusiestResourceS(p, plan.stages);
   const Normalisation n = NormalisationOf(p);
   plan.objective = alpha * plan.bottleneck_s / n.time_s + (1 - alpha) * plan.energy_j / n.energy_j;
   return plan;

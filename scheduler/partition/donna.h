@@ -63,11 +63,20 @@ struct Normalisation {
 };
 Normalisation NormalisationOf(const Profile& profile);
 
+// Whether a device may host more than one stage. DONNA's plans never do (kDistinct). A
+// per-operation placement (Hype) may come back to a device (gpu, fpga, gpu): kShared lets it,
+// provided consecutive stages differ (else they are one stage), and prices T as the busiest
+// resource: the sum of a device's stages' compute, or of a directed link's transfers, per image,
+// since one device (link) serves all its stages of every image in turn. With distinct devices
+// both rules give the same T.
+enum class DeviceReuse { kDistinct, kShared };
+
 // Prices a plan given as (device, last layer) per stage: fills the stages' times and energies,
-// T, E and C at `alpha`. InvalidArgument if the stages do not cover the layers in order with
-// distinct devices, a layer cannot run on its device or a stage's weights do not fit.
+// T, E and C at `alpha`. InvalidArgument if the stages do not cover the layers in order, a device
+// hosts two stages (kDistinct) or two consecutive ones (kShared), a layer cannot run on its
+// device or a device's weights (over all its stages) do not fit.
 absl::StatusOr<Plan> PricePlan(const Profile& profile, const std::vector<Stage>& stages,
-                               double alpha);
+                               double alpha, DeviceReuse reuse = DeviceReuse::kDistinct);
 
 absl::StatusOr<Plan> DonnaPublished(const Profile& profile, double alpha);
 absl::StatusOr<Plan> DonnaExact(const Profile& profile, double alpha);

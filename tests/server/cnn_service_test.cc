@@ -217,6 +217,25 @@ TEST_F(CnnServiceTest, ModelInferReturnsTheOutputAndTheSimulatedFigures) {
   EXPECT_EQ(raw.outputs(0).contents().fp32_contents_size(), 0);
 }
 
+TEST_F(CnnServiceTest, ModelInferServesTheHypePolicy) {
+  ServerOptions o = CnnOptionsFor(Pacing::kFast);
+  o.cnn.cluster = "fpga-gpu";
+  o.cnn.policy = engine::cnn::PlanPolicy::kHype;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  ModelInferResponse out;
+  ASSERT_TRUE(Infer(InferRequest(1), &out).ok());
+  const CnnModel& m = Model();
+  double latency = 0;
+  for (const auto& s : m.plan.stages) latency += s.compute_s + s.transfer_s;
+  const auto& p = out.parameters();
+  EXPECT_EQ(p.at("policy").string_param(), "hype");
+  EXPECT_EQ(p.at("partition").string_param(), m.partition);
+  EXPECT_THAT(m.partition, HasSubstr("gpu0:"));
+  EXPECT_NEAR(p.at("sim_latency_ns").int64_param() * 1e-9, latency, 2e-9);
+  EXPECT_NEAR(std::stod(p.at("sim_energy_j").string_param()), m.plan.energy_j,
+              1e-5 * m.plan.energy_j);
+}
+
 TEST_F(CnnServiceTest, FastPacingAdmitsOneBottleneckApart) {
   ASSERT_NO_FATAL_FAILURE(StartServer(CnnOptionsFor(Pacing::kFast)));
   int64_t previous = -1;
@@ -520,8 +539,10 @@ TEST(CnnServerConfig, ReadsTheCnnFieldsAndNamesBadOnes) {
   EXPECT_EQ(o.cnn.alpha, 0.8);
   EXPECT_EQ(o.cnn.max_batch, 8);
   ServerOptions bad;
-  absl::Status s = ParseServerConfig(R"({"cnn_policy": "hype"})", "cnn.json", &bad);
+  absl::Status s = ParseServerConfig(R"({"cnn_policy": "hyper"})", "cnn.json", &bad);
   EXPECT_THAT(s.message(), HasSubstr("cnn_policy"));
+  ASSERT_TRUE(ParseServerConfig(R"({"cnn_policy": "hype"})", "cnn.json", &bad).ok());
+  EXPECT_EQ(bad.cnn.policy, engine::cnn::PlanPolicy::kHype);
   s = ParseServerConfig(R"({"cnn_alpha": 1.5})", "cnn.json", &bad);
   EXPECT_THAT(s.message(), HasSubstr("cnn_alpha"));
   s = ParseServerConfig(R"({"cnn_models": "resnet50"})", "cnn.json", &bad);

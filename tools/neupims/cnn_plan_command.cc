@@ -97,7 +97,10 @@ int RunPlan(const PlanFlags& f) {
   KeyValueTable t(absl::StrCat(p->model, " on ", f.cluster, ", ",
                                PlanPolicyNames().ToString(f.policy), ", alpha ", f.alpha));
   t.Add("stages", absl::StrCat(plan->stages.size()));
-  t.Add("slowest stage", FormatSi(plan->bottleneck_s, "s"));
+  t.Add("partition", engine::cnn::PartitionString(*p, *plan));
+  // A hype plan may revisit a device: its T is that device's stages summed, not one stage.
+  t.Add(f.policy == PlanPolicy::kHype ? "busiest device" : "slowest stage",
+        FormatSi(plan->bottleneck_s, "s"));
   t.Add("throughput", absl::StrCat(FormatFixed(plan->throughput_per_s(), 2), " inferences/s"));
   t.Add("energy per inference", FormatSi(plan->energy_j, "J"));
   t.Add("objective C (eq. 1)", FormatFixed(plan->objective, 4));
@@ -176,7 +179,8 @@ void RegisterCnnPlanCommands(CLI::App* cnn, int* exit_code) {
       "plan", "Partition a CNN over a cluster (DONNA): stages, per-stage time and energy");
   AddCommonFlags(plan, f);
   AddEnumFlag(plan, "--policy", PlanPolicyNames(), &f->policy,
-              "donna (Algorithm 1 as published), donna-exact (Pareto labels), or <kind>-only");
+              "donna (Algorithm 1 as published), donna-exact (Pareto labels), <kind>-only, or "
+              "hype (Hype's per-layer GPU + FPGA placement; a device may host several stages)");
   plan->add_option("--alpha", f->alpha, "Weight of time against energy in eq. 1")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();

@@ -106,6 +106,56 @@ TEST(PipelineTest, EarliestUnqueuedArrivalWaitsForNoResource) {
   EXPECT_DOUBLE_EQ(c->completion_s - t, pipe.latency_s());
 }
 
+// A hype-style plan: gpu (1 s), fpga (1 s), gpu again (1 s), free transfers. The GPU is one
+// resource serving both its stages: 2 s of each image.
+struct SharedGpu {
+  Profile profile;
+  Plan plan;
+  SharedGpu() {
+    profile.devices = {{.name = "gpu0", .kind = "gpu"}, {.name = "fpga0", .kind = "fpga"}};
+    plan.stages = {Stage{.device = 0, .compute_s = 1, .compute_energy_j = 1},
+                   Stage{.device = 1, .compute_s = 1, .compute_energy_j = 2},
+                   Stage{.device = 0, .compute_s = 1, .compute_energy_j = 3}};
+  }
+};
+
+TEST(PipelineTest, ADeviceHostingTwoStagesIsOneResourceAndTheBottleneck) {
+  SharedGpu f;
+  Pipeline pipe = Make(f.profile, f.plan);
+  std::vector<std::string> names;
+  for (const auto& r : pipe.resources()) names.push_back(r.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("gpu0", "gpu0->fpga0", "fpga0", "fpga0->gpu0"));
+  EXPECT_DOUBLE_EQ(pipe.resources()[0].service_s, 2);
+  EXPECT_DOUBLE_EQ(pipe.bottleneck_s(), 2);
+  EXPECT_DOUBLE_EQ(pipe.latency_s(), 3);
+  EXPECT_DOUBLE_EQ(pipe.energy_per_request_j(), 6);
+
+  // Back to back: image i+1's first GPU stage fills the GPU's gap while image i is on the FPGA,
+  // so images complete at 3, 4, 7, 8, 11, 12, ...: one per 2 s (the GPU's busy time) on average.
+  constexpr int kN = 20;
+  std::vector<double> done;
+  for (int i = 0; i < kN; ++i) done.push_back(pipe.Submit(i, 0)->completion_s);
+  EXPECT_DOUBLE_EQ(done[0], 3);
+  EXPECT_DOUBLE_EQ(done[1], 4);
+  for (int i = 2; i < kN; ++i) EXPECT_DOUBLE_EQ(done[i] - done[i - 2], 4) << i;
+  pipe.AdvanceTo(1e9);
+  EXPECT_DOUBLE_EQ(pipe.resources()[0].busy_s, 2 * kN);  // both GPU stages, every image
+  EXPECT_DOUBLE_EQ(pipe.resources()[2].busy_s, kN);
+  EXPECT_DOUBLE_EQ(pipe.resources()[0].total_energy_j, 4 * kN);
+}
+
+TEST(PipelineTest, ASharedDeviceNeverRunsTwoStagesAtOnce) {
+  SharedGpu f;
+  f.plan.stages[2].compute_s = 3;  // the gap the FPGA leaves (1 s) cannot hold it
+  Pipeline pipe = Make(f.profile, f.plan);
+  // Image 0 holds the GPU over [0, 1] and [2, 5]; image 1's first stage fits [1, 2].
+  EXPECT_DOUBLE_EQ(pipe.Submit(0, 0)->completion_s, 5);
+  absl::StatusOr<PipelineCompletion> c = pipe.Submit(1, 0);
+  EXPECT_DOUBLE_EQ(c->completion_s, 8);  // [1, 2] GPU, [2, 3] FPGA, [5, 8] GPU
+  EXPECT_DOUBLE_EQ(c->queue_s, 1 + 2);
+  EXPECT_DOUBLE_EQ(pipe.EarliestUnqueuedArrival(0), 8);  // the GPU is busy without a gap till 8
+}
+
 TEST(PipelineTest, ArrivalsOutOfOrderAndEmptyPlansAreRefused) {
   Fixture f;
   Pipeline pipe = Make(f.profile, f.plan);

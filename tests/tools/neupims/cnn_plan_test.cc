@@ -56,6 +56,27 @@ TEST(CnnPlanTest, ParetoPrintsTheSweepAndTheFront) {
   EXPECT_THAT(o.out, HasSubstr("cim0\n"));
 }
 
+TEST(CnnPlanTest, HypePolicyPrintsAPlanOnTheGpuAndFpgaOrSaysWhatIsMissing) {
+  CliOutput o = RunCli("cnn plan --model resnet50 --cluster fpga-gpu --policy hype --json");
+  ASSERT_EQ(o.status, 0) << o.out;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["policy"], "hype");
+  ASSERT_FALSE(j["stages"].empty());
+  for (const auto& s : j["stages"]) {
+    const std::string device = s["device"].get<std::string>();
+    EXPECT_TRUE(device == "gpu0" || device == "fpga0") << device;
+  }
+  o = RunCli("cnn plan --model resnet50 --cluster fpga-gpu --policy hype");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("resnet50 on fpga-gpu, hype"));
+  EXPECT_THAT(o.out, ::testing::ContainsRegex("partition +gpu0:conv1-prob"));
+  EXPECT_THAT(o.out, HasSubstr("busiest device"));
+  EXPECT_THAT(o.out, HasSubstr("energy per inference"));
+  o = RunCli("cnn plan --model resnet50 --cluster donna-hetero --policy hype");
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("partition policy hype: the cluster has no fpga device"));
+}
+
 TEST(CnnPlanTest, BadInputsAreClearErrors) {
   CliOutput o = RunCli("cnn plan --cluster nosuch");
   EXPECT_EQ(o.status, 2);

@@ -23,9 +23,13 @@ TEST(ServeCnnFlags, AnUnknownModelIsRefusedNamingIt) {
 }
 
 TEST(ServeCnnFlags, BadPolicyAlphaAndBatchNameTheFlag) {
-  CliOutput o = RunCli(absl::StrCat(kServe, "--cnn-model resnet50 --cnn-policy hype"));
+  CliOutput o = RunCli(absl::StrCat(kServe, "--cnn-model resnet50 --cnn-policy hyper"));
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.out, AllOf(HasSubstr("--cnn-policy"), HasSubstr("donna-exact")));
+  // hype is a policy, but the default cluster (donna-hetero) has no FPGA for it.
+  o = RunCli(absl::StrCat(kServe, "--cnn-model resnet50 --cnn-policy hype"));
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("partition policy hype: the cluster has no fpga device"));
   o = RunCli(absl::StrCat(kServe, "--cnn-model resnet50 --cnn-alpha 1.5"));
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.out, HasSubstr("--cnn-alpha"));
