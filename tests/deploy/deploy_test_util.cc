@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/raw_http_get.h"
 
 namespace neupims::deploy_test {
 
@@ -32,34 +33,7 @@ std::string ReadFile(const std::string& path) {
 
 HttpResponse HttpGet(int port, const std::string& target) {
   HttpResponse out;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return out;
-  timeval timeout{};
-  timeout.tv_sec = 10;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  std::string response;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        absl::StrCat("GET ", target, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    size_t sent = 0;
-    while (sent < request.size()) {
-      const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += static_cast<size_t>(n);
-    }
-    char buf[8192];
-    while (true) {
-      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      response.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
+  const std::string response = testing_util::RawHttpGet(port, target, /*timeout_s=*/10);
   const size_t space = response.find(' ');
   const size_t body = response.find("\r\n\r\n");
   if (space == std::string::npos || body == std::string::npos) return out;

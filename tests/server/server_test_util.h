@@ -27,6 +27,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/raw_http_get.h"
 #include "tests/server/grpc_bytes.h"
 
 namespace neupims::testing_util {
@@ -138,35 +139,7 @@ inline std::vector<std::string> ReflectionListServices(
 
 // HTTP/1.0 GET; returns the whole response (status line, headers, body) or "" on error.
 inline std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  timeval timeout{};
-  timeout.tv_sec = 20;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  std::string response;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    size_t sent = 0;
-    while (sent < request.size()) {
-      const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += static_cast<size_t>(n);
-    }
-    char buf[8192];
-    while (true) {
-      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      response.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return response;
+  return RawHttpGet(port, path, /*timeout_s=*/20);
 }
 
 struct Sample {
