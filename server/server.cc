@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_enum.h"
 #include "common/config_reader.h"
 #include "common/enum_names.h"
 #include "common/option_ranges.h"
@@ -25,29 +26,6 @@
 
 namespace neupims::server {
 namespace {
-
-// An optional field holding one of an option enum's names, checked against the enum's names
-// table: a bad name is an error naming the field and listing the choices.
-template <typename E>
-void ReadEnum(ConfigObject& obj, absl::string_view key, const EnumNames<E>& names, E* value) {
-  const std::string name = obj.OptionalEnum(key, names.ToString(*value), names.Names());
-  absl::StatusOr<E> parsed = names.Parse(name);
-  if (!parsed.ok()) {
-    obj.Error(key, parsed.status().message());
-    return;
-  }
-  *value = *parsed;
-}
-
-// As ReadEnum for an option whose absence means "the system mode's choice".
-template <typename E>
-void ReadOptionalEnum(ConfigObject& obj, absl::string_view key, const EnumNames<E>& names,
-                      std::optional<E>* value) {
-  if (!obj.Has(key)) return;
-  E v = value->value_or(E{});
-  ReadEnum(obj, key, names, &v);
-  *value = v;
-}
 
 void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   e->model = root.OptionalString("model", e->model);

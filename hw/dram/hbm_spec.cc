@@ -1,6 +1,7 @@
 #include "hw/dram/hbm_spec.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/config_enum.h"
 
 namespace neupims::hw {
 
@@ -66,10 +67,7 @@ namespace {
 // "issue": {"scope": "unlimited" | "channel" | "chip", "instructions_per_ns": r}; absent means
 // unlimited.
 void ParsePimIssue(ConfigObject issue, PimIssue* out) {
-  const std::string scope = issue.Enum("scope", {"unlimited", "channel", "chip"});
-  out->scope = scope == "chip"      ? PimIssueScope::kChip
-               : scope == "channel" ? PimIssueScope::kChannel
-                                    : PimIssueScope::kUnlimited;
+  ReadEnum(issue, "scope", PimIssueScopeNames(), &out->scope);
   out->instructions_per_ns = issue.OptionalDouble("instructions_per_ns", 1.0,
                                                   {.min = 0, .max = 1e6, .min_exclusive = true});
   issue.Finish();
@@ -138,16 +136,12 @@ const char* ToString(RowBufferMode m) { return m == RowBufferMode::kDual ? "dual
 const char* ToString(PimCommandSet s) {
   return s == PimCommandSet::kNeuPims ? "neupims" : "newton";
 }
-const char* ToString(PimIssueScope s) {
-  switch (s) {
-    case PimIssueScope::kChannel:
-      return "channel";
-    case PimIssueScope::kChip:
-      return "chip";
-    case PimIssueScope::kUnlimited:
-      break;
-  }
-  return "unlimited";
+const EnumNames<PimIssueScope>& PimIssueScopeNames() {
+  static constexpr EnumName<PimIssueScope> kEntries[] = {{"unlimited", PimIssueScope::kUnlimited},
+                                                         {"channel", PimIssueScope::kChannel},
+                                                         {"chip", PimIssueScope::kChip}};
+  static constexpr EnumNames<PimIssueScope> kNames("PIM issue scope", kEntries);
+  return kNames;
 }
 
 }  // namespace neupims::hw

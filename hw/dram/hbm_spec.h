@@ -21,6 +21,7 @@
 #include <string>
 
 #include "common/config_reader.h"
+#include "common/enum_names.h"
 #include "common/units.h"
 
 namespace neupims::hw {
@@ -145,7 +146,7 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec);
 
 const char* ToString(RowBufferMode m);
 const char* ToString(PimCommandSet s);
-const char* ToString(PimIssueScope s);
+const EnumNames<PimIssueScope>& PimIssueScopeNames();  // "unlimited", "channel", "chip"
 
 }  // namespace neupims::hw
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_enum.h"
 
 namespace neupims::hw {
 namespace {
@@ -28,20 +29,35 @@ bool ParseVectorOp(absl::string_view name, VectorOp* op) {
   return false;
 }
 
-const char* ToString(GemmTiming t) {
-  return t == GemmTiming::kBlockPipeline ? "block_pipeline" : "weight_stationary";
+const EnumNames<GemmTiming>& GemmTimingNames() {
+  static constexpr EnumName<GemmTiming> kEntries[] = {
+      {"weight_stationary", GemmTiming::kWeightStationary},
+      {"block_pipeline", GemmTiming::kBlockPipeline}};
+  static constexpr EnumNames<GemmTiming> kNames("GEMM timing", kEntries);
+  return kNames;
 }
 
-const char* ToString(ActivationTraffic t) {
-  return t == ActivationTraffic::kDramRoundTrip ? "dram_round_trip" : "on_chip";
+const EnumNames<ActivationTraffic>& ActivationTrafficNames() {
+  static constexpr EnumName<ActivationTraffic> kEntries[] = {
+      {"on_chip", ActivationTraffic::kOnChip},
+      {"dram_round_trip", ActivationTraffic::kDramRoundTrip}};
+  static constexpr EnumNames<ActivationTraffic> kNames("activation traffic", kEntries);
+  return kNames;
 }
 
-const char* ToString(OpOverlap o) {
-  return o == OpOverlap::kSerial ? "serial" : "concurrent_units";
+const EnumNames<OpOverlap>& OpOverlapNames() {
+  static constexpr EnumName<OpOverlap> kEntries[] = {
+      {"concurrent_units", OpOverlap::kConcurrentUnits}, {"serial", OpOverlap::kSerial}};
+  static constexpr EnumNames<OpOverlap> kNames("operation overlap", kEntries);
+  return kNames;
 }
 
-const char* ToString(AttentionMapping m) {
-  return m == AttentionMapping::kSerialGemv ? "serial_gemv" : "bandwidth_bound";
+const EnumNames<AttentionMapping>& AttentionMappingNames() {
+  static constexpr EnumName<AttentionMapping> kEntries[] = {
+      {"bandwidth_bound", AttentionMapping::kBandwidthBound},
+      {"serial_gemv", AttentionMapping::kSerialGemv}};
+  static constexpr EnumNames<AttentionMapping> kNames("attention mapping", kEntries);
+  return kNames;
 }
 
 int VectorInputs(VectorOp op) { return op == VectorOp::kAdd || op == VectorOp::kReduce ? 2 : 1; }
@@ -55,22 +71,10 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   out->vector_lanes = static_cast<int>(npu.Int("vector_lanes", {.min = 1, .max = 1 << 16}));
   out->sram_bytes = npu.Int("sram_bytes", {.min = 1, .max = int64_t{1} << 40});
   out->element_bytes = static_cast<int>(npu.Int("element_bytes", {.min = 1, .max = 8}));
-  out->gemm_timing = npu.OptionalEnum("gemm_timing", "weight_stationary",
-                                      {"weight_stationary", "block_pipeline"}) == "block_pipeline"
-                         ? GemmTiming::kBlockPipeline
-                         : GemmTiming::kWeightStationary;
-  out->activation_traffic = npu.OptionalEnum("activation_traffic", "on_chip",
-                                             {"on_chip", "dram_round_trip"}) == "dram_round_trip"
-                                ? ActivationTraffic::kDramRoundTrip
-                                : ActivationTraffic::kOnChip;
-  out->op_overlap =
-      npu.OptionalEnum("op_overlap", "concurrent_units", {"concurrent_units", "serial"}) == "serial"
-          ? OpOverlap::kSerial
-          : OpOverlap::kConcurrentUnits;
-  out->attention_mapping = npu.OptionalEnum("attention_mapping", "bandwidth_bound",
-                                            {"bandwidth_bound", "serial_gemv"}) == "serial_gemv"
-                               ? AttentionMapping::kSerialGemv
-                               : AttentionMapping::kBandwidthBound;
+  ReadEnum(npu, "gemm_timing", GemmTimingNames(), &out->gemm_timing);
+  ReadEnum(npu, "activation_traffic", ActivationTrafficNames(), &out->activation_traffic);
+  ReadEnum(npu, "op_overlap", OpOverlapNames(), &out->op_overlap);
+  ReadEnum(npu, "attention_mapping", AttentionMappingNames(), &out->attention_mapping);
 
   // Every op must be listed: a missing op would silently cost one pass.
   ConfigObject ops = npu.Child("vector_ops");

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/config_reader.h"
+#include "common/enum_names.h"
 #include "common/units.h"
 
 namespace neupims::hw {
@@ -109,10 +110,11 @@ struct NpuSpec {
   }
 };
 
-const char* ToString(GemmTiming t);
-const char* ToString(ActivationTraffic t);
-const char* ToString(OpOverlap o);
-const char* ToString(AttentionMapping m);
+// The names tables of the switches above (the config values, e.g. "block_pipeline").
+const EnumNames<GemmTiming>& GemmTimingNames();
+const EnumNames<ActivationTraffic>& ActivationTrafficNames();
+const EnumNames<OpOverlap>& OpOverlapNames();
+const EnumNames<AttentionMapping>& AttentionMappingNames();
 // Operands an op reads per output element: 2 for add and reduce, 1 for the others.
 int VectorInputs(VectorOp op);
 
