@@ -258,7 +258,7 @@ absl::StatusOr<NpuOpResult> VectorCost(const NpuSpec& spec, const VectorShape& s
   if (spec.activation_traffic == ActivationTraffic::kDramRoundTrip) {
     // Only the HBM traffic counts (npu_spec.h); the lane work and its energy stay.
     r.hbm_bytes = elements * spec.element_bytes * (VectorInputs(shape.op) + 1);
-    const double bytes_per_cycle = spec.hbm_bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+    const double bytes_per_cycle = spec.hbm_bytes_per_cycle_less_refresh();
     r.memory_cycles = CeilCycles(static_cast<double>(r.hbm_bytes) / bytes_per_cycle);
     r.memory_bound = true;
     r.cycles = r.memory_cycles;
@@ -280,7 +280,7 @@ absl::StatusOr<NpuOpResult> BlockPipelineGemm(const NpuSpec& spec, const GemmSha
   const int64_t rows_per_cycle = CeilDiv(spec.array_rows, spec.systolic_arrays);
   const int64_t pass = plan.tiles_k * (spec.array_rows + rows_per_cycle * (plan.tiles_n - 1));
   const int64_t blocks = CeilDiv(shape.m, spec.array_rows);
-  const double bytes_per_cycle = plan.bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+  const double bytes_per_cycle = spec.hbm_bytes_per_cycle_less_refresh() * ctx.bandwidth_fraction;
   const Bytes in_bytes = (shape.weights_from_hbm ? shape.k * shape.n * eb : 0) +
                          (shape.activations_from_hbm ? shape.m * shape.k * eb : 0);
   const Bytes out_bytes = shape.activations_from_hbm ? shape.m * shape.n * eb : 0;
@@ -355,7 +355,7 @@ SerialGemvHead SerialGemvHeadCycles(const NpuSpec& spec, int64_t seq_len, int he
   constexpr Cycles kSoftmaxHandoffCycles = 10;
   const Cycles fill = spec.array_rows + spec.array_cols - 1;
   const int64_t rows = spec.array_rows;
-  const double bytes_per_cycle = spec.hbm_bytes_per_cycle * (1.0 - spec.hbm_refresh_fraction);
+  const double bytes_per_cycle = spec.hbm_bytes_per_cycle_less_refresh();
   const Cycles stream =
       CeilCycles(static_cast<double>(seq_len * head_dim * spec.element_bytes) / bytes_per_cycle);
   const Cycles preload = fill + CeilDiv(rows, spec.systolic_arrays);

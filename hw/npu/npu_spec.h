@@ -103,6 +103,11 @@ struct NpuSpec {
   // and the share of time refresh blocks a channel (tRFC / tREFI).
   double hbm_bytes_per_cycle = 1024;
   double hbm_refresh_fraction = 0;
+  // The bandwidth left after refresh (the reference simulator's effective rate, 955.7 B per
+  // cycle on NeuPIMs' HBM), used by its timing choices.
+  double hbm_bytes_per_cycle_less_refresh() const {
+    return hbm_bytes_per_cycle * (1.0 - hbm_refresh_fraction);
+  }
 
   Clock clock() const { return Clock{frequency_mhz}; }
   int64_t peak_macs_per_cycle() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,24 @@ IterationInput Batch128(const SystemMode& mode) {
     in.sub_batches[0] = std::move(all);
   }
   return in;
+}
+
+// Batch128 on `mode`'s device as shipped (first) and edited by `edit` (second); nullopt after
+// a failed expectation.
+struct CostPair {
+  IterationCost ours, edited;
+};
+std::optional<CostPair> RunOursAndEdited(const std::string& mode, void (*edit)(hw::DeviceConfig*)) {
+  std::unique_ptr<IterationModel> ours = MakeModel(mode);
+  std::unique_ptr<IterationModel> edited = MakeModel(mode, edit);
+  if (ours == nullptr || edited == nullptr) return std::nullopt;
+  const IterationInput in = Batch128(ours->options().mode);
+  absl::StatusOr<IterationCost> a = ours->Run(in);
+  absl::StatusOr<IterationCost> b = edited->Run(in);
+  EXPECT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!a.ok() || !b.ok()) return std::nullopt;
+  return CostPair{*std::move(a), *std::move(b)};
 }
 
 bool Overlap(const TimelineEvent& a, const TimelineEvent& b) {
@@ -213,17 +232,10 @@ TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
   double slowdown[2] = {0, 0};
   const char* modes[2] = {"npu+pim", "neupims"};
   for (int i = 0; i < 2; ++i) {
-    std::unique_ptr<IterationModel> free_issue = MakeModel(modes[i]);
-    std::unique_ptr<IterationModel> limited = MakeModel(modes[i], chip);
-    ASSERT_NE(free_issue, nullptr);
-    ASSERT_NE(limited, nullptr);
-    const IterationInput in = Batch128(free_issue->options().mode);
-    absl::StatusOr<IterationCost> a = free_issue->Run(in);
-    absl::StatusOr<IterationCost> b = limited->Run(in);
-    ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_TRUE(b.ok()) << b.status();
-    EXPECT_GE(b->duration_ns, a->duration_ns) << modes[i];
-    slowdown[i] = b->duration_ns / a->duration_ns;
+    std::optional<CostPair> c = RunOursAndEdited(modes[i], chip);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_GE(c->edited.duration_ns, c->ours.duration_ns) << modes[i];
+    slowdown[i] = c->edited.duration_ns / c->ours.duration_ns;
   }
   EXPECT_GT(slowdown[0], 1.2);
   EXPECT_GT(slowdown[0], slowdown[1] * 1.1);
@@ -262,36 +274,24 @@ TEST(IterationModel, SerialNpuRunsOneNpuOperationAtATime) {
 // head at a time on the systolic array, ~1,400 cycles per head at s = 310 against a
 // bandwidth-bound stream of its 160 KB of K and V in ~166.
 TEST(IterationModel, SerialGemvAttentionMakesNpuOnlyAttentionComputeBound) {
-  std::unique_ptr<IterationModel> streamed = MakeModel("npu-only");
-  std::unique_ptr<IterationModel> serial = MakeModel("npu-only", [](hw::DeviceConfig* d) {
+  std::optional<CostPair> c = RunOursAndEdited("npu-only", [](hw::DeviceConfig* d) {
     d->npu.attention_mapping = hw::AttentionMapping::kSerialGemv;
   });
-  ASSERT_NE(streamed, nullptr);
-  ASSERT_NE(serial, nullptr);
-  const IterationInput in = Batch128(streamed->options().mode);
-  absl::StatusOr<IterationCost> a = streamed->Run(in);
-  absl::StatusOr<IterationCost> b = serial->Run(in);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_GT(b->duration_ns, 1.5 * a->duration_ns);
-  EXPECT_EQ(b->npu_macs, a->npu_macs);  // the same work, mapped differently
+  ASSERT_TRUE(c.has_value());
+  EXPECT_GT(c->edited.duration_ns, 1.5 * c->ours.duration_ns);
+  EXPECT_EQ(c->edited.npu_macs, c->ours.npu_macs);  // the same work, mapped differently
 }
 
 // tp_all_reduce: false (the reference simulates one sharded device): the all-reduce nodes take
 // no time, so the TP-4 iteration is shorter and the compute is the same.
 TEST(IterationModel, WithoutTheAllReduceTheInterconnectIsIdle) {
-  std::unique_ptr<IterationModel> with = MakeModel("neupims");
-  std::unique_ptr<IterationModel> without =
-      MakeModel("neupims", [](hw::DeviceConfig* d) { d->tp_all_reduce = false; });
-  ASSERT_NE(with, nullptr);
-  ASSERT_NE(without, nullptr);
-  const IterationInput in = Batch128(with->options().mode);
-  absl::StatusOr<IterationCost> a = with->Run(in);
-  absl::StatusOr<IterationCost> b = without->Run(in);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_GT(a->interconnect_busy_ns, 0);
-  EXPECT_EQ(b->interconnect_busy_ns, 0);
-  EXPECT_LT(b->duration_ns, a->duration_ns);
-  EXPECT_EQ(b->npu_macs, a->npu_macs);
+  std::optional<CostPair> c =
+      RunOursAndEdited("neupims", [](hw::DeviceConfig* d) { d->tp_all_reduce = false; });
+  ASSERT_TRUE(c.has_value());
+  EXPECT_GT(c->ours.interconnect_busy_ns, 0);
+  EXPECT_EQ(c->edited.interconnect_busy_ns, 0);
+  EXPECT_LT(c->edited.duration_ns, c->ours.duration_ns);
+  EXPECT_EQ(c->edited.npu_macs, c->ours.npu_macs);
 }
 
 // The reference's stage view without interleaving: one layer is pre-attention (A), then
@@ -348,19 +348,13 @@ TEST(IterationModel, OpenPimRowsAddDramBackgroundMoreWithTheSecondRowBuffer) {
 // npu.activation_traffic = dram_round_trip (the reference's): every GEMM streams its X and Y and
 // every vector op its rows through HBM, so the NPU's HBM bytes and the iteration grow.
 TEST(IterationModel, DramRoundTripActivationsAddHbmTrafficAndTime) {
-  std::unique_ptr<IterationModel> on_chip = MakeModel("neupims");
-  std::unique_ptr<IterationModel> round_trip = MakeModel("neupims", [](hw::DeviceConfig* d) {
+  std::optional<CostPair> c = RunOursAndEdited("neupims", [](hw::DeviceConfig* d) {
     d->npu.activation_traffic = hw::ActivationTraffic::kDramRoundTrip;
   });
-  ASSERT_NE(on_chip, nullptr);
-  ASSERT_NE(round_trip, nullptr);
-  const IterationInput in = Batch128(on_chip->options().mode);
-  absl::StatusOr<IterationCost> a = on_chip->Run(in);
-  absl::StatusOr<IterationCost> b = round_trip->Run(in);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_GT(b->npu_hbm_bytes, a->npu_hbm_bytes);
-  EXPECT_GT(b->dram_j, a->dram_j);
-  EXPECT_GT(b->duration_ns, a->duration_ns);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_GT(c->edited.npu_hbm_bytes, c->ours.npu_hbm_bytes);
+  EXPECT_GT(c->edited.dram_j, c->ours.dram_j);
+  EXPECT_GT(c->edited.duration_ns, c->ours.duration_ns);
 }
 
 }  // namespace
