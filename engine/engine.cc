@@ -170,7 +170,8 @@ absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_new_tokens must be >= 1, got ", spec.max_new_tokens));
   }
-  if (spec.prompt_tokens + spec.max_new_tokens > m.max_seq_len) {
+  // Written as a difference: a sum of two client-chosen int64 counts can overflow.
+  if (spec.max_new_tokens > m.max_seq_len - spec.prompt_tokens) {
     return TooLarge(absl::StrCat("prompt (", spec.prompt_tokens, " tokens) + max_new_tokens (",
                                  spec.max_new_tokens, ") exceeds the context of ", m.name, " (",
                                  m.max_seq_len, " tokens)"));

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -295,11 +296,14 @@ TEST(EngineCheckRequest, IsSubmitsCheckNamingTheFieldAndQueuesNothing) {
     SubmitSpec spec;
     const char* field;
   };
-  const std::vector<Case> cases = {{{1, 0, 10, 0, 0}, "prompt_tokens"},
-                                   {{1, -5, 10, 0, 0}, "prompt_tokens"},
-                                   {{1, 10, 0, 0, 0}, "max_new_tokens"},
-                                   {{1, 10, -1, 0, 0}, "max_new_tokens"},
-                                   {{1, 2000, 49, 0, 0}, "max_new_tokens"}};
+  const std::vector<Case> cases = {
+      {{1, 0, 10, 0, 0}, "prompt_tokens"},
+      {{1, -5, 10, 0, 0}, "prompt_tokens"},
+      {{1, 10, 0, 0, 0}, "max_new_tokens"},
+      {{1, 10, -1, 0, 0}, "max_new_tokens"},
+      {{1, 2000, 49, 0, 0}, "max_new_tokens"},
+      // A sum that overflows int64 (found by the fuzzer).
+      {{1, 15, std::numeric_limits<int64_t>::max(), 0, 0}, "max_new_tokens"}};
   for (const Case& c : cases) {
     const absl::Status checked = e->CheckRequest(c.spec);
     EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument) << c.field;
