@@ -94,6 +94,7 @@ struct IterationCost : HwCost {
   std::vector<TimelineEvent> timeline;
   std::vector<PhaseSpan> phases;  // with the timeline: each layer's pre-attention, attention and
                                   // post-attention spans per sub-batch
+  std::vector<StageSpan> stages;  // with the timeline and stage barriers: each barrier stage
   // The steady-state time per decoder layer (interior layers of a schedule of four or more;
   // 0 when fewer were scheduled).
   double layer_period_ns = 0;

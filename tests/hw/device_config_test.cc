@@ -277,7 +277,9 @@ TEST(DeviceConfig, ReferenceProfilesSetTheReferenceSimulatorsSwitches) {
     EXPECT_EQ(ref.npu.sram_bytes, int64_t{131072} * 1024);
     EXPECT_EQ(ref.hbm.refresh, RefreshPolicy::kRankStaggered);
     EXPECT_FALSE(ref.tp_all_reduce);
+    EXPECT_TRUE(ref.stage_barriers);
   }
+  EXPECT_FALSE(MustLoad("neupims").stage_barriers);
   EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.scope, PimIssueScope::kChip);
   EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.instructions_per_ns, 1.0);
   EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.issue.scope, PimIssueScope::kUnlimited);
