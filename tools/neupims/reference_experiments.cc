@@ -296,7 +296,9 @@ absl::StatusOr<std::string> RenderReferenceResults() {
       "interleaving off and on; the ratios are speed-ups (paper: NPU+PIM 1.5x over NPU-only, "
       "NeuPIMs 1.6x over NPU+PIM and 2.4x over NPU-only). The reference simulator's own cycles "
       "on these batches are kept out of this repository; these are predictions from the "
-      "switches alone.");
+      "switches alone. Figures 12-14 and Table 4 on the reference profiles: "
+      "[results-reference.md](results-reference.md) (`neupims experiments "
+      "--reference-devices`).");
   line("");
   line(
       "| B | devices | NPU-only | NPU+PIM | NeuPIMs, SBI off | NeuPIMs, SBI on | NPU+PIM / "
