@@ -650,6 +650,41 @@ TEST_F(OpenAiApiTest, AStreamWhoseClientStopsReadingIsEndedAndFreesItsKv) {
   EXPECT_EQ(error["error"]["code"], 429);
 }
 
+TEST_F(OpenAiApiTest, AWriteThatTimesOutClosesTheConnectionAndAbortsTheRequest) {
+  // Unbounded buffer: only the write timeout can end the stalled stream.
+  ServerOptions o = SlowOptions();
+  o.runner.speed = 1;
+  o.max_stream_buffer = 0;
+  o.http_write_timeout = std::chrono::milliseconds(500);
+  StartServer(o);
+  const json longer = {
+      {"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
+  NonReadingClient stalled(*server_->http_port(), longer);
+  ASSERT_TRUE(stalled.connected());
+  ServerSnapshot last;
+  ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &last));
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < deadline) {
+    last = Snapshot();
+    if (last.live == 0 && last.kv_blocks_used == 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(last.live, 0);
+  EXPECT_EQ(last.kv_blocks_used, 0);
+  const HttpResult metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
+  using testing_util::Metric;
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total", {{"front_end", "http"}}), 0);
+  // The server closed the connection mid-stream: what the sockets held, no [DONE].
+  const std::string raw = stalled.ReadWhatIsLeft();
+  const SseResult sse = ParseSse(200, Dechunk(raw));
+  EXPECT_GE(sse.events.size(), 1u);
+  EXPECT_LT(sse.events.size(), static_cast<size_t>(kLongTokens));
+  EXPECT_FALSE(absl::StrContains(raw, "[DONE]"));
+}
+
 // ---- Models, metrics.
 
 TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
