@@ -272,18 +272,18 @@ absl::StatusOr<CostedOp> IterationModel::Cost(const models::Op& op, NodeKind kin
 absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t tokens) {
   auto it = layer_cache_.find(tokens);
   if (it != layer_cache_.end()) return &it->second;
-  auto lowered = lowering_cache_.find(tokens);
-  if (lowered == lowering_cache_.end()) {
-    ASSIGN_OR_RETURN(models::LayerOps ops,
-                     models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
-    lowered = lowering_cache_.emplace(tokens, std::move(ops)).first;
-  }
+  // The lowering is not kept: only the costed ops are, their names interned (a costed op's name
+  // points at the lowered op's, and a lowering kept per token count was a quarter of this cache).
+  ASSIGN_OR_RETURN(const models::LayerOps lowered,
+                   models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
   CostedLayer layer;
-  for (const models::Op& op : lowered->second.pre_attention) {
+  for (const models::Op& op : lowered.pre_attention) {
     ASSIGN_OR_RETURN(layer.pre_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
+    layer.pre_attention.back().name = op_names_.insert(op.name).first->c_str();
   }
-  for (const models::Op& op : lowered->second.post_attention) {
+  for (const models::Op& op : lowered.post_attention) {
     ASSIGN_OR_RETURN(layer.post_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
+    layer.post_attention.back().name = op_names_.insert(op.name).first->c_str();
   }
   // The LM head's name outlives the layer: a static string, as the lowering names it.
   const models::Op head = models::LmHead(options_.model, options_.parallelism, tokens);
