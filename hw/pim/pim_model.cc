@@ -33,17 +33,26 @@ absl::StatusOr<Cycles> PimModel::AttentionCycles(const AttentionShape& shape,
   return ProgramCycles(program, traffic);
 }
 
-CommandCounts ImpliedPimCommands(const GemvProgram& program, PimCommandSet command_set) {
+CommandCounts ImpliedPimCommands(const GemvProgram& program, const PimSpec& pim,
+                                 int banks_per_group) {
   CommandCounts c{};
   int64_t groups = 0;
   for (const GemvBlock& b : program.blocks) {
     for (const TileRun& run : b.runs) groups += b.repeat * run.count * run.groups;
   }
   c[static_cast<int>(CommandType::kPimAct)] = groups;
-  c[static_cast<int>(CommandType::kPimPre)] = program.tiles();
   c[static_cast<int>(CommandType::kPimGwrite)] = program.vector_loads();
-  if (command_set == PimCommandSet::kNeuPims) {
-    c[static_cast<int>(CommandType::kPimHeader)] = program.vector_loads();
+  if (pim.timing.row_close == PimRowClose::kPerBankPrecharge) {
+    // One PRE per open bank and a PIM_HEADER per row switch (hbm_spec.h, pim.timing).
+    c[static_cast<int>(CommandType::kPre)] = groups * banks_per_group;
+    c[static_cast<int>(CommandType::kPimHeader)] = program.tiles();
+  } else {
+    c[static_cast<int>(CommandType::kPimPre)] = program.tiles();
+  }
+  if (pim.command_set == PimCommandSet::kNeuPims) {
+    if (pim.timing.row_close != PimRowClose::kPerBankPrecharge) {
+      c[static_cast<int>(CommandType::kPimHeader)] = program.vector_loads();
+    }
     c[static_cast<int>(CommandType::kPimGemv)] = program.dot_products();
   } else {
     c[static_cast<int>(CommandType::kPimDot)] = program.column_steps();
@@ -178,7 +187,7 @@ class AnalyticPimModel : public PimModel {
     const int refs_per_event = spec_.refresh == RefreshPolicy::kAllRanks ? spec_.org.ranks : 1;
     r.refreshes = events * refs_per_event;
     // Commands implied by the program.
-    r.commands = ImpliedPimCommands(program, spec_.pim.command_set);
+    r.commands = ImpliedPimCommands(program, spec_.pim, spec_.org.banks_per_group);
     auto& c = r.commands;
     c[static_cast<int>(CommandType::kRef)] = static_cast<int64_t>(std::llround(r.refreshes));
     // Energy: rows are open in every rank for the whole op except the precharge gaps.

@@ -90,7 +90,8 @@ class PimModel {
 };
 
 // The PIM commands a program issues under a command set (refresh not included).
-CommandCounts ImpliedPimCommands(const GemvProgram& program, PimCommandSet command_set);
+CommandCounts ImpliedPimCommands(const GemvProgram& program, const PimSpec& pim,
+                                 int banks_per_group);
 
 std::unique_ptr<PimModel> CreateCommandLevelPimModel(const HbmSpec& spec,
                                                      const PimModelOptions& options);

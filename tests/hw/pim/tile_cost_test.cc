@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "hw/device.h"
 #include "hw/pim/gemv_plan.h"
+#include "hw/pim/pim_model.h"
 #include "hw/registry.h"
 #include "tests/hw/test_specs.h"
 
@@ -188,6 +189,23 @@ TEST(PimTimingSwitches, NewtonOverNeuPimsChannelIsAboutAFifthSlowerOnlyThroughTh
   const double short_ratio = static_cast<double>(AttentionCycles(Reference(NewtonSpec()), 128)) /
                              static_cast<double>(AttentionCycles(Reference(NeuPimsSpec()), 128));
   EXPECT_NEAR(short_ratio, 1.13, 0.01);
+}
+
+// The commands a reference row switch implies: a PRE per open bank and a PIM_HEADER per tile
+// instead of one PIM_PRECHARGE per tile.
+TEST(PimTimingSwitches, PerBankPrechargeCountsAPrePerOpenBankAndAHeaderPerTile) {
+  HbmSpec s = NewtonSpec();
+  s.pim.timing.row_close = PimRowClose::kPerBankPrecharge;
+  const AttentionShape shape{512, 8, 8, 128};
+  absl::StatusOr<PimOpResult> r = CreateAnalyticPimModel(s, {})->Attention(shape, {});
+  absl::StatusOr<PimOpResult> ours = CreateAnalyticPimModel(NewtonSpec(), {})->Attention(shape, {});
+  ASSERT_TRUE(r.ok() && ours.ok());
+  auto n = [](const PimOpResult& x, CommandType t) { return x.commands[static_cast<int>(t)]; };
+  EXPECT_EQ(n(*r, CommandType::kPimPre), 0);
+  EXPECT_EQ(n(*r, CommandType::kPimHeader), r->tiles);
+  EXPECT_EQ(n(*r, CommandType::kPre), 4 * n(*r, CommandType::kPimAct));  // 4 banks a group
+  EXPECT_EQ(n(*ours, CommandType::kPimPre), ours->tiles);
+  EXPECT_EQ(n(*ours, CommandType::kPre), 0);
 }
 
 // The switches exist as closed forms; the command-level controller issues real commands with the
