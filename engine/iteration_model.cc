@@ -272,18 +272,18 @@ absl::StatusOr<CostedOp> IterationModel::Cost(const models::Op& op, NodeKind kin
 absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t tokens) {
   auto it = layer_cache_.find(tokens);
   if (it != layer_cache_.end()) return &it->second;
-  auto lowered = lowering_cache_.find(tokens);
-  if (lowered == lowering_cache_.end()) {
-    ASSIGN_OR_RETURN(models::LayerOps ops,
-                     models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
-    lowered = lowering_cache_.emplace(tokens, std::move(ops)).first;
-  }
+  // The lowering is not kept: only the costed ops are, their names interned (a costed op's name
+  // points at the lowered op's, and a lowering kept per token count was a quarter of this cache).
+  ASSIGN_OR_RETURN(const models::LayerOps lowered,
+                   models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
   CostedLayer layer;
-  for (const models::Op& op : lowered->second.pre_attention) {
+  for (const models::Op& op : lowered.pre_attention) {
     ASSIGN_OR_RETURN(layer.pre_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
+    layer.pre_attention.back().name = op_names_.insert(op.name).first->c_str();
   }
-  for (const models::Op& op : lowered->second.post_attention) {
+  for (const models::Op& op : lowered.post_attention) {
     ASSIGN_OR_RETURN(layer.post_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
+    layer.post_attention.back().name = op_names_.insert(op.name).first->c_str();
   }
   // The LM head's name outlives the layer: a static string, as the lowering names it.
   const models::Op head = models::LmHead(options_.model, options_.parallelism, tokens);
@@ -441,7 +441,7 @@ IterationModel::ScheduleKey IterationModel::StageScheduleKey(bool serialized, in
 void IterationModel::BuildGraph(bool serialized, int sim_layers, bool last_stage) {
   const SystemMode& mode = options_.mode;
   const std::array<const CostedLayer*, 2>& layer = stage_layer_;
-  graph_.Clear();
+  graph_.Clear(/*interleaved=*/!serialized && mode.sub_batch_interleaving);
   for (int l = 0; l < sim_layers; ++l) {
     for (int s = 0; s < 2; ++s) {
       if (layer[s] == nullptr) continue;
@@ -493,7 +493,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   if (!(replayable && schedule_.valid && key == schedule_.key)) {
     BuildGraph(serialized, sim_layers, last_stage);
     const bool blocked = options_.mode.pim_attention && !options_.mode.dual_row_buffers;
-    schedule_.makespan_ns = graph_.Schedule(blocked);
+    schedule_.makespan_ns = graph_.Schedule(blocked, options_.device.stage_barriers);
     // Measured whenever the interior layers exist, not only when this stage extrapolates: the
     // key holds sim_layers but not L, so a replay for a longer stack may use it.
     schedule_.period_ns = sim_layers >= 4 ? (graph_.LayerEnd(3) - graph_.LayerEnd(1)) / 2 : 0.0;
@@ -515,6 +515,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   if (full_timeline) {
     graph_.AppendTimeline(micro_batch, &cost.timeline);
     graph_.AppendPhaseSpans(micro_batch, &cost.phases);
+    if (options_.device.stage_barriers) graph_.AppendStageSpans(micro_batch, &cost.stages);
   }
   return cost;
 }
@@ -566,6 +567,11 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
       p.start_ns += total.duration_ns;
       p.end_ns += total.duration_ns;
       total.phases.push_back(p);
+    }
+    for (StageSpan& st : c.stages) {
+      st.start_ns += total.duration_ns;
+      st.end_ns += total.duration_ns;
+      total.stages.push_back(st);
     }
     total.layer_period_ns = std::max(total.layer_period_ns, c.layer_period_ns);
     total.duration_ns += c.duration_ns;

@@ -42,6 +42,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/container/node_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/hw_cost.h"
@@ -94,6 +95,7 @@ struct IterationCost : HwCost {
   std::vector<TimelineEvent> timeline;
   std::vector<PhaseSpan> phases;  // with the timeline: each layer's pre-attention, attention and
                                   // post-attention spans per sub-batch
+  std::vector<StageSpan> stages;  // with the timeline and stage barriers: each barrier stage
   // The steady-state time per decoder layer (interior layers of a schedule of four or more;
   // 0 when fewer were scheduled).
   double layer_period_ns = 0;
@@ -224,9 +226,11 @@ class IterationModel {
   // dram_background_j (standby over powered time plus open PIM rows), all for the whole device
   // group.
 
-  // Caches. node_hash_map: callers keep pointers to entries while they grow.
-  absl::node_hash_map<int64_t, models::LayerOps> lowering_cache_;  // decode layer by tokens
-  absl::node_hash_map<int64_t, CostedLayer> layer_cache_;          // costed, by tokens
+  // Caches. node_hash_map: callers keep pointers to entries while they grow. The layer cache
+  // holds one entry per token count an iteration has had (at most max_batch + max_prefill_tokens
+  // entries, about 5 KB each for GPT3-7B); the GEMM and vector caches one per shape.
+  absl::node_hash_map<int64_t, CostedLayer> layer_cache_;  // costed decode layer, by tokens
+  absl::node_hash_set<std::string> op_names_;  // the layer ops' names (CostedOp::name points here)
   absl::node_hash_map<GemmKey, hw::NpuOpResult> gemm_cache_;
   absl::node_hash_map<VectorKey, hw::NpuOpResult> vector_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)

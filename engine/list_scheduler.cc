@@ -22,6 +22,28 @@ const char* ToString(Lane lane) {
 
 namespace {
 
+// The highest-priority (lowest value) node of a non-empty ready list, as its index in the list.
+int Best(absl::Span<const ScheduleNode> nodes, const std::vector<int>& ready) {
+  size_t best = 0;
+  for (size_t r = 1; r < ready.size(); ++r) {
+    if (nodes[ready[r]].priority < nodes[ready[best]].priority) best = r;
+  }
+  return static_cast<int>(best);
+}
+
+// As Best among the nodes of stages up to `open_stage`; -1 if there is none.
+int BestOfStage(absl::Span<const ScheduleNode> nodes, const std::vector<int>& ready,
+                int open_stage) {
+  int best = -1;
+  for (size_t r = 0; r < ready.size(); ++r) {
+    if (nodes[ready[r]].stage > open_stage) continue;
+    if (best < 0 || nodes[ready[r]].priority < nodes[ready[best]].priority) {
+      best = static_cast<int>(r);
+    }
+  }
+  return best;
+}
+
 // How long `node` runs when it starts now: a GEMM (`shares_bandwidth`) that starts while the PIM
 // computes for `pim_left` more ns progresses at the reduced bandwidth share until the PIM frees
 // the channels, then at full speed.
@@ -34,7 +56,7 @@ double Duration(const ScheduleNode& node, bool shares_bandwidth, double pim_left
 
 }  // namespace
 
-double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
+double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {
   const int n = static_cast<int>(nodes.size());
   // Users of each node in CSR form (deps point backwards).
   user_begin_.assign(n + 1, 0);
@@ -46,6 +68,20 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
   waiting_.assign(n, 0);  // first: the next free user slot of each node
   for (int i = 0; i < n; ++i) {
     for (int d : nodes[i].deps) users_[user_begin_[d] + waiting_[d]++] = i;
+  }
+  // Barriers: the open stage is the lowest with nodes not yet retired.
+  int open_stage = 0;
+  if (barriers) {
+    stage_left_.clear();
+    for (int i = 0; i < n; ++i) {
+      const int st = nodes[i].stage;
+      for (int d : nodes[i].deps) NEUPIMS_CHECK_MSG(nodes[d].stage <= st, "stage below a dep's");
+      if (st >= static_cast<int>(stage_left_.size())) stage_left_.resize(st + 1, 0);
+      ++stage_left_[st];
+    }
+    while (open_stage < static_cast<int>(stage_left_.size()) && stage_left_[open_stage] == 0) {
+      ++open_stage;
+    }
   }
   for (auto& r : ready_) r.clear();
   for (int i = 0; i < n; ++i) {
@@ -76,6 +112,11 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       }
       ++done;
       lane_node[lane] = -1;
+      if (barriers && --stage_left_[nodes[i].stage] == 0) {
+        while (open_stage < static_cast<int>(stage_left_.size()) && stage_left_[open_stage] == 0) {
+          ++open_stage;
+        }
+      }
     }
     // Each free lane starts its best ready node. Only a zero-duration node (a join) can make
     // more work startable at the same time, so only then is there another pass at t. A lane's
@@ -88,11 +129,10 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked) {
       const bool can_start = !ready.empty() && lane_free[lane] <= t &&
                              !(blocked && lane == kSystolic && lane_free[kPim] > t) &&
                              !(blocked && lane == kPim && lane_free[kSystolic] > t);
-      if (can_start) {
-        size_t best = 0;  // the highest priority (lowest value) ready node of the lane
-        for (size_t r = 1; r < ready.size(); ++r) {
-          if (nodes[ready[r]].priority < nodes[ready[best]].priority) best = r;
-        }
+      const int best = !can_start ? -1
+                       : barriers ? BestOfStage(nodes, ready, open_stage)
+                                  : Best(nodes, ready);
+      if (best >= 0) {
         const int i = ready[best];
         ready[best] = ready.back();  // priorities are unique: the order of ready is free
         ready.pop_back();

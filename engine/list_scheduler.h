@@ -1,10 +1,10 @@
 // ListScheduler: greedy list scheduling of an operation DAG on the device's four lanes.
 //
 // Role: given nodes with a lane, a priority, dependencies and durations, computes when each
-// node starts and ends. At each decision time every free lane starts its highest-priority
-// ready node (lowest `priority` value); the PIM lane decides first, so a GEMM that starts at
-// the same time sees the PIM busy. Two device effects are modelled here because they depend on
-// what runs concurrently:
+// node starts and ends (optionally with barriers between numbered stages). At each decision time
+// every free lane starts its highest-priority ready node (lowest `priority` value); the PIM lane
+// decides first, so a GEMM that starts at the same time sees the PIM busy. Two device effects are
+// modelled here because they depend on what runs concurrently:
 //   - blocked mode (single row buffer, Newton): systolic and PIM nodes exclude each other;
 //   - bandwidth sharing (dual row buffers, NeuPIMs sec. 5): a systolic node that starts while
 //     the PIM computes progresses at `dur_ns / dur_shared_ns` of full speed until the PIM frees
@@ -64,18 +64,23 @@ struct ScheduleNode {
   double dur_ns = 0;         // at full bandwidth
   double dur_shared_ns = 0;  // systolic: if it ran entirely while the PIM computes (>= dur_ns)
   DepList deps;
+  // With barriers (Run): the node starts only after every node of a lower stage has ended.
+  // Never lower than a dependency's stage.
+  int stage = 0;
   // Output.
   double start_ns = -1, end_ns = -1;
 };
 
 class ListScheduler {
  public:
-  // Fills start_ns / end_ns of every node; returns the makespan.
-  double Run(absl::Span<ScheduleNode> nodes, bool blocked);
+  // Fills start_ns / end_ns of every node; returns the makespan. `barriers`: a node also waits
+  // for every node of a lower stage (ScheduleNode::stage).
+  double Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers = false);
 
  private:
   // Scratch, reused between calls.
   std::vector<int> user_begin_, users_, waiting_;
+  std::vector<int> stage_left_;                    // barriers: nodes of each stage not yet retired
   std::array<std::vector<int>, kNumLanes> ready_;  // per lane
 };
 

@@ -18,7 +18,8 @@ const char* ToString(Phase p) {
   return "lm-head";
 }
 
-void StageGraph::Clear() {
+void StageGraph::Clear(bool interleaved) {
+  interleaved_ = interleaved;
   sched_.clear();
   info_.clear();
   last_ = {-1, -1};
@@ -35,6 +36,7 @@ int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_share
   n.dur_ns = dur_ns;
   n.dur_shared_ns = dur_shared_ns;
   n.deps = std::move(deps);
+  n.stage = StageOf(info);
   info_.push_back(info);
   return n.priority;
 }
@@ -42,6 +44,14 @@ int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_share
 int StageGraph::AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase) {
   return Add({op.name, op.kind, s, layer, &op.cost, nullptr, phase}, op.lane, op.dur_ns,
              op.dur_shared_ns, std::move(deps));
+}
+
+int StageGraph::StageOf(const Info& info) const {
+  // The LM head comes after the last layer's post-attention ops (its `layer` is one past it).
+  const int p =
+      info.phase == Phase::kLmHead ? (interleaved_ ? 1 : 0) : static_cast<int>(info.phase);
+  if (interleaved_) return 2 * info.layer + info.sub_batch + p;
+  return 3 * (2 * info.layer + info.sub_batch) + p;
 }
 
 DepList StageGraph::Chain(int s) const { return last_[s] >= 0 ? DepList{last_[s]} : DepList{}; }
@@ -161,6 +171,24 @@ void StageGraph::AppendPhaseSpans(int micro_batch, std::vector<PhaseSpan>* out) 
       it->end_ns = std::max(it->end_ns, n.end_ns);
     }
   }
+}
+
+void StageGraph::AppendStageSpans(int micro_batch, std::vector<StageSpan>* out) const {
+  const size_t first = out->size();
+  for (size_t i = 0; i < sched_.size(); ++i) {
+    const ScheduleNode& n = sched_[i];
+    if (n.end_ns <= n.start_ns) continue;
+    auto it = std::find_if(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
+                           [&](const StageSpan& s) { return s.index == n.stage; });
+    if (it == out->end()) {
+      out->push_back({n.stage, micro_batch, n.start_ns, n.end_ns});
+    } else {
+      it->start_ns = std::min(it->start_ns, n.start_ns);
+      it->end_ns = std::max(it->end_ns, n.end_ns);
+    }
+  }
+  std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
+            [](const StageSpan& a, const StageSpan& b) { return a.index < b.index; });
 }
 
 }  // namespace neupims::engine

@@ -15,6 +15,15 @@
 // Without sub-batch interleaving the second sub-batch's chain starts after the first's
 // (serialised, Fig. 11a). Node kinds are an enum (NodeKind), never inferred from names.
 //
+// Every node also gets a barrier stage (used when the device has stage_barriers): with two
+// interleaved sub-batches, stage = 2 layer + s + {pre 0, attention 1, post 2}, so each stage
+// pairs one sub-batch's NPU block with the other's attention (the reference simulator's A-F
+// over two layers):
+//   A: SB0 pre(0)   B: SB0 attn(0) | SB1 pre(0)   C: SB0 post(0) pre(1) | SB1 attn(0)
+//   D: SB0 attn(1) | SB1 post(0) pre(1)   E: SB0 post(1) | SB1 attn(1)   F: SB1 post(1)
+// and the steady per-layer period is C + D. Otherwise (one sub-batch, or serialised) each
+// layer of each sub-batch is A (pre), B (attention), E (post) in turn.
+//
 // Contract: nodes reference CostedOps, channel-load vectors and names owned by the caller,
 // which must outlive Schedule / Account / AppendTimeline. Reused between stages
 // (allocation-free in steady state); not thread-safe.
@@ -85,6 +94,13 @@ struct PhaseSpan {
   double start_ns = 0, end_ns = 0;
 };
 
+// When one barrier stage ran (first start to last end of its operations); `index` 0 is A.
+struct StageSpan {
+  int index = 0;
+  int micro_batch = 0;
+  double start_ns = 0, end_ns = 0;
+};
+
 // One scheduled operation of an iteration, for timelines (Chrome trace, `neupims step`).
 struct TimelineEvent {
   std::string name;
@@ -98,7 +114,8 @@ struct TimelineEvent {
 
 class StageGraph {
  public:
-  void Clear();
+  // `interleaved`: two sub-batches whose stages pair up (the barrier stages above).
+  void Clear(bool interleaved);
   // Appends `ops` to sub-batch s's chain in `layer`, as `phase`.
   void AddChain(absl::Span<const CostedOp> ops, int s, int layer, Phase phase);
   // PIM attention of sub-batch s after its pre-attention ops; `softmax` is the vector op.
@@ -117,8 +134,10 @@ class StageGraph {
   // Serialises sub-batch 1 after sub-batch 0 (no interleaving, Fig. 11a).
   void SerializeAfter(int from, int to) { last_[to] = last_[from]; }
 
-  // Schedules the nodes; returns the makespan (ns).
-  double Schedule(bool blocked) { return scheduler_.Run(absl::MakeSpan(sched_), blocked); }
+  // Schedules the nodes; returns the makespan (ns). `barriers`: stage by stage.
+  double Schedule(bool blocked, bool barriers) {
+    return scheduler_.Run(absl::MakeSpan(sched_), blocked, barriers);
+  }
   // End of the last node of `layer` (after Schedule).
   double LayerEnd(int layer) const;
   // Sum of every node's cost; nodes of `extra_layer` count `extra_copies` more times (the
@@ -128,6 +147,8 @@ class StageGraph {
   void AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const;
   // Appends the span of every (layer, sub-batch, phase) that has operations, by layer.
   void AppendPhaseSpans(int micro_batch, std::vector<PhaseSpan>* out) const;
+  // Appends the span of every barrier stage that has operations, in stage order.
+  void AppendStageSpans(int micro_batch, std::vector<StageSpan>* out) const;
 
  private:
   struct Info {
@@ -142,7 +163,9 @@ class StageGraph {
   int Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns, DepList deps);
   int AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase = Phase::kAttention);
   DepList Chain(int s) const;
+  int StageOf(const Info& info) const;
 
+  bool interleaved_ = false;
   std::vector<ScheduleNode> sched_;
   std::vector<Info> info_;
   std::array<int, 2> last_{-1, -1};             // last node of each sub-batch's chain

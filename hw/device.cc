@@ -18,6 +18,7 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
   cfg.name = root.String("name");
   cfg.description = root.OptionalString("description", "");
   cfg.tp_all_reduce = root.OptionalBool("tp_all_reduce", true);
+  cfg.stage_barriers = root.OptionalBool("stage_barriers", false);
   ParseNpuSpec(root.Child("npu"), &cfg.npu);
   ParseHbmSpec(root.Child("hbm"), &cfg.hbm);
   ParsePimSpec(root.Child("pim"), &cfg.hbm.pim);

@@ -24,6 +24,12 @@ struct DeviceConfig {
   // the FFN (docs/hw.md). True is what TP needs; the reference simulator simulates one sharded
   // device and no all-reduce (issue 14).
   bool tp_all_reduce = true;
+  // Whether a decoder layer's stages are separated by barriers (engine/stage_graph.h): every
+  // operation of stage k+1 waits for every operation of stage k, so a stage lasts the longest
+  // of its NPU and PIM programs. False: operations start as soon as their inputs and a unit are
+  // free (list scheduling). True is the reference simulator's (stages A, B, E; A-F over two
+  // layers with sub-batch interleaving; issue 14).
+  bool stage_barriers = false;
 
   // Peak HBM bandwidth of the whole device, bytes per second.
   double PeakHbmBytesPerSecond() const;

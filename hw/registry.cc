@@ -53,6 +53,13 @@ const char* ToString(DetailLevel level) { return DetailLevelNames().ToString(lev
 absl::StatusOr<std::unique_ptr<PimModel>> CreatePimModel(absl::string_view name,
                                                          const DeviceConfig& device,
                                                          const PimModelOptions& options) {
+  // The controller issues real commands under the timing table; the reference simulator's
+  // DRAM-level choices (pim.timing) exist only as closed forms.
+  if (name == "command" && !device.hbm.pim.timing.IsDefault()) {
+    return absl::InvalidArgumentError(
+        "pim.timing (the reference simulator's DRAM-level switches) is modelled by the "
+        "analytic PIM model only; use the analytic level of detail with this device");
+  }
   for (const auto& e : kPimModels) {
     if (name == e.name) return e.create(device.hbm, options);
   }

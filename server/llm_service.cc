@@ -204,7 +204,7 @@ class StreamState : public RequestSink {
     }
     if (a.finish) a.reactor->Finish(a.status);
     if (a.overflow) {
-      if (metrics_ != nullptr) metrics_->OnStreamBufferOverflow();
+      if (metrics_ != nullptr) metrics_->OnStreamBufferOverflow(ServerMetrics::FrontEnd::kGrpc);
       if (!a.abort_id.empty()) runner_->AbortAsync(a.abort_id);
     }
   }

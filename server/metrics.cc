@@ -161,7 +161,7 @@ struct ServerMetrics::Impl {
   Gauge* sim_wall_ratio_gauge = nullptr;
   Gauge* draining = nullptr;
   Counter* engine_faults = nullptr;
-  Counter* stream_overflows = nullptr;
+  std::array<Counter*, 2> stream_overflows{};  // by ServerMetrics::FrontEnd
   // Tokens and requests.
   Counter* prompt_tokens = nullptr;
   Counter* generation_tokens = nullptr;
@@ -263,11 +263,12 @@ ServerMetrics::Impl::Impl(std::shared_ptr<prometheus::Registry> reg, const std::
                          "Broken invariants that stopped the engine (it then admits nothing and "
                          "health is NOT_SERVING); 0 on a healthy server.")
                        .Add(With({}));
-  stream_overflows =
-      &Build(BuildCounter(), "neupims:stream_buffer_overflows_total",
-             "gRPC streams ended with RESOURCE_EXHAUSTED because their client stopped reading "
-             "and more than --max-stream-buffer tokens waited (the request is aborted).")
-           .Add(With({}));
+  auto& overflows =
+      Build(BuildCounter(), "neupims:stream_buffer_overflows_total",
+            "Streams (gRPC Generate, HTTP SSE) ended because their client stopped reading and "
+            "more than --max-stream-buffer tokens waited (the request is aborted), by front end.");
+  stream_overflows = {&overflows.Add(With({{"front_end", "grpc"}})),
+                      &overflows.Add(With({{"front_end", "http"}}))};
 
   // Tokens and requests (vLLM).
   prompt_tokens = &Build(BuildCounter(), "neupims:prompt_tokens_total",
@@ -559,7 +560,9 @@ void ServerMetrics::OnRequestError(const std::string& code) {
 
 void ServerMetrics::OnEngineFault() { impl_->engine_faults->Increment(); }
 
-void ServerMetrics::OnStreamBufferOverflow() { impl_->stream_overflows->Increment(); }
+void ServerMetrics::OnStreamBufferOverflow(FrontEnd front_end) {
+  impl_->stream_overflows[static_cast<size_t>(front_end)]->Increment();
+}
 
 void ServerMetrics::SetDraining(bool draining) { impl_->draining->Set(draining ? 1.0 : 0.0); }
 

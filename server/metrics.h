@@ -53,9 +53,11 @@ class ServerMetrics {
   // The engine met a broken invariant and stopped (EngineRunner's faults):
   // neupims:engine_faults_total.
   void OnEngineFault();
-  // A gRPC stream whose client stopped reading outgrew --max-stream-buffer and was ended with
-  // RESOURCE_EXHAUSTED (its request aborted): neupims:stream_buffer_overflows_total.
-  void OnStreamBufferOverflow();
+  // A stream whose client stopped reading outgrew --max-stream-buffer and was ended (gRPC:
+  // RESOURCE_EXHAUSTED; HTTP SSE: an error event or a closed connection), its request aborted:
+  // neupims:stream_buffer_overflows_total{front_end="grpc"|"http"}.
+  enum class FrontEnd { kGrpc, kHttp };
+  void OnStreamBufferOverflow(FrontEnd front_end);
   // The server stopped accepting requests (SIGTERM, Server::Drain): neupims:server_draining 1.
   void SetDraining(bool draining);
   // Realtime pacing: wall seconds between a token's scheduled time and its hand-off to gRPC

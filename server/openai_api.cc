@@ -348,43 +348,77 @@ json FullResponse(const ResponseShape& shape, const std::string& text, const Com
 // events, as gRPC coalesces the tokens that arrive while a write is in flight. absl::Mutex
 // evaluates the condition in the engine thread at unlock and wakes no one while it is false.
 // In realtime pacing `wake_batch` is 1: every token is written when it is due.
+//
+// Slow clients: a stream's thread blocks in its socket write while the client does not read, and
+// the engine thread keeps appending. Tokens pending (waiting here plus those of the write in
+// progress) beyond `max_buffer` (--max-stream-buffer, as for gRPC streams; 0: unbounded) end the
+// stream: the state drops its tokens, takes no more, and `on_overflow` runs (on the engine
+// thread: it counts the overflow and aborts the request, which frees its KV blocks); the
+// stream's thread then writes an error event if its write ever returns.
 class HttpRequestState : public RequestSink {
  public:
-  explicit HttpRequestState(size_t wake_batch) : wake_batch_(wake_batch) {}
+  HttpRequestState(size_t wake_batch, int64_t max_buffer,
+                   std::function<void(const absl::Status&)> on_overflow)
+      : wake_batch_(wake_batch), max_buffer_(max_buffer), on_overflow_(std::move(on_overflow)) {}
 
   void OnTokens(const std::vector<GeneratedToken>& tokens) override {
-    absl::MutexLock l(&mu_);
-    for (const GeneratedToken& t : tokens) ids_.push_back(t.id);
+    absl::Status overflow;
+    {
+      absl::MutexLock l(&mu_);
+      if (!overflow_.ok()) return;
+      for (const GeneratedToken& t : tokens) ids_.push_back(t.id);
+      const int64_t pending = static_cast<int64_t>(ids_.size()) + writing_;
+      if (max_buffer_ <= 0 || pending <= max_buffer_) return;
+      overflow_ = absl::ResourceExhaustedError(absl::StrCat(
+          "the client is not reading: ", pending, " tokens pending, over the stream buffer of ",
+          max_buffer_, " (--max-stream-buffer)"));
+      overflow = overflow_;
+      ids_.clear();
+    }
+    on_overflow_(overflow);
   }
   void OnComplete(const Completion& c) override {
     absl::MutexLock l(&mu_);
-    completion_ = c;
+    if (overflow_.ok()) completion_ = c;  // else: the abort the overflow asked for
   }
 
-  // Waits for output, then moves it into `ids` (appended) and `completion` (once complete).
-  void Take(std::vector<int64_t>* ids, std::optional<Completion>* completion) {
+  // Waits for output, then moves it into `ids` (appended) and `completion` (once complete); the
+  // ids count as pending until WriteDone. Returns the overflow's error once the stream overflowed.
+  absl::Status Take(std::vector<int64_t>* ids, std::optional<Completion>* completion) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !ids_.empty() || completion_.has_value();
+      return !ids_.empty() || completion_.has_value() || !overflow_.ok();
     };
     auto batch_ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return ids_.size() >= wake_batch_ || completion_.has_value();
+      return ids_.size() >= wake_batch_ || completion_.has_value() || !overflow_.ok();
     };
     absl::MutexLock l(&mu_);
     if (wake_batch_ > 1 && started_) {
       mu_.AwaitWithTimeout(absl::Condition(&batch_ready), kFastWakeInterval);
     }
     mu_.Await(absl::Condition(&ready));
+    if (!overflow_.ok()) return overflow_;
     started_ = true;
+    writing_ = static_cast<int64_t>(ids_.size());
     ids->insert(ids->end(), ids_.begin(), ids_.end());
     ids_.clear();
     if (completion_.has_value()) *completion = std::move(completion_);
+    return absl::OkStatus();
+  }
+  // The write of what Take returned has finished (the client took it, or it failed).
+  void WriteDone() {
+    absl::MutexLock l(&mu_);
+    writing_ = 0;
   }
 
  private:
   const size_t wake_batch_;
+  const int64_t max_buffer_;
+  const std::function<void(const absl::Status&)> on_overflow_;
   absl::Mutex mu_;
   std::vector<int64_t> ids_ ABSL_GUARDED_BY(mu_);
+  int64_t writing_ ABSL_GUARDED_BY(mu_) = 0;  // tokens of the write in progress
   std::optional<Completion> completion_ ABSL_GUARDED_BY(mu_);
+  absl::Status overflow_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
@@ -566,8 +600,14 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
                       .count();
   shape.usage_null = p.stream && p.include_usage;
   p.input.request_id = shape.id;
+  // Only a stream has a client that can stop reading; a whole response waits for its end.
+  const int64_t max_buffer = p.stream ? options.max_stream_buffer : 0;
   auto state = std::make_shared<HttpRequestState>(
-      runner->options().pacing == Pacing::kFast ? kFastWakeBatch : 1);
+      runner->options().pacing == Pacing::kFast ? kFastWakeBatch : 1, max_buffer,
+      [runner = runner, metrics = metrics, id = shape.id](const absl::Status&) {
+        if (metrics != nullptr) metrics->OnStreamBufferOverflow(ServerMetrics::FrontEnd::kHttp);
+        runner->AbortAsync(id);
+      });
   absl::StatusOr<std::string> id = SubmitGenerate(runner, metrics, p.input, state);
   if (!id.ok()) {
     SendError({id.status(), ""}, res);
@@ -581,8 +621,8 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
   const ByteTokenizer& tok = runner->tokenizer();
   std::vector<int64_t> ids;
   std::optional<Completion> done;
-  while (!done.has_value()) state->Take(&ids, &done);
-  if (!done->status.ok()) {  // the engine faulted
+  while (!done.has_value()) (void)state->Take(&ids, &done);  // unbounded: never overflows
+  if (!done->status.ok()) {                                  // the engine faulted
     SendError({done->status, ""}, res);
     return;
   }
@@ -624,10 +664,15 @@ void OpenAiHttpServer::Impl::Stream(const ParsedRequest& p, ResponseShape shape,
         } else {
           std::optional<Completion> done;
           c.ids.clear();
-          c.state->Take(&c.ids, &done);
+          const absl::Status overflow = c.state->Take(&c.ids, &done);
           for (int64_t id : c.ids) c.writer.AppendToken(tok->Decode(id), &c.out);
           c.streamed += static_cast<int64_t>(c.ids.size());
-          if (done.has_value() && !done->status.ok()) {
+          if (!overflow.ok()) {
+            // The client stopped reading and the buffer overflowed (the request is aborted
+            // already): it gets an error event if it ever reads again, and no [DONE].
+            absl::StrAppend(&c.out, "data: ", ErrorJson({overflow, ""}).dump(), "\n\n");
+            c.completed = true;
+          } else if (done.has_value() && !done->status.ok()) {
             // The engine faulted: an error event (as OpenAI streams report errors) and no
             // [DONE], so that clients do not take the output for complete.
             absl::StrAppend(&c.out, "data: ", ErrorJson({done->status, ""}).dump(), "\n\n");
@@ -639,7 +684,9 @@ void OpenAiHttpServer::Impl::Stream(const ParsedRequest& p, ResponseShape shape,
         }
         // A failed write means the client went away: returning false ends the response and the
         // releaser aborts the request.
-        if (!sink.write(c.out.data(), c.out.size())) return false;
+        const bool written = sink.write(c.out.data(), c.out.size());
+        c.state->WriteDone();
+        if (!written) return false;
         if (c.completed) sink.done();
         return true;
       },
@@ -676,11 +723,17 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   // and silently share its connections (as gRPC's default would; server.cc turns that off).
   // SO_REUSEADDR alone refuses a live port and still lets a restart bind over the connections a
   // killed server left in TIME_WAIT.
-  im.http->set_socket_options([](socket_t sock) {
+  //
+  // The send buffer is set on the listening socket, whose accepted connections inherit it: it
+  // bounds what the kernel holds for a client that stops reading, so --max-stream-buffer decides
+  // what happens next (see send_buffer_bytes).
+  im.http->set_socket_options([send_buffer = options.send_buffer_bytes](socket_t sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (send_buffer > 0) setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
   });
   im.http->set_keep_alive_max_count(1 << 20);
+  im.http->set_write_timeout(options.write_timeout);
   im.Routes();
   if (options.port == 0) {
     s->port_ = im.http->bind_to_any_port(options.bind_address);

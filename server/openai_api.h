@@ -24,6 +24,8 @@
 #ifndef NEUPIMS_SERVER_OPENAI_API_H_
 #define NEUPIMS_SERVER_OPENAI_API_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,6 +42,18 @@ struct HttpOptions {
   int port = 8000;    // 0: pick a free port (OpenAiHttpServer::port())
   int threads = 512;  // connections served at once (each open stream holds one)
   int64_t max_body_bytes = int64_t{4} << 20;  // larger request bodies: 413
+  // Tokens an SSE stream may hold that its client has not taken (ServerOptions::max_stream_buffer,
+  // the same bound as gRPC's); 0: unbounded.
+  int64_t max_stream_buffer = 4096;
+  // The longest one socket write may wait for a client that does not read (cpp-httplib fails the
+  // write then, and the stream's request is aborted): a dead or stalled client holds an HTTP
+  // thread at most this long per write. cpp-httplib's own default, set here on purpose.
+  std::chrono::milliseconds write_timeout{5000};
+  // SO_SNDBUF of every connection (the kernel doubles it); 0: the kernel's autotuning, which on
+  // a loopback or LAN connection lets a client that does not read hold up to tcp_wmem's maximum
+  // (4 MiB by default: every token of any request) in the kernel, out of --max-stream-buffer's
+  // reach. 64 KiB holds about 750 SSE token events and still fills a 10 Gb/s link at 100 us RTT.
+  int send_buffer_bytes = 64 << 10;
   std::string version;
   // TLS and the bearer token; null: plain HTTP, no token.
   std::shared_ptr<const Security> security;

@@ -36,12 +36,15 @@ struct ServerOptions {
   // body (413 beyond). The default is gRPC's own default.
   int64_t max_message_bytes = int64_t{4} << 20;
   std::chrono::milliseconds drain_timeout{30000};
-  // Tokens a gRPC stream may hold that its client has not taken (queued behind a write HTTP/2
-  // flow control holds back); beyond, the stream ends with RESOURCE_EXHAUSTED and the request is
+  // Tokens a gRPC stream or an HTTP SSE stream may hold that its client has not taken (queued
+  // behind a write that HTTP/2 flow control or a full socket holds back); beyond, the stream ends
+  // (gRPC: RESOURCE_EXHAUSTED; SSE: an error event, or the connection closes) and the request is
   // aborted. 0: unbounded (the request's max_new_tokens then bounds it). The default is above
   // every shipped model's context, so it never cuts a client that reads, even in fast pacing where
   // the engine outruns every client; realtime deployments can set it much lower.
   int64_t max_stream_buffer = 4096;
+  // The longest an HTTP socket write waits for a client that does not read (HttpOptions).
+  std::chrono::milliseconds http_write_timeout = HttpOptions{}.write_timeout;
   // TLS and the bearer token for gRPC and HTTP (security.h), read and checked by Start. With any
   // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
   // can do neither, so metrics are scraped from the HTTP API's /metrics instead.

@@ -73,6 +73,19 @@ void ParsePimIssue(ConfigObject issue, PimIssue* out) {
   issue.Finish();
 }
 
+// "timing": {"row_close", "gemv", "gwrite", "gwrite_access_bytes", "refresh_guard"}, each
+// optional (absent: the controller's physics).
+void ParsePimTiming(ConfigObject timing, PimTiming* out) {
+  ReadEnum(timing, "row_close", PimRowCloseNames(), &out->row_close);
+  ReadEnum(timing, "gemv", PimGemvTimingNames(), &out->gemv);
+  out->gemv_releases_row = timing.OptionalBool("gemv_releases_row", out->gemv_releases_row);
+  ReadEnum(timing, "gwrite", PimGwriteTimingNames(), &out->gwrite);
+  out->gwrite_access_bytes = static_cast<int>(
+      timing.OptionalInt("gwrite_access_bytes", out->gwrite_access_bytes, {.min = 1, .max = 4096}));
+  ReadEnum(timing, "refresh_guard", PimRefreshGuardNames(), &out->refresh_guard);
+  timing.Finish();
+}
+
 }  // namespace
 
 void ParsePimSpec(ConfigObject pim, PimSpec* out) {
@@ -95,6 +108,7 @@ void ParsePimSpec(ConfigObject pim, PimSpec* out) {
   out->dual_buffer_background_fraction = e.Double("dual_buffer_background_fraction", nonneg);
   e.Finish();
   if (pim.Has("issue")) ParsePimIssue(pim.Child("issue"), &out->issue);
+  if (pim.Has("timing")) ParsePimTiming(pim.Child("timing"), &out->timing);
   pim.Finish();
 }
 
@@ -124,6 +138,21 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec) {
     }
     // A grouped PIM activation opens one bank group at once; it must fit in one tFAW window
     // (four activations), or it could never issue.
+    if (p.timing.gemv == PimGemvTiming::kFusedCommand && p.command_set != PimCommandSet::kNeuPims) {
+      return absl::InvalidArgumentError(
+          "pim.timing.gemv: fused_command needs pim.command_set neupims (Newton has no PIM_GEMV)");
+    }
+    if (p.timing.gemv_releases_row && p.timing.gemv != PimGemvTiming::kFusedCommand) {
+      return absl::InvalidArgumentError(
+          "pim.timing.gemv_releases_row needs pim.timing.gemv fused_command (column steps "
+          "always hold the row)");
+    }
+    if (p.timing.gwrite == PimGwriteTiming::kOrdinaryAccess &&
+        o.page_bytes % p.timing.gwrite_access_bytes != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pim.timing.gwrite_access_bytes (", p.timing.gwrite_access_bytes,
+                       ") must divide hbm.organization.page_bytes (", o.page_bytes, ")"));
+    }
     if (o.banks_per_group > 4) {
       return absl::InvalidArgumentError(
           "hbm.organization.banks_per_group must be <= 4 for grouped PIM activation (tFAW)");
@@ -141,6 +170,44 @@ const EnumNames<PimIssueScope>& PimIssueScopeNames() {
                                                          {"channel", PimIssueScope::kChannel},
                                                          {"chip", PimIssueScope::kChip}};
   static constexpr EnumNames<PimIssueScope> kNames("PIM issue scope", kEntries);
+  return kNames;
+}
+
+bool PimTiming::IsDefault() const {
+  const PimTiming d;
+  return row_close == d.row_close && gemv == d.gemv && gemv_releases_row == d.gemv_releases_row &&
+         gwrite == d.gwrite && refresh_guard == d.refresh_guard;
+}
+
+const EnumNames<PimRowClose>& PimRowCloseNames() {
+  static constexpr EnumName<PimRowClose> kEntries[] = {
+      {"all_bank_precharge", PimRowClose::kAllBankPrecharge},
+      {"per_bank_precharge", PimRowClose::kPerBankPrecharge}};
+  static constexpr EnumNames<PimRowClose> kNames("PIM row close", kEntries);
+  return kNames;
+}
+
+const EnumNames<PimGemvTiming>& PimGemvTimingNames() {
+  static constexpr EnumName<PimGemvTiming> kEntries[] = {
+      {"column_steps", PimGemvTiming::kColumnSteps},
+      {"fused_command", PimGemvTiming::kFusedCommand}};
+  static constexpr EnumNames<PimGemvTiming> kNames("PIM GEMV timing", kEntries);
+  return kNames;
+}
+
+const EnumNames<PimGwriteTiming>& PimGwriteTimingNames() {
+  static constexpr EnumName<PimGwriteTiming> kEntries[] = {
+      {"overlapped", PimGwriteTiming::kOverlapped},
+      {"ordinary_access", PimGwriteTiming::kOrdinaryAccess}};
+  static constexpr EnumNames<PimGwriteTiming> kNames("PIM GWRITE timing", kEntries);
+  return kNames;
+}
+
+const EnumNames<PimRefreshGuard>& PimRefreshGuardNames() {
+  static constexpr EnumName<PimRefreshGuard> kEntries[] = {
+      {"refresh_early", PimRefreshGuard::kRefreshEarly},
+      {"wait_for_refresh", PimRefreshGuard::kWaitForRefresh}};
+  static constexpr EnumNames<PimRefreshGuard> kNames("PIM refresh guard", kEntries);
   return kNames;
 }
 

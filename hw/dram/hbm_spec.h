@@ -101,6 +101,45 @@ struct PimIssue {
   double instructions_per_ns = 1.0;  // ignored when kUnlimited
 };
 
+// How PIM commands occupy a channel (docs/hw.md, "PIM DRAM-timing switches"). The defaults are
+// the command-level controller's physics; the alternatives are the reference NeuPIMs
+// simulator's (NewtonSim/DRAMsim3) modelling choices, read from its source (issue 14).
+//   row_close: kAllBankPrecharge - a tile's rows close with one PIM_PRECHARGE to every bank and
+//                the next activations wait tRP; a block's PIM_HEADER rides the row bus meanwhile.
+//              kPerBankPrecharge - one PRE per open bank, one per row-bus cycle, then the
+//                PIM_HEADER, then the grouped activations: 5 + 32 + 1 + 91 + 14 = 143 cycles
+//                from the last read to the next dot product with 8 groups (tRP is hidden).
+//   gemv:      kColumnSteps - a PIM_GEMV of s column steps holds its row until its last step
+//                (+ tRTP); the next GEMV follows the last step.
+//              kFusedCommand - one command occupying the channel tCCD_L * (max(s, 6) + 1)
+//                cycles. NeuPIMs command set only. With `gemv_releases_row` it does not hold
+//                its row: the precharge may issue tRTP after the GEMV issues (the result
+//                returns later), the reference's choice; without, after its last step.
+//   gwrite:    kOverlapped - PIM_GWRITE is a PIM command reading the page through the PIM
+//                datapath while the tile's activations proceed.
+//              kOrdinaryAccess - an ordinary access moving the page in `gwrite_access_bytes`
+//                pieces, each a read and a write (tCCD_S + tCCD_L), before the tile's
+//                activations; with one row buffer it first precharges the PIM row of bank 0
+//                and activates row 0 (tRP + tRCD): 96 vs 124 cycles for 1 KiB in 32 B pieces.
+//   refresh_guard: kRefreshEarly - a tile never straddles a refresh: the controller refreshes
+//                early, so a refresh event costs PIM work tRFC.
+//              kWaitForRefresh - refreshes stay on their schedule and a tile that cannot end
+//                before the next one is not started: the channel idles until it is done.
+enum class PimRowClose { kAllBankPrecharge, kPerBankPrecharge };
+enum class PimGemvTiming { kColumnSteps, kFusedCommand };
+enum class PimGwriteTiming { kOverlapped, kOrdinaryAccess };
+enum class PimRefreshGuard { kRefreshEarly, kWaitForRefresh };
+struct PimTiming {
+  PimRowClose row_close = PimRowClose::kAllBankPrecharge;
+  PimGemvTiming gemv = PimGemvTiming::kColumnSteps;
+  bool gemv_releases_row = false;  // kFusedCommand only
+  PimGwriteTiming gwrite = PimGwriteTiming::kOverlapped;
+  int gwrite_access_bytes = 32;  // kOrdinaryAccess only
+  PimRefreshGuard refresh_guard = PimRefreshGuard::kRefreshEarly;
+
+  bool IsDefault() const;  // every field as the command-level controller models it
+};
+
 // The processing-in-memory datapath added to every bank (Newton-style: a MAC per bank reading its
 // row buffer, a global vector buffer shared by the channel's banks).
 struct PimSpec {
@@ -119,6 +158,7 @@ struct PimSpec {
   // fraction of (IDD3N - IDD2N): the cost of the additional row buffer (NeuPIMs sec. 8.2).
   double dual_buffer_background_fraction = 1.0;
   PimIssue issue;
+  PimTiming timing;
 
   int elements_per_column_step() const { return mac_lanes_per_bank; }
 };
@@ -147,6 +187,10 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec);
 const char* ToString(RowBufferMode m);
 const char* ToString(PimCommandSet s);
 const EnumNames<PimIssueScope>& PimIssueScopeNames();  // "unlimited", "channel", "chip"
+const EnumNames<PimRowClose>& PimRowCloseNames();      // "all_bank_precharge", "per_bank_precharge"
+const EnumNames<PimGemvTiming>& PimGemvTimingNames();  // "column_steps", "fused_command"
+const EnumNames<PimGwriteTiming>& PimGwriteTimingNames();  // "overlapped", "ordinary_access"
+const EnumNames<PimRefreshGuard>& PimRefreshGuardNames();  // "refresh_early", "wait_for_refresh"
 
 }  // namespace neupims::hw
 

@@ -158,7 +158,8 @@ class CommandLevelPimModel : public PimModel {
 // ---------------------------------------------------------------------------------------------
 class AnalyticPimModel : public PimModel {
  public:
-  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&) : PimModel(spec), tiles_(spec) {}
+  AnalyticPimModel(const HbmSpec& spec, const PimModelOptions&)
+      : PimModel(spec), tiles_(spec), controller_tiles_(WithControllerTiming(spec)) {}
 
   const char* name() const override { return "analytic"; }
 
@@ -170,7 +171,10 @@ class AnalyticPimModel : public PimModel {
     const double refresh = Refresh(busy, r.tiles);
     if (traffic.active()) r.mem_bytes_per_cycle = MemBandwidth(program, traffic);
     r.cycles = busy + static_cast<Cycles>(std::llround(refresh));
-    const double events = refresh / tiles_.RefreshBlockCycles();
+    const double events = r.tiles > 0
+                              ? tiles_.ExpectedRefreshEvents(static_cast<double>(busy),
+                                                             static_cast<double>(busy) / r.tiles)
+                              : 0;
     const int refs_per_event = spec_.refresh == RefreshPolicy::kAllRanks ? spec_.org.ranks : 1;
     r.refreshes = events * refs_per_event;
     // Commands implied by the program.
@@ -289,7 +293,8 @@ class AnalyticPimModel : public PimModel {
     if (!traffic.active()) return tiles_.ProgramCycles(program);
     double total = 0;
     ForEachTileClass(program, [&](const TileRun& r, bool start, int64_t n) {
-      total += static_cast<double>(n) * Calibrate(r, start, traffic).period;
+      total +=
+          static_cast<double>(n) * (Calibrate(r, start, traffic).period + TimingDelta(r, start));
     });
     return static_cast<Cycles>(std::llround(total));
   }
@@ -304,7 +309,20 @@ class AnalyticPimModel : public PimModel {
     return cycles > 0 ? bytes / cycles : 0;
   }
 
+  // The controller times PIM commands with the default pim.timing; under MEM traffic the
+  // measured period gets what the closed form says another pim.timing adds to the tile.
+  static HbmSpec WithControllerTiming(HbmSpec spec) {
+    spec.pim.timing = PimTiming{};
+    return spec;
+  }
+  double TimingDelta(const TileRun& r, bool start) const {
+    if (spec_.pim.timing.IsDefault()) return 0;
+    return static_cast<double>(tiles_.TilePeriod(r, start) -
+                               controller_tiles_.TilePeriod(r, start));
+  }
+
   TileCostModel tiles_;
+  TileCostModel controller_tiles_;
   absl::flat_hash_map<CalibrationKey, Calibrated> calibrated_;
 };
 

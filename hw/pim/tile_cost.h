@@ -18,10 +18,14 @@
 // buffer (tau + tRCD + bursts_per_row * tCCD_L), and the all-bank PIM_PRECHARGE waits until the
 // GWRITE's source bank has precharged itself. NeuPIMs also sends a PIM_HEADER at the start of
 // every block; it rides the row bus during the previous tile's precharge and costs no time.
+// The reference simulator's alternatives (pim.timing in hbm_spec.h: per-bank precharges, a fused
+// GEMV that releases its row at issue, GWRITE as an ordinary access, waiting for refresh) change
+// the terms of these equations, not the mechanism.
 #ifndef NEUPIMS_HW_PIM_TILE_COST_H_
 #define NEUPIMS_HW_PIM_TILE_COST_H_
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "common/units.h"
 #include "hw/dram/hbm_spec.h"
 #include "hw/pim/gemv_plan.h"
@@ -50,15 +54,41 @@ class TileCostModel {
   // averaged over the refresh phase. `mean_tile` is the program's average tile period: tiles
   // never straddle a refresh, so refreshes come every tRFC + n * mean_tile cycles with n the
   // whole tiles that fit in tREFI - tRFC.
+  // With pim.timing.refresh_guard = wait_for_refresh the channel also idles, before each
+  // refresh, the part of the interval too short for another tile.
   double ExpectedRefreshCycles(double busy_cycles, double mean_tile) const;
+  // Expected refresh events during that work.
+  double ExpectedRefreshEvents(double busy_cycles, double mean_tile) const;
 
   const PimGeometry& geometry() const { return geometry_; }
   // Cycles one refresh event blocks PIM work (tRFC plus one row-bus slot per extra REF).
   Cycles RefreshBlockCycles() const;
+  // Channel occupancy of one fused PIM_GEMV of `steps` column steps (pim.timing.gemv =
+  // fused_command): tCCD_L * (max(steps, 6) + 1).
+  Cycles FusedGemvCycles(int steps) const;
+  // A PIM_GWRITE as an ordinary access (pim.timing.gwrite = ordinary_access), issue -> the
+  // tile's first activation: (tRP + tRCD if one row buffer) + pieces * (tCCD_S + tCCD_L).
+  Cycles GwriteAccessCycles() const;
   // Refresh events per tREFI that block PIM (1 for all-rank refresh, ranks when staggered).
   int RefreshEventsPerInterval() const;
 
  private:
+  // What a block's vector load holds back in the tile after it (times from tau).
+  struct BlockStart {
+    Cycles all_acts = 0;      // every grouped activation
+    Cycles last_rank = 0;     // the last rank's activations (its tFAW window)
+    Cycles buffer_ready = 0;  // the first column command (global buffer loaded)
+    int source_group = -1;    // the GWRITE's source bank group, if it blocks one
+    Cycles source_ready = 0;  // ... until then
+  };
+  BlockStart StartOfBlock(bool block_start) const;
+  // When each of a tile's `groups` grouped activations issues (times from tau).
+  using Activations = absl::InlinedVector<Cycles, 16>;
+  void ActivationTimes(int groups, const BlockStart& start, const Cycles* rank_delay,
+                       Activations* a) const;
+  // A tile's first column command without a block start (times from tau).
+  Cycles PlainFirstColumn(int groups) const;
+  double RefreshWindowWork(double mean_tile) const;
   Cycles Period(int groups, int dots, int steps, bool block_start, const Cycles* rank_delay) const;
 
   HbmSpec spec_;

@@ -318,6 +318,69 @@ TEST(IterationModel, PhasesOfOneLayerWithoutInterleavingAreBackToBack) {
   EXPECT_EQ(c->layer_period_ns, 0);  // one layer: no steady state
 }
 
+// Stage barriers (device stage_barriers, the reference's execution): with two interleaved
+// sub-batches over two layers the stages are A-F, back to back, each holding exactly the
+// operations stage_graph.h assigns it; and barriers never make an iteration faster.
+TEST(IterationModel, StageBarriersRunTheInterleavedStagesAToFBackToBack) {
+  std::unique_ptr<IterationModel> free_running = MakeModel("neupims");
+  std::unique_ptr<IterationModel> m =
+      MakeModel("neupims", [](hw::DeviceConfig* d) { d->stage_barriers = true; });
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(free_running, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  ASSERT_FALSE(in.sub_batches[1].empty());
+  in.layers = 2;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  absl::StatusOr<IterationCost> f = free_running->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->stages.empty());  // only reported with barriers
+  ASSERT_EQ(c->stages.size(), 6u);
+  for (size_t k = 0; k < c->stages.size(); ++k) {
+    EXPECT_EQ(c->stages[k].index, static_cast<int>(k));
+    if (k > 0) {
+      EXPECT_GE(c->stages[k].start_ns, c->stages[k - 1].end_ns - 1e-6) << k;
+    }
+  }
+  EXPECT_EQ(c->stages[0].start_ns, 0);
+  EXPECT_NEAR(c->stages[5].end_ns, c->duration_ns, 1e-6);
+  // B holds SB0's attention and SB1's pre-attention; D SB0's layer-2 attention and SB1's
+  // layer-1 post-attention.
+  auto phase_in = [&](Phase p, int sb, int layer, int stage) {
+    for (const PhaseSpan& s : c->phases) {
+      if (s.phase == p && s.sub_batch == sb && s.layer == layer) {
+        return s.start_ns >= c->stages[stage].start_ns - 1e-6 &&
+               s.end_ns <= c->stages[stage].end_ns + 1e-6;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(phase_in(Phase::kAttention, 0, 0, 1));
+  EXPECT_TRUE(phase_in(Phase::kPreAttention, 1, 0, 1));
+  EXPECT_TRUE(phase_in(Phase::kAttention, 0, 1, 3));
+  EXPECT_TRUE(phase_in(Phase::kPostAttention, 1, 0, 3));
+  EXPECT_TRUE(phase_in(Phase::kAttention, 1, 1, 4));
+  EXPECT_GE(c->duration_ns, f->duration_ns - 1e-6);
+}
+
+TEST(IterationModel, StageBarriersWithoutInterleavingAreABEPerLayer) {
+  std::unique_ptr<IterationModel> m =
+      MakeModel("npu+pim", [](hw::DeviceConfig* d) { d->stage_barriers = true; });
+  ASSERT_NE(m, nullptr);
+  IterationInput in = Batch128(m->options().mode);
+  in.layers = 1;
+  in.record_timeline = true;
+  absl::StatusOr<IterationCost> c = m->Run(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->stages.size(), 3u);
+  ASSERT_EQ(c->phases.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NEAR(c->stages[k].start_ns, c->phases[k].start_ns, 1e-6);
+    EXPECT_NEAR(c->stages[k].end_ns, c->phases[k].end_ns, 1e-6);
+  }
+}
+
 TEST(IterationModel, LayerPeriodIsReportedForAStackOfLayers) {
   std::unique_ptr<IterationModel> m = MakeModel("neupims");
   ASSERT_NE(m, nullptr);

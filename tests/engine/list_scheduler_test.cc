@@ -56,6 +56,41 @@ TEST(ListScheduler, HigherPriorityReadyNodeGoesFirst) {
   EXPECT_DOUBLE_EQ(nodes[0].start_ns, 3);
 }
 
+// Stage barriers (the reference simulator's stages): an SB1 GEMM of stage 1 that could run
+// beside SB0's stage-0 work waits for all of it; within a stage units still overlap, so a stage
+// lasts its longest unit.
+TEST(ListScheduler, BarriersHoldALaterStageUntilEveryNodeOfTheEarlierOnesEnded) {
+  std::vector<ScheduleNode> nodes = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 30, {0}),
+                                     N(Lane::kSystolic, 2, 12), N(Lane::kSystolic, 3, 5, {1})};
+  nodes[0].stage = 0;  // A: SB0 pre
+  nodes[1].stage = 1;  // B: SB0 attention ...
+  nodes[2].stage = 1;  //    || SB1 pre
+  nodes[3].stage = 2;  // C: SB0 post
+  ListScheduler s;
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false), 45);  // 10 + 30 + 5, no barrier needed
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 10);                    // list: after node 0 (priority)
+  nodes[2].priority = -1;                                     // SB1's GEMM first, at t = 0
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false), 57);  // 12 + 10 + 30 + 5
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 0);
+  // With barriers it cannot start before stage A ends: B = max(30, 12), then C.
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false, /*barriers=*/true), 45);
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 10);
+  EXPECT_DOUBLE_EQ(nodes[1].start_ns, 10);
+  EXPECT_DOUBLE_EQ(nodes[3].start_ns, 40);
+}
+
+TEST(ListScheduler, ABarrierWaitsForTheSlowerUnitOfItsStage) {
+  // Stage 0: a 10 ns GEMM and a 25 ns PIM op; stage 1: a GEMM independent of both.
+  std::vector<ScheduleNode> nodes = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 25),
+                                     N(Lane::kSystolic, 2, 4)};
+  nodes[2].stage = 1;
+  ListScheduler s;
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false), 25);
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 10);
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false, true), 29);
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 25);
+}
+
 TEST(ListScheduler, ReusedSchedulerGivesTheSameResult) {
   std::vector<ScheduleNode> a = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 8, {0}),
                                  N(Lane::kVector, 2, 3, {0}), N(Lane::kSystolic, 3, 4, {1, 2})};

@@ -195,6 +195,42 @@ TEST(DeviceConfig, NonPositivePimIssueRateIsAnErrorNamingTheField) {
   EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.issue.instructions_per_ns"));
 }
 
+TEST(DeviceConfig, PimTimingDefaultsToTheControllersAndParsesTheReferenceChoices) {
+  EXPECT_TRUE(MustLoad("neupims").hbm.pim.timing.IsDefault());
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["timing"] = {{"row_close", "per_bank_precharge"}, {"gemv", "fused_command"},
+                        {"gemv_releases_row", true},         {"gwrite", "ordinary_access"},
+                        {"gwrite_access_bytes", 32},         {"refresh_guard", "wait_for_refresh"}};
+  absl::StatusOr<DeviceConfig> cfg = ParseDeviceConfig(j.dump(), "test.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const PimTiming& t = cfg->hbm.pim.timing;
+  EXPECT_EQ(t.row_close, PimRowClose::kPerBankPrecharge);
+  EXPECT_EQ(t.gemv, PimGemvTiming::kFusedCommand);
+  EXPECT_TRUE(t.gemv_releases_row);
+  EXPECT_EQ(t.gwrite, PimGwriteTiming::kOrdinaryAccess);
+  EXPECT_EQ(t.gwrite_access_bytes, 32);
+  EXPECT_EQ(t.refresh_guard, PimRefreshGuard::kWaitForRefresh);
+  EXPECT_FALSE(t.IsDefault());
+}
+
+TEST(DeviceConfig, BadPimTimingIsAnErrorNamingTheField) {
+  nlohmann::json j = NeuPimsJson();
+  j["pim"]["timing"] = {{"row_close", "lazy"}};
+  EXPECT_THAT(ParseStatus(j).message(),
+              AllOf(HasSubstr("test.json"), HasSubstr("pim.timing.row_close"),
+                    HasSubstr("per_bank_precharge")));
+  j["pim"]["timing"] = {{"refresh", "wait"}};
+  EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.timing.refresh"));
+  j["pim"]["timing"] = {{"gemv_releases_row", true}};  // column steps always hold the row
+  EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.timing.gemv_releases_row"));
+  j["pim"]["timing"] = {{"gwrite", "ordinary_access"}, {"gwrite_access_bytes", 48}};
+  EXPECT_THAT(ParseStatus(j).message(), HasSubstr("pim.timing.gwrite_access_bytes"));
+  nlohmann::json newton = NeuPimsJson();
+  newton["pim"]["command_set"] = "newton";
+  newton["pim"]["timing"] = {{"gemv", "fused_command"}};
+  EXPECT_THAT(ParseStatus(newton).message(), HasSubstr("pim.timing.gemv"));
+}
+
 TEST(DeviceConfig, ReferenceNpuSwitchesDefaultToOursAndParse) {
   EXPECT_EQ(MustLoad("neupims").npu.gemm_timing, GemmTiming::kWeightStationary);
   EXPECT_NEAR(MustLoad("neupims").npu.hbm_refresh_fraction, 260.0 / 3900.0, 1e-12);
@@ -241,7 +277,9 @@ TEST(DeviceConfig, ReferenceProfilesSetTheReferenceSimulatorsSwitches) {
     EXPECT_EQ(ref.npu.sram_bytes, int64_t{131072} * 1024);
     EXPECT_EQ(ref.hbm.refresh, RefreshPolicy::kRankStaggered);
     EXPECT_FALSE(ref.tp_all_reduce);
+    EXPECT_TRUE(ref.stage_barriers);
   }
+  EXPECT_FALSE(MustLoad("neupims").stage_barriers);
   EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.scope, PimIssueScope::kChip);
   EXPECT_EQ(MustLoad("newton-ref").hbm.pim.issue.instructions_per_ns, 1.0);
   EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.issue.scope, PimIssueScope::kUnlimited);
@@ -250,6 +288,17 @@ TEST(DeviceConfig, ReferenceProfilesSetTheReferenceSimulatorsSwitches) {
   EXPECT_EQ(MustLoad("newton-ref").hbm.pim.row_buffers, RowBufferMode::kSingle);
   EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.row_buffers, RowBufferMode::kDual);
   EXPECT_FALSE(MustLoad("npu-only-ref").hbm.pim.enabled);
+  for (const char* name : {"neupims-ref", "newton-ref"}) {
+    SCOPED_TRACE(name);
+    const PimTiming& t = MustLoad(name).hbm.pim.timing;
+    EXPECT_EQ(t.row_close, PimRowClose::kPerBankPrecharge);
+    EXPECT_EQ(t.gwrite, PimGwriteTiming::kOrdinaryAccess);
+    EXPECT_EQ(t.gwrite_access_bytes, 32);
+    EXPECT_EQ(t.refresh_guard, PimRefreshGuard::kWaitForRefresh);
+  }
+  EXPECT_EQ(MustLoad("neupims-ref").hbm.pim.timing.gemv, PimGemvTiming::kFusedCommand);
+  EXPECT_TRUE(MustLoad("neupims-ref").hbm.pim.timing.gemv_releases_row);
+  EXPECT_EQ(MustLoad("newton-ref").hbm.pim.timing.gemv, PimGemvTiming::kColumnSteps);
 }
 
 TEST(DeviceConfig, MissingVectorOpIsAnErrorNamingFileAndPath) {

@@ -6,6 +6,12 @@
 // it cannot end on its own within the 15 s they poll; the server's shutdown ends it.
 #include "server/openai_api.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -26,6 +32,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "server/server.h"
+#include "tests/server/server_test_util.h"
 
 namespace neupims::server {
 namespace {
@@ -514,6 +521,168 @@ TEST_F(OpenAiApiTest, ClientDisconnectAbortsTheRequestAndFreesItsKvBlocks) {
       << "the request was not aborted: kv_blocks_used " << last.kv_blocks_used << ", live "
       << last.live;
   EXPECT_EQ(last.running, 0);
+}
+
+// The body of a raw HTTP/1.1 response with chunked transfer encoding, as far as it is complete.
+std::string Dechunk(const std::string& raw) {
+  std::string body;
+  size_t at = raw.find("\r\n\r\n");
+  if (at == std::string::npos) return body;
+  at += 4;
+  while (true) {
+    const size_t eol = raw.find("\r\n", at);
+    if (eol == std::string::npos) break;
+    const size_t size = std::stoul(raw.substr(at, eol - at), nullptr, 16);
+    if (size == 0 || eol + 2 + size > raw.size()) break;
+    body.append(raw, eol + 2, size);
+    at = eol + 2 + size + 2;
+  }
+  return body;
+}
+
+// A client that sends a streamed request and never reads: a socket with the smallest receive
+// buffer the kernel allows, so the server's writes block once a few kilobytes are in flight.
+class NonReadingClient {
+ public:
+  NonReadingClient(int port, const json& body) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int tiny = 1;  // the kernel rounds it up to its minimum (a few KB)
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny);
+    timeval timeout{};
+    timeout.tv_sec = 30;  // the reads at the end of the test must not hang it
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+    const std::string payload = body.dump();
+    const std::string request = absl::StrCat(
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Content-Length: ",
+        payload.size(), "\r\n\r\n", payload);
+    connected_ = connected_ && send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
+                                   static_cast<ssize_t>(request.size());
+  }
+  ~NonReadingClient() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  // Reads until the chunked response ends, the server closes the connection or nothing comes
+  // for the receive timeout.
+  std::string ReadWhatIsLeft() {
+    std::string raw;
+    char buf[8192];
+    ssize_t n;
+    while (!absl::EndsWith(raw, "\r\n0\r\n\r\n") && (n = recv(fd_, buf, sizeof buf, 0)) > 0) {
+      raw.append(buf, static_cast<size_t>(n));
+    }
+    return raw;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+TEST_F(OpenAiApiTest, AStreamWhoseClientStopsReadingIsEndedAndFreesItsKv) {
+  // Realtime: a long request that a reading client would take tens of seconds to receive.
+  ServerOptions o = SlowOptions();
+  o.runner.speed = 1;
+  o.max_stream_buffer = 64;
+  // Longer than the test takes to read again: the blocked write then goes through and the
+  // error event follows (a write that timed out would close the connection instead).
+  o.http_write_timeout = std::chrono::milliseconds(120000);
+  StartServer(o);
+  const json longer = {
+      {"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
+  NonReadingClient stalled(*server_->http_port(), longer);
+  ASSERT_TRUE(stalled.connected());
+  ServerSnapshot last;
+  ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &last));
+  // Other streams run to their end meanwhile.
+  std::vector<std::thread> others;
+  std::vector<SseResult> results(3);
+  for (size_t i = 0; i < results.size(); ++i) {
+    others.emplace_back([this, i, &results] {
+      results[i] = Stream(
+          "/v1/completions",
+          json{{"prompt", "Hi"}, {"max_tokens", 16}, {"ignore_eos", true}, {"stream", true}});
+    });
+  }
+  for (std::thread& t : others) t.join();
+  for (const SseResult& r : results) {
+    EXPECT_EQ(r.status, 200);
+    const StreamSummary sum = Summarize(r, false);
+    EXPECT_EQ(sum.finish_reason, "length");
+    EXPECT_EQ(sum.token_chunks, 16);
+    EXPECT_TRUE(sum.done_last);
+  }
+  // The stalled request was aborted in the engine (it could not have ended on its own: the
+  // client holds a few kilobytes, far from kLongTokens' events): its KV blocks are free.
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < deadline) {
+    last = Snapshot();
+    if (last.live == 0 && last.kv_blocks_used == 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(last.live, 0);
+  EXPECT_EQ(last.kv_blocks_used, 0);
+  const HttpResult metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
+  using testing_util::Metric;
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total", {{"front_end", "http"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total", {{"front_end", "grpc"}}), 0);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}), 3);
+  // Reading again, the client gets what the sockets held, then the error event and no [DONE].
+  const std::string raw = stalled.ReadWhatIsLeft();
+  const SseResult sse = ParseSse(200, Dechunk(raw));
+  ASSERT_THAT(raw.substr(0, 200), StartsWith("HTTP/1.1 200"));
+  ASSERT_GE(sse.events.size(), 2u);
+  EXPECT_LT(sse.events.size(), static_cast<size_t>(kLongTokens));
+  EXPECT_NE(sse.events.back(), "[DONE]");
+  const json error = json::parse(sse.events.back(), nullptr, false);
+  ASSERT_TRUE(error.is_object() && error.contains("error")) << sse.events.back();
+  EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("the client is not reading"));
+  EXPECT_THAT(error["error"]["message"].get<std::string>(),
+              HasSubstr("over the stream buffer of 64"));
+  EXPECT_EQ(error["error"]["code"], 429);
+}
+
+TEST_F(OpenAiApiTest, AWriteThatTimesOutClosesTheConnectionAndAbortsTheRequest) {
+  // Unbounded buffer: only the write timeout can end the stalled stream.
+  ServerOptions o = SlowOptions();
+  o.runner.speed = 1;
+  o.max_stream_buffer = 0;
+  o.http_write_timeout = std::chrono::milliseconds(500);
+  StartServer(o);
+  const json longer = {
+      {"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
+  NonReadingClient stalled(*server_->http_port(), longer);
+  ASSERT_TRUE(stalled.connected());
+  ServerSnapshot last;
+  ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &last));
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < deadline) {
+    last = Snapshot();
+    if (last.live == 0 && last.kv_blocks_used == 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(last.live, 0);
+  EXPECT_EQ(last.kv_blocks_used, 0);
+  const HttpResult metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
+  using testing_util::Metric;
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total", {{"front_end", "http"}}), 0);
+  // The server closed the connection mid-stream: what the sockets held, no [DONE].
+  const std::string raw = stalled.ReadWhatIsLeft();
+  const SseResult sse = ParseSse(200, Dechunk(raw));
+  EXPECT_GE(sse.events.size(), 1u);
+  EXPECT_LT(sse.events.size(), static_cast<size_t>(kLongTokens));
+  EXPECT_FALSE(absl::StrContains(raw, "[DONE]"));
 }
 
 // ---- Models, metrics.

@@ -994,7 +994,8 @@ TEST_F(ServerTest, AStreamWhoseClientStopsReadingEndsResourceExhaustedAndFreesIt
   // The stalled request was aborted in the engine: its KV blocks are free.
   ExpectEngineBecomesIdle();
   const std::vector<Sample> m = ScrapeMetrics(server_->metrics_port());
-  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total"), 1);
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total", {{"front_end", "grpc"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:stream_buffer_overflows_total", {{"front_end", "http"}}), 0);
   EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 1);
   EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}), 3);
   // Reading again, the client gets what gRPC held, then the status (no final message).

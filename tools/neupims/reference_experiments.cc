@@ -1,7 +1,9 @@
 #include "tools/neupims/reference_experiments.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -97,6 +99,26 @@ struct Switch {
 constexpr Switch kSwitches[] = {
     {"PIM issue: chip-wide queue -> unlimited (pim.issue)",
      [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->hbm.pim.issue = o.hbm.pim.issue; }},
+    {"PIM rows: per-bank PREs + header -> one PIM_PRECHARGE (pim.timing.row_close)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->hbm.pim.timing.row_close = o.hbm.pim.timing.row_close;
+     }},
+    {"PIM GEMV: fused, row released at issue -> column steps (pim.timing.gemv)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->hbm.pim.timing.gemv = o.hbm.pim.timing.gemv;
+       d->hbm.pim.timing.gemv_releases_row = o.hbm.pim.timing.gemv_releases_row;
+     }},
+    {"GWRITE: ordinary access -> overlapped with activations (pim.timing.gwrite)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->hbm.pim.timing.gwrite = o.hbm.pim.timing.gwrite;
+       d->hbm.pim.timing.gwrite_access_bytes = o.hbm.pim.timing.gwrite_access_bytes;
+     }},
+    {"PIM refresh: wait for it -> refresh early (pim.timing.refresh_guard)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
+       d->hbm.pim.timing.refresh_guard = o.hbm.pim.timing.refresh_guard;
+     }},
+    {"stages: barriers -> list-scheduled (stage_barriers)",
+     [](const hw::DeviceConfig& o, hw::DeviceConfig* d) { d->stage_barriers = o.stage_barriers; }},
     {"NPU-only attention: serial GEMV -> bandwidth-bound (npu.attention_mapping)",
      [](const hw::DeviceConfig& o, hw::DeviceConfig* d) {
        d->npu.attention_mapping = o.npu.attention_mapping;
@@ -137,6 +159,17 @@ absl::StatusOr<std::vector<engine::Engine::StepRequest>> LoadBatch(int size) {
 std::string Us(double ns) { return absl::StrFormat("%.1f", ns / 1e3); }
 std::string X(double ratio) { return absl::StrFormat("%.2fx", ratio); }
 std::string Gain(double g) { return absl::StrFormat("%+.1f%%", 100 * g); }
+
+// The smallest and largest of some ratios, printed "1.5-2.1x".
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  void Add(double x) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  std::string Str() const { return absl::StrFormat("%.1f-%.1fx", lo, hi); }
+};
 
 std::string RatioCells(const Row& r) {
   return absl::StrCat(X(r.npu_pim_over_npu_only()), " | ", X(r.neupims_over_npu_pim()), " | ",
@@ -263,7 +296,9 @@ absl::StatusOr<std::string> RenderReferenceResults() {
       "interleaving off and on; the ratios are speed-ups (paper: NPU+PIM 1.5x over NPU-only, "
       "NeuPIMs 1.6x over NPU+PIM and 2.4x over NPU-only). The reference simulator's own cycles "
       "on these batches are kept out of this repository; these are predictions from the "
-      "switches alone.");
+      "switches alone. Figures 12-14 and Table 4 on the reference profiles: "
+      "[results-reference.md](results-reference.md) (`neupims experiments "
+      "--reference-devices`).");
   line("");
   line(
       "| B | devices | NPU-only | NPU+PIM | NeuPIMs, SBI off | NeuPIMs, SBI on | NPU+PIM / "
@@ -271,6 +306,8 @@ absl::StatusOr<std::string> RenderReferenceResults() {
   line("|---|---|---|---|---|---|---|---|---|");
   std::vector<std::string> crossover;
   std::vector<std::pair<bool, Row>> at_attribution_batch;  // (reference?, row)
+  // Ranges over the batch sizes of two ratios, [0] default devices, [1] reference profiles.
+  std::array<Range, 2> pim_over_npu, neupims_over_pim;
   for (const char* suffix : {"", "-ref"}) {
     bool before = true;  // SBI has lost at every batch so far
     std::optional<int> first_win;
@@ -283,6 +320,8 @@ absl::StatusOr<std::string> RenderReferenceResults() {
                         " | ", Us(r.npu_pim), " | ", Us(r.neupims_off), " | ", Us(r.neupims_on),
                         " | ", X(r.npu_pim_over_npu_only()), " | ", X(r.neupims_over_npu_pim()),
                         " | ", X(r.neupims_over_npu_only()), " |"));
+      pim_over_npu[*suffix != 0].Add(r.npu_pim_over_npu_only());
+      neupims_over_pim[*suffix != 0].Add(r.neupims_over_npu_pim());
       if (before && r.neupims_on < r.neupims_off) first_win = size;
       before = before && !(r.neupims_on < r.neupims_off);
     }
@@ -305,19 +344,21 @@ absl::StatusOr<std::string> RenderReferenceResults() {
   line("");
   absl::StrAppend(&md, RenderPower(at_attribution_batch));
   line("");
-  line(
+  line(absl::StrCat(
       "Where the profiles stand against the paper: under the stated mapping of the reference's "
       "NPU-only attention (serialised M = 1 systolic GEMVs, about 1,400 cycles per head at "
       "s = 310 against 166 to stream its K and V), the NPU-only reference is compute-bound on "
-      "attention and NPU+PIM comes out 3-4.5x faster where the paper reports 1.5x: the largest "
-      "gap, and the first thing the comparison with the reference's measured cycles will test. "
-      "The chip-wide PIM instruction queue is what separates NPU+PIM from NeuPIMs (1.5-2.1x "
-      "here against the paper's 1.6x; 1.0-1.1x on our defaults). Not yet expressed as "
-      "switches: the reference's DRAM-level artefacts (the NeuPIMs GEMV not holding its row, "
-      "GWRITE as an ordinary access with a single row buffer, the PIM refresh guard) and its "
-      "stage barriers (A, B, E; A-F with interleaving; `neupims step` reports the phases of our "
-      "list schedule), so the PIM side of the profiles still uses our 186-cycle key tile where "
-      "the reference spends 143 cycles per row switch plus its dot products.");
+      "attention and NPU+PIM comes out ",
+      pim_over_npu[1].Str(),
+      " faster where the paper reports 1.5x: the largest gap, and the "
+      "first thing the comparison with the reference's measured cycles will test. The chip-wide "
+      "PIM instruction queue is what separates NPU+PIM from NeuPIMs (",
+      neupims_over_pim[1].Str(), " here against the paper's 1.6x; ", neupims_over_pim[0].Str(),
+      " on our defaults). The PIM side of the profiles times the reference's DRAM-level choices "
+      "(pim.timing: a 143-cycle row switch of per-bank precharges, the NeuPIMs GEMV releasing "
+      "its row at issue, GWRITE as an ordinary access, PIM work waiting for refresh). Stage "
+      "barriers (A, B, E; "
+      "A-F over two layers interleaved: `neupims step --layers two`) are `stage_barriers`."));
   line("");
   line(std::string(kReferenceEnd));
   return md;

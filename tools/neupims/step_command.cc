@@ -75,6 +75,11 @@ absl::Status CheckKvCapacity(const engine::Engine& e,
   return absl::OkStatus();
 }
 
+// A barrier stage's name: A, B, ... (stage_graph.h), then S26, S27, ...
+std::string StageLabel(int index) {
+  return index < 26 ? std::string(1, static_cast<char>('A' + index)) : absl::StrCat("S", index);
+}
+
 int RunStep(const StepFlags& f) {
   auto engine_or = engine::Engine::Create(f.engine.options);
   if (!engine_or.ok()) return ReportError(engine_or.status());
@@ -94,7 +99,7 @@ int RunStep(const StepFlags& f) {
     for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.seq_len, -1});
   }
   if (absl::Status s = CheckKvCapacity(e, batch); !s.ok()) return ReportError(s);
-  const int layers = f.layers == "one" ? 1 : 0;
+  const int layers = f.layers == "one" ? 1 : f.layers == "two" ? 2 : 0;
   auto cost = e.SimulateStep(batch, layers, /*timeline=*/true);
   if (!cost.ok()) return ReportError(cost.status());
 
@@ -128,7 +133,7 @@ int RunStep(const StepFlags& f) {
   j["device"] = dev.name;
   j["tp"] = e.parallelism().tp;
   j["pp"] = e.parallelism().pp;
-  j["layers"] = layers == 1 ? 1 : e.iteration_model().layers_per_device();
+  j["layers"] = layers > 0 ? layers : e.iteration_model().layers_per_device();
   j["batch"] = static_cast<int64_t>(batch.size());
   j["sub_batches"] = {cost->sub_batch_sizes[0], cost->sub_batch_sizes[1]};
   j["duration_ns"] = dur;
@@ -152,6 +157,23 @@ int RunStep(const StepFlags& f) {
   }
   j["layer1_phases"] = phases;
   if (cost->layer_period_ns > 0) j["layer_period_cycles"] = cost->layer_period_ns * cycles_per_ns;
+  // With stage barriers (device stage_barriers): every barrier stage, A first.
+  json barrier_stages = json::array();
+  for (const engine::StageSpan& s : cost->stages) {
+    if (s.micro_batch != 0) continue;
+    barrier_stages.push_back({{"stage", StageLabel(s.index)},
+                              {"start_cycles", s.start_ns * cycles_per_ns},
+                              {"cycles", (s.end_ns - s.start_ns) * cycles_per_ns}});
+  }
+  if (!barrier_stages.empty()) {
+    j["barrier_stages"] = barrier_stages;
+    // Interleaved, two layers: the steady period is C + D (stage_graph.h).
+    if (cost->sub_batch_sizes[1] > 0 && e.mode().sub_batch_interleaving &&
+        barrier_stages.size() >= 4 && !j.contains("layer_period_cycles")) {
+      j["layer_period_cycles"] =
+          barrier_stages[2]["cycles"].get<double>() + barrier_stages[3]["cycles"].get<double>();
+    }
+  }
   j["utilization"] = {
       {"npu_systolic", cost->systolic_busy_ns / dur},
       {"npu_vector", cost->vector_busy_ns / dur},
@@ -191,6 +213,16 @@ int RunStep(const StepFlags& f) {
     t.Add(absl::StrFormat("%-16s SB%d", p["phase"].get<std::string>(), p["sub_batch"].get<int>()),
           absl::StrFormat("%10s  from %s", FormatCount(p["cycles"].get<double>()),
                           FormatCount(p["start_cycles"].get<double>())));
+  }
+  if (j.contains("barrier_stages")) {
+    t.Section(
+        "barrier stages (cycles; stage_graph.h: A, B, E per layer, or A-F over two layers "
+        "interleaved)");
+    for (const json& s : j["barrier_stages"]) {
+      t.Add(s["stage"].get<std::string>(),
+            absl::StrFormat("%10s  from %s", FormatCount(s["cycles"].get<double>()),
+                            FormatCount(s["start_cycles"].get<double>())));
+    }
   }
   if (j.contains("layer_period_cycles")) {
     t.Add("steady layer period", FormatCount(j["layer_period_cycles"].get<double>()) + " cycles");
@@ -239,8 +271,10 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   c->add_option("--seq-len", f->seq_len, "Tokens per request with --batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  c->add_option("--layers", f->layers, "one decoder layer, or all of the device's")
-      ->check(CLI::IsMember({"one", "all"}))
+  c->add_option("--layers", f->layers,
+                "one or two decoder layers (two shows the interleaved stages A-F), or all of the "
+                "device's")
+      ->check(CLI::IsMember({"one", "two", "all"}))
       ->capture_default_str();
   c->add_flag("--json", f->json, "Print JSON");
   c->add_option("--timeline", f->timeline_path,

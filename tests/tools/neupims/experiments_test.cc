@@ -60,6 +60,30 @@ TEST(ExperimentsTest, ParallelRunEqualsSerialRun) {
   EXPECT_EQ(parallel.stderr_text.find('\r'), std::string::npos);
 }
 
+// `--reference-devices` runs every figure on the *-ref devices: the same tables, other numbers,
+// no discussion (it lives in docs/results.md).
+TEST(ExperimentsTest, ReferenceDevicesRunTheFiguresOnTheReferenceProfiles) {
+  for (const char* name : {"sharegpt", "alpaca"}) {
+    const std::string path = workload::ResolveDataset(name);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  }
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "ref_devices";
+  std::filesystem::create_directories(dir);
+  const std::string command = absl::StrCat(
+      NEUPIMS_CLI_PATH, " experiments --quick --reference-devices --out ",
+      (dir / "ref.md").string(), " --json-out ", (dir / "ref.json").string(), " > /dev/null 2>&1");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string md = ReadFile(dir / "ref.md");
+  for (const char* part :
+       {"# Results on the reference profiles", "--reference-devices", "## Figure 12",
+        "## Figure 13", "## Figure 14", "## Table 4", "| +DRB+GMLBP+SBI |"}) {
+    EXPECT_NE(md.find(part), std::string::npos) << part;
+  }
+  EXPECT_EQ(md.find("## Discussion"), std::string::npos);
+  const ExperimentsOutput ours = RunQuickExperiments(1);
+  EXPECT_NE(ReadFile(dir / "ref.json"), ours.json);  // the profiles change the numbers
+}
+
 // `--reference` regenerates only its marked section: the rest of the file is kept, and the
 // section holds both device sets at the three batch sizes.
 TEST(ExperimentsTest, ReferenceSectionIsSplicedIntoAnExistingFile) {
@@ -82,8 +106,9 @@ TEST(ExperimentsTest, ReferenceSectionIsSplicedIntoAnExistingFile) {
   for (const char* row :
        {"| 64 | default |", "| 256 | default |", "| 64 | reference |", "| 128 | reference |",
         "| 256 | reference |", "| 0 | none: the reference profiles |",
-        "| 8 | all-reduce: off -> on", "| | ours (the default devices",
-        "### Table 5: power and energy", "| reference | NeuPIMs vs NPU-only |"}) {
+        " | all-reduce: off -> on (tp_all_reduce) |", " | PIM rows: per-bank PREs",
+        "| | ours (the default devices", "### Table 5: power and energy",
+        "| reference | NeuPIMs vs NPU-only |"}) {
     EXPECT_NE(md.find(row), std::string::npos) << row;
   }
 }
