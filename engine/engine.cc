@@ -388,7 +388,7 @@ absl::Status Engine::EndIteration() {
   const scheduler::ScheduleOutput& out = current_;
   const IterationCost& c = current_cost_;
   // Tokens of this iteration (requests aborted meanwhile produce nothing).
-  std::vector<std::pair<Request*, int64_t>>& emitted = emitted_;  // reused scratch
+  std::vector<EmittedToken>& emitted = emitted_;  // reused scratch
   emitted.clear();
   for (Request* r : out.decode) {
     if (r->state == scheduler::RequestState::kRunning) emitted.emplace_back(r, r->generated);
@@ -406,7 +406,7 @@ absl::Status Engine::EndIteration() {
   std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
   RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
-    for (auto& [r, index] : emitted) observer_->OnTokens(*r, index, 1, now_);
+    observer_->OnIterationTokens(emitted, now_);
   }
   // Statistics.
   ++stats_.iterations;

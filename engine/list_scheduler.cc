@@ -44,6 +44,16 @@ int BestOfStage(absl::Span<const ScheduleNode> nodes, const std::vector<int>& re
   return best;
 }
 
+// How long `node` runs when it starts now: a GEMM (`shares_bandwidth`) that starts while the PIM
+// computes for `pim_left` more ns progresses at the reduced bandwidth share until the PIM frees
+// the channels, then at full speed.
+double Duration(const ScheduleNode& node, bool shares_bandwidth, double pim_left) {
+  if (!shares_bandwidth || pim_left <= 0 || node.dur_shared_ns <= node.dur_ns) return node.dur_ns;
+  const double rate = node.dur_ns / node.dur_shared_ns;  // fraction of full speed
+  return pim_left * rate >= node.dur_ns ? node.dur_shared_ns
+                                        : pim_left + (node.dur_ns - pim_left * rate);
+}
+
 }  // namespace
 
 double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {
@@ -109,42 +119,34 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
       }
     }
     // Each free lane starts its best ready node. Only a zero-duration node (a join) can make
-    // more work startable at the same time, so only then is there another pass at t.
+    // more work startable at the same time, so only then is there another pass at t. A lane's
+    // decision changes only its own lane_free, so the next completion time (when a lane frees
+    // up) is gathered in the same pass.
     bool again = false;
+    double next = std::numeric_limits<double>::infinity();
     for (int lane : kOrder) {
       std::vector<int>& ready = ready_[lane];
-      if (ready.empty() || lane_free[lane] > t) continue;
-      if (blocked && lane == kSystolic && lane_free[kPim] > t) continue;
-      if (blocked && lane == kPim && lane_free[kSystolic] > t) continue;
-      const int best = barriers ? BestOfStage(nodes, ready, open_stage) : Best(nodes, ready);
-      if (best < 0) continue;
-      const int i = ready[best];
-      ready[best] = ready.back();  // priorities are unique: the order of ready is free
-      ready.pop_back();
-      ScheduleNode& node = nodes[i];
-      double dur = node.dur_ns;
-      if (lane == kSystolic && lane_free[kPim] > t && !blocked &&
-          node.dur_shared_ns > node.dur_ns) {
-        // A GEMM that starts while the PIM computes progresses at the reduced bandwidth share
-        // until the PIM frees the channels, then at full speed.
-        const double rate = node.dur_ns / node.dur_shared_ns;  // fraction of full speed
-        const double overlap = lane_free[kPim] - t;
-        dur = overlap * rate >= node.dur_ns ? node.dur_shared_ns
-                                            : overlap + (node.dur_ns - overlap * rate);
+      const bool can_start = !ready.empty() && lane_free[lane] <= t &&
+                             !(blocked && lane == kSystolic && lane_free[kPim] > t) &&
+                             !(blocked && lane == kPim && lane_free[kSystolic] > t);
+      const int best = !can_start ? -1
+                       : barriers ? BestOfStage(nodes, ready, open_stage)
+                                  : Best(nodes, ready);
+      if (best >= 0) {
+        const int i = ready[best];
+        ready[best] = ready.back();  // priorities are unique: the order of ready is free
+        ready.pop_back();
+        ScheduleNode& node = nodes[i];
+        node.start_ns = t;
+        node.end_ns = t + Duration(node, lane == kSystolic && !blocked, lane_free[kPim] - t);
+        lane_free[lane] = node.end_ns;
+        makespan = std::max(makespan, node.end_ns);
+        lane_node[lane] = i;
+        again |= node.end_ns <= t;
       }
-      node.start_ns = t;
-      node.end_ns = t + dur;
-      lane_free[lane] = node.end_ns;
-      makespan = std::max(makespan, node.end_ns);
-      lane_node[lane] = i;
-      again |= node.end_ns <= t;
-    }
-    if (again) continue;
-    // Advance to the next completion (a lane frees up exactly when its node completes).
-    double next = std::numeric_limits<double>::infinity();
-    for (int lane = 0; lane < kNumLanes; ++lane) {
       if (lane_node[lane] >= 0) next = std::min(next, lane_free[lane]);
     }
+    if (again) continue;
     if (!std::isfinite(next)) break;  // nothing can progress (cannot happen for a DAG)
     t = next;
   }

@@ -41,9 +41,9 @@ double Algorithm1Estimator::Estimate(int64_t seq_len) {
 double PimModelEstimator::Estimate(int64_t seq_len) {
   seq_len = std::max<int64_t>(1, seq_len);
   constexpr int64_t kMaxCached = 1 << 20;
-  if (seq_len < kMaxCached && seq_len < static_cast<int64_t>(cache_.size()) &&
-      cache_[seq_len] >= 0) {
-    return cache_[seq_len];
+  if (seq_len < kMaxCached && seq_len < static_cast<int64_t>(known_.size()) &&
+      known_[seq_len] >= 0) {
+    return known_[seq_len];
   }
   hw::AttentionShape s = dims_;
   s.seq_len = seq_len;
@@ -58,10 +58,10 @@ double PimModelEstimator::Estimate(int64_t seq_len) {
   }
   const double v = static_cast<double>(*c);
   if (seq_len < kMaxCached) {
-    if (seq_len >= static_cast<int64_t>(cache_.size())) {
-      cache_.resize(std::max<size_t>(seq_len + 1, cache_.size() * 2), -1.0);
+    if (seq_len >= static_cast<int64_t>(known_.size())) {
+      known_.resize(std::max<size_t>(seq_len + 1, known_.size() * 2), -1.0);
     }
-    cache_[seq_len] = v;
+    known_[seq_len] = v;
   }
   return v;
 }

@@ -25,9 +25,23 @@ class MhaEstimator {
   virtual ~MhaEstimator() = default;
   // Cycles of one request's attention (one layer) at `seq_len` tokens.
   virtual double Estimate(int64_t seq_len) = 0;
+  // Estimate(seq_len), answered inline when an implementation memoised it (known_): the
+  // scheduler asks for every running request whenever it admits one, and a virtual call each
+  // time cost as much as the answer.
+  double EstimateFast(int64_t seq_len) {
+    if (seq_len >= 1 && static_cast<size_t>(seq_len) < known_.size() && known_[seq_len] >= 0) {
+      return known_[seq_len];
+    }
+    return Estimate(seq_len);
+  }
   // The first error an estimate met (Estimate then returned 0), or OK. The scheduler reports it
   // as a fault rather than balancing channels on a made-up load.
   virtual absl::Status status() const { return absl::OkStatus(); }
+
+ protected:
+  // Answers Estimate already gave, by seq_len (< 0: not known); implementations that memoise
+  // fill it, and EstimateFast reads it.
+  std::vector<double> known_;
 };
 
 // Inputs of Algorithm 1. The OCR of the paper lost the ceilings; tile counts are whole tiles, so
@@ -56,7 +70,8 @@ class Algorithm1Estimator : public MhaEstimator {
 };
 
 // Asks a PimModel (normally the analytic one) for AttentionCycles of {seq, dims}; answers are
-// memoised by sequence length (the scheduler asks for every running request at admission).
+// memoised by sequence length in known_ (the scheduler asks for every running request at
+// admission).
 class PimModelEstimator : public MhaEstimator {
  public:
   PimModelEstimator(hw::PimModel* model, const hw::AttentionShape& dims)
@@ -68,7 +83,6 @@ class PimModelEstimator : public MhaEstimator {
   hw::PimModel* model_;
   absl::Status status_;  // the first failed estimate
   hw::AttentionShape dims_;
-  std::vector<double> cache_;  // by seq_len; < 0 = not computed
 };
 
 }  // namespace neupims::scheduler

@@ -286,7 +286,7 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
 std::vector<double> Scheduler::ChannelLoads() {
   std::vector<double> loads(kv_->channels(), 0.0);
   for (Request* r : running_) {
-    if (r->channel >= 0) loads[r->channel] += estimator_->Estimate(r->context_tokens());
+    if (r->channel >= 0) loads[r->channel] += estimator_->EstimateFast(r->context_tokens());
   }
   return loads;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -427,6 +428,42 @@ TEST(EngineRun, CompletesAWorkloadArrivingAtOnce) {
   EXPECT_EQ(e->stats().prompt_tokens_computed, 40 * 64);
   EXPECT_EQ(e->stats().iterations, static_cast<int64_t>(rec.iterations.size()));
   EXPECT_GT(e->stats().energy_j(), 0);
+}
+
+// An observer that takes each iteration's tokens in one call sees exactly the tokens (requests,
+// indices, times, order) that an observer of single tokens sees through the default forwarding.
+TEST(EngineRun, IterationTokensMatchPerTokenReports) {
+  using Seen = std::vector<std::tuple<RequestId, int64_t, SimTime>>;
+  class PerToken : public EngineObserver {
+   public:
+    void OnTokens(const Request& r, int64_t first_index, int count, SimTime t) override {
+      for (int k = 0; k < count; ++k) seen.push_back({r.id, first_index + k, t});
+    }
+    Seen seen;
+  };
+  class Batched : public PerToken {
+   public:
+    void OnIterationTokens(absl::Span<const EmittedToken> batch, SimTime t) override {
+      ++calls;
+      for (const auto& [r, index] : batch) seen.push_back({r->id, index, t});
+    }
+    int calls = 0;
+  };
+  const std::vector<SubmitSpec> specs = Staggered(24, 48, 16, 1e6, 3);
+  Batched batched;
+  PerToken per_token;
+  for (PerToken* observer : std::initializer_list<PerToken*>{&batched, &per_token}) {
+    std::unique_ptr<Engine> e = MakeEngine({});
+    ASSERT_NE(e, nullptr);
+    e->set_observer(observer);
+    ASSERT_TRUE(SubmitAll(*e, specs).ok());
+    ASSERT_TRUE(e->RunToCompletion().ok());
+  }
+  EXPECT_GT(batched.calls, 0);
+  int64_t outputs = 0;  // the lengths are varied around 16
+  for (const SubmitSpec& s : specs) outputs += s.max_new_tokens;
+  EXPECT_EQ(static_cast<int64_t>(batched.seen.size()), outputs);
+  EXPECT_EQ(batched.seen, per_token.seen);
 }
 
 TEST(EngineRun, CompletesPoissonArrivalsSubmittedUpFront) {

@@ -97,5 +97,21 @@ TEST(PimModelEstimator, AnswersWhatTheModelSaysAndRepeatsItself) {
   EXPECT_DOUBLE_EQ(est.Estimate(0), est.Estimate(1));
 }
 
+// EstimateFast is Estimate, bit for bit, whether or not the answer is memoised yet, for both
+// estimators (Algorithm 1 memoises nothing: every call goes through Estimate).
+TEST(MhaEstimator, EstimateFastIsEstimate) {
+  absl::StatusOr<hw::DeviceConfig> dev = hw::LoadDeviceConfig("neupims");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  absl::StatusOr<std::unique_ptr<hw::PimModel>> model = hw::CreatePimModel("analytic", *dev);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const hw::AttentionShape dims{1, 8, 8, 128};
+  PimModelEstimator fast(model->get(), dims), reference(model->get(), dims);
+  Algorithm1Estimator a1(Algorithm1Params{});
+  for (int64_t seq : {0, 1, 32, 33, 300, 33, 2048, 0, 1, 4096, 300}) {
+    EXPECT_EQ(fast.EstimateFast(seq), reference.Estimate(seq)) << seq;
+    EXPECT_EQ(a1.EstimateFast(seq), a1.Estimate(seq)) << seq;
+  }
+}
+
 }  // namespace
 }  // namespace neupims::scheduler

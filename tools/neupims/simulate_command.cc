@@ -53,24 +53,28 @@ class Collector : public engine::EngineObserver {
   void ReserveDenseIds(size_t n) { last_token_dense_.assign(n, scheduler::kNoTime); }
 
   void OnTokens(const engine::Request& r, int64_t, int count, SimTime t) override {
-    SimTime* last = nullptr;
-    if (r.id >= 0 && static_cast<size_t>(r.id) < last_token_dense_.size()) {
-      last = &last_token_dense_[static_cast<size_t>(r.id)];
-    } else {
-      last = &last_token_.try_emplace(r.id, scheduler::kNoTime).first->second;
-    }
-    if (*last != scheduler::kNoTime) {
+    tokens_ += count;
+    RecordToken(LastTokenOf(r.id), t);
+  }
+
+  // Once per iteration for every decoding request's token: the common case (a dense id whose
+  // gap repeats the current run) stays in this loop; a new run or a first token goes out of line.
+  void OnIterationTokens(absl::Span<const engine::EmittedToken> tokens, SimTime t) override {
+    tokens_ += static_cast<int64_t>(tokens.size());
+    for (const auto& [r, index] : tokens) {
+      const size_t id = static_cast<size_t>(r->id);
+      SimTime* last =
+          r->id >= 0 && id < last_token_dense_.size() ? &last_token_dense_[id] : LastTokenOf(r->id);
       // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
       // so memory grows with iterations, not tokens.
-      const double gap_ns = static_cast<double>(t - *last);
-      if (!itl_ns_.empty() && itl_ns_.back().value == gap_ns) {
+      if (*last != scheduler::kNoTime && !itl_ns_.empty() &&
+          itl_ns_.back().value == static_cast<double>(t - *last)) {
         ++itl_ns_.back().count;
+        *last = t;
       } else {
-        itl_ns_.push_back({gap_ns, 1});
+        RecordToken(last, t);
       }
     }
-    *last = t;
-    tokens_ += count;
   }
 
   void OnFinished(const engine::Request& r) override {
@@ -121,6 +125,26 @@ class Collector : public engine::EngineObserver {
 
   engine::Engine* engine_;
   std::vector<RequestRecord> records_;
+  // Where the last token time of request `id` is kept (kNoTime: none yet).
+  [[gnu::noinline]] SimTime* LastTokenOf(int64_t id) {
+    if (id >= 0 && static_cast<size_t>(id) < last_token_dense_.size()) {
+      return &last_token_dense_[static_cast<size_t>(id)];
+    }
+    return &last_token_.try_emplace(id, scheduler::kNoTime).first->second;
+  }
+  // A token at `t` of a request whose previous token was at *last (kNoTime: none).
+  [[gnu::noinline]] void RecordToken(SimTime* last, SimTime t) {
+    if (*last != scheduler::kNoTime) {
+      const double gap_ns = static_cast<double>(t - *last);
+      if (!itl_ns_.empty() && itl_ns_.back().value == gap_ns) {
+        ++itl_ns_.back().count;
+      } else {
+        itl_ns_.push_back({gap_ns, 1});
+      }
+    }
+    *last = t;
+  }
+
   std::vector<SampleRun> itl_ns_;  // inter-token gaps, run-length
   std::vector<SimTime> last_token_dense_;
   absl::flat_hash_map<int64_t, SimTime> last_token_;
