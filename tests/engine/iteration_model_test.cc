@@ -78,6 +78,14 @@ std::optional<CostPair> RunOursAndEdited(const std::string& mode, void (*edit)(h
   return CostPair{*std::move(a), *std::move(b)};
 }
 
+// Batch128 through `layers` decoder layers, with the timeline, phases and stages.
+absl::StatusOr<IterationCost> RunLayersWithTimeline(IterationModel& m, int layers) {
+  IterationInput in = Batch128(m.options().mode);
+  in.layers = layers;
+  in.record_timeline = true;
+  return m.Run(in);
+}
+
 bool Overlap(const TimelineEvent& a, const TimelineEvent& b) {
   constexpr double kEps = 1e-6;  // ns; events that only touch do not overlap
   return a.start_ns < b.end_ns - kEps && b.start_ns < a.end_ns - kEps;
@@ -299,10 +307,7 @@ TEST(IterationModel, WithoutTheAllReduceTheInterconnectIsIdle) {
 TEST(IterationModel, PhasesOfOneLayerWithoutInterleavingAreBackToBack) {
   std::unique_ptr<IterationModel> m = MakeModel("npu+pim");
   ASSERT_NE(m, nullptr);
-  IterationInput in = Batch128(m->options().mode);
-  in.layers = 1;
-  in.record_timeline = true;
-  absl::StatusOr<IterationCost> c = m->Run(in);
+  absl::StatusOr<IterationCost> c = RunLayersWithTimeline(*m, 1);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->phases.size(), 3u);
   const PhaseSpan& a = c->phases[0];
@@ -327,12 +332,9 @@ TEST(IterationModel, StageBarriersRunTheInterleavedStagesAToFBackToBack) {
       MakeModel("neupims", [](hw::DeviceConfig* d) { d->stage_barriers = true; });
   ASSERT_NE(m, nullptr);
   ASSERT_NE(free_running, nullptr);
-  IterationInput in = Batch128(m->options().mode);
-  ASSERT_FALSE(in.sub_batches[1].empty());
-  in.layers = 2;
-  in.record_timeline = true;
-  absl::StatusOr<IterationCost> c = m->Run(in);
-  absl::StatusOr<IterationCost> f = free_running->Run(in);
+  ASSERT_FALSE(Batch128(m->options().mode).sub_batches[1].empty());
+  absl::StatusOr<IterationCost> c = RunLayersWithTimeline(*m, 2);
+  absl::StatusOr<IterationCost> f = RunLayersWithTimeline(*free_running, 2);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->stages.empty());  // only reported with barriers
@@ -368,10 +370,7 @@ TEST(IterationModel, StageBarriersWithoutInterleavingAreABEPerLayer) {
   std::unique_ptr<IterationModel> m =
       MakeModel("npu+pim", [](hw::DeviceConfig* d) { d->stage_barriers = true; });
   ASSERT_NE(m, nullptr);
-  IterationInput in = Batch128(m->options().mode);
-  in.layers = 1;
-  in.record_timeline = true;
-  absl::StatusOr<IterationCost> c = m->Run(in);
+  absl::StatusOr<IterationCost> c = RunLayersWithTimeline(*m, 1);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->stages.size(), 3u);
   ASSERT_EQ(c->phases.size(), 3u);

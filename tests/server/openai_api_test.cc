@@ -185,10 +185,10 @@ class OpenAiApiTest : public ::testing::Test {
 
   ServerSnapshot Snapshot() { return server_->runner().Snapshot(); }
 
-  // Polls the engine's snapshot until `pred` holds, for up to 15 s.
+  // Polls the engine's snapshot until `pred` holds, for up to `timeout`.
   template <typename Pred>
-  bool PollSnapshot(Pred pred, ServerSnapshot* last) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  bool PollSnapshot(Pred pred, ServerSnapshot* last, absl::Duration timeout = absl::Seconds(15)) {
+    const absl::Time deadline = absl::Now() + timeout;
     while (absl::Now() < deadline) {
       *last = Snapshot();
       if (pred(*last)) return true;
@@ -584,6 +584,11 @@ class NonReadingClient {
   bool connected_ = false;
 };
 
+// A streamed completion far longer than a client that stops reading can hold.
+json LongStream() {
+  return {{"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
+}
+
 TEST_F(OpenAiApiTest, AStreamWhoseClientStopsReadingIsEndedAndFreesItsKv) {
   // Realtime: a long request that a reading client would take tens of seconds to receive.
   ServerOptions o = SlowOptions();
@@ -593,9 +598,7 @@ TEST_F(OpenAiApiTest, AStreamWhoseClientStopsReadingIsEndedAndFreesItsKv) {
   // error event follows (a write that timed out would close the connection instead).
   o.http_write_timeout = std::chrono::milliseconds(120000);
   StartServer(o);
-  const json longer = {
-      {"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
-  NonReadingClient stalled(*server_->http_port(), longer);
+  NonReadingClient stalled(*server_->http_port(), LongStream());
   ASSERT_TRUE(stalled.connected());
   ServerSnapshot last;
   ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &last));
@@ -619,14 +622,10 @@ TEST_F(OpenAiApiTest, AStreamWhoseClientStopsReadingIsEndedAndFreesItsKv) {
   }
   // The stalled request was aborted in the engine (it could not have ended on its own: the
   // client holds a few kilobytes, far from kLongTokens' events): its KV blocks are free.
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < deadline) {
-    last = Snapshot();
-    if (last.live == 0 && last.kv_blocks_used == 0) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_EQ(last.live, 0);
-  EXPECT_EQ(last.kv_blocks_used, 0);
+  EXPECT_TRUE(
+      PollSnapshot([](const ServerSnapshot& s) { return s.live == 0 && s.kv_blocks_used == 0; },
+                   &last, absl::Seconds(120)))
+      << last.live << " live, " << last.kv_blocks_used << " KV blocks";
   const HttpResult metrics = Get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
@@ -657,20 +656,14 @@ TEST_F(OpenAiApiTest, AWriteThatTimesOutClosesTheConnectionAndAbortsTheRequest) 
   o.max_stream_buffer = 0;
   o.http_write_timeout = std::chrono::milliseconds(500);
   StartServer(o);
-  const json longer = {
-      {"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
-  NonReadingClient stalled(*server_->http_port(), longer);
+  NonReadingClient stalled(*server_->http_port(), LongStream());
   ASSERT_TRUE(stalled.connected());
   ServerSnapshot last;
   ASSERT_TRUE(PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &last));
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < deadline) {
-    last = Snapshot();
-    if (last.live == 0 && last.kv_blocks_used == 0) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_EQ(last.live, 0);
-  EXPECT_EQ(last.kv_blocks_used, 0);
+  EXPECT_TRUE(
+      PollSnapshot([](const ServerSnapshot& s) { return s.live == 0 && s.kv_blocks_used == 0; },
+                   &last, absl::Seconds(120)))
+      << last.live << " live, " << last.kv_blocks_used << " KV blocks";
   const HttpResult metrics = Get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
