@@ -91,6 +91,16 @@ void SplitMicroBatches(const std::array<std::vector<DecodeItem>, 2>& sub_batches
   }
 }
 
+// Appends a micro-batch's spans or events to the iteration's, `offset_ns` later.
+template <typename T>
+void AppendShifted(std::vector<T> from, double offset_ns, std::vector<T>* to) {
+  for (T& x : from) {
+    x.start_ns += offset_ns;
+    x.end_ns += offset_ns;
+    to->push_back(std::move(x));
+  }
+}
+
 }  // namespace
 
 IterationModel::IterationModel(const IterationModelOptions& options) : options_(options) {}
@@ -558,21 +568,9 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
     if (micro[mb][0].empty() && micro[mb][1].empty() && prompts.empty()) continue;
     ASSIGN_OR_RETURN(IterationCost c,
                      RunStage(micro[mb], prompts, mb, input.record_timeline, input.layers));
-    for (TimelineEvent& e : c.timeline) {
-      e.start_ns += total.duration_ns;
-      e.end_ns += total.duration_ns;
-      total.timeline.push_back(std::move(e));
-    }
-    for (PhaseSpan& p : c.phases) {
-      p.start_ns += total.duration_ns;
-      p.end_ns += total.duration_ns;
-      total.phases.push_back(p);
-    }
-    for (StageSpan& st : c.stages) {
-      st.start_ns += total.duration_ns;
-      st.end_ns += total.duration_ns;
-      total.stages.push_back(st);
-    }
+    AppendShifted(std::move(c.timeline), total.duration_ns, &total.timeline);
+    AppendShifted(std::move(c.phases), total.duration_ns, &total.phases);
+    AppendShifted(std::move(c.stages), total.duration_ns, &total.stages);
     total.layer_period_ns = std::max(total.layer_period_ns, c.layer_period_ns);
     total.duration_ns += c.duration_ns;
     total += c;

@@ -48,11 +48,12 @@ CommandCounts ImpliedPimCommands(const GemvProgram& program, const PimSpec& pim,
     c[static_cast<int>(CommandType::kPimHeader)] = program.tiles();
   } else {
     c[static_cast<int>(CommandType::kPimPre)] = program.tiles();
-  }
-  if (pim.command_set == PimCommandSet::kNeuPims) {
-    if (pim.timing.row_close != PimRowClose::kPerBankPrecharge) {
+    // NeuPIMs: a PIM_HEADER per block.
+    if (pim.command_set == PimCommandSet::kNeuPims) {
       c[static_cast<int>(CommandType::kPimHeader)] = program.vector_loads();
     }
+  }
+  if (pim.command_set == PimCommandSet::kNeuPims) {
     c[static_cast<int>(CommandType::kPimGemv)] = program.dot_products();
   } else {
     c[static_cast<int>(CommandType::kPimDot)] = program.column_steps();

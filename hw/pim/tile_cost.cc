@@ -53,7 +53,8 @@ Cycles TileCostModel::Period(int groups, int dots, int steps, bool block_start,
   }
   // A tile of this shape after it reaches its first column command no earlier than the column
   // bus frees (binds only for a fused GEMV longer than the row switch).
-  next = std::max(next, channel_free - PlainFirstColumn(groups));
+  // (The first column comes at least tRCD after the tile starts, so below that it cannot bind.)
+  if (channel_free - t.tRCD > next) next = std::max(next, channel_free - PlainFirstColumn(groups));
   return next - tau;
 }
 

@@ -167,9 +167,10 @@ int RunStep(const StepFlags& f) {
   }
   if (!barrier_stages.empty()) {
     j["barrier_stages"] = barrier_stages;
-    // Interleaved, two layers: the steady period is C + D (stage_graph.h).
+    // Interleaved over two layers (A-F): the steady period is C + D (stage_graph.h). One layer
+    // (A-D) has no steady state.
     if (cost->sub_batch_sizes[1] > 0 && e.mode().sub_batch_interleaving &&
-        barrier_stages.size() >= 4 && !j.contains("layer_period_cycles")) {
+        barrier_stages.size() >= 6 && !j.contains("layer_period_cycles")) {
       j["layer_period_cycles"] =
           barrier_stages[2]["cycles"].get<double>() + barrier_stages[3]["cycles"].get<double>();
     }
