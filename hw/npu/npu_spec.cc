@@ -1,32 +1,21 @@
 #include "hw/npu/npu_spec.h"
 
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/config_enum.h"
 
 namespace neupims::hw {
-namespace {
-
-// Config keys of the vector ops, indexed by VectorOp.
-constexpr std::array<const char*, kNumVectorOps> kVectorOpNames = {"softmax", "layernorm", "gelu",
-                                                                   "add", "reduce"};
-
-}  // namespace
-
-const char* VectorOpName(VectorOp op) {
-  const int i = static_cast<int>(op);
-  return i >= 0 && i < kNumVectorOps ? kVectorOpNames[i] : "unknown";
-}
-
-bool ParseVectorOp(absl::string_view name, VectorOp* op) {
-  for (int i = 0; i < kNumVectorOps; ++i) {
-    if (name == kVectorOpNames[i]) {
-      *op = static_cast<VectorOp>(i);
-      return true;
-    }
-  }
-  return false;
+const EnumNames<VectorOp>& VectorOpNames() {
+  static constexpr EnumName<VectorOp> kEntries[] = {{"softmax", VectorOp::kSoftmax},
+                                                    {"layernorm", VectorOp::kLayerNorm},
+                                                    {"gelu", VectorOp::kGelu},
+                                                    {"add", VectorOp::kAdd},
+                                                    {"reduce", VectorOp::kReduce}};
+  static_assert(std::size(kEntries) == kNumVectorOps);
+  static constexpr EnumNames<VectorOp> kNames("vector op", kEntries);
+  return kNames;
 }
 
 const EnumNames<GemmTiming>& GemmTimingNames() {
@@ -80,7 +69,7 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   ConfigObject ops = npu.Child("vector_ops");
   const IntRange count{.min = 0, .max = 1 << 10};
   for (int i = 0; i < kNumVectorOps; ++i) {
-    ConfigObject op = ops.Child(kVectorOpNames[i]);
+    ConfigObject op = ops.Child(VectorOpName(static_cast<VectorOp>(i)));
     VectorOpCost& cost = out->vector_ops[i];
     cost.passes = static_cast<int>(op.Int("passes", count));
     cost.reductions = static_cast<int>(op.Int("reductions", count));
@@ -129,7 +118,8 @@ absl::Status ValidateNpuSpec(const NpuSpec& spec) {
   for (int i = 0; i < kNumVectorOps; ++i) {
     const VectorOpCost& c = spec.vector_ops[i];
     if (c.passes < 0 || c.reductions < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("npu.vector_ops.", kVectorOpNames[i],
+      return absl::InvalidArgumentError(absl::StrCat("npu.vector_ops.",
+                                                     VectorOpName(static_cast<VectorOp>(i)),
                                                      ": passes and reductions must be >= 0"));
     }
   }

@@ -26,9 +26,10 @@ enum class VectorOp : uint8_t {
   kReduce,     // element-wise sum of two partial results (all-reduce staging, partial GEMVs)
 };
 inline constexpr int kNumVectorOps = 5;
-const char* VectorOpName(VectorOp op);
-// Parses "softmax", "layernorm", "gelu", "add", "reduce".
-bool ParseVectorOp(absl::string_view name, VectorOp* op);
+// The names table of the vector ops: "softmax", "layernorm", "gelu", "add", "reduce" (also the
+// keys of `npu.vector_ops` in the device JSON and the CLI's `hw vector --op`).
+const EnumNames<VectorOp>& VectorOpNames();
+inline const char* VectorOpName(VectorOp op) { return VectorOpNames().ToString(op); }
 
 // Cost of one vector op: `passes` element-wise sweeps over the row plus `reductions` tree
 // reductions across it (each reduction: ceil(cols / lanes) partial sums then log2(lanes) steps).

@@ -5,6 +5,13 @@
 
 namespace neupims::hw {
 
+const EnumNames<MemTraffic::Pattern>& MemPatternNames() {
+  static constexpr EnumName<MemTraffic::Pattern> kEntries[] = {
+      {"stream", MemTraffic::Pattern::kStream}, {"random", MemTraffic::Pattern::kRandom}};
+  static constexpr EnumNames<MemTraffic::Pattern> kNames("MEM traffic pattern", kEntries);
+  return kNames;
+}
+
 SyntheticTraffic::SyntheticTraffic(const HbmSpec& spec, const MemTraffic& traffic, int64_t limit)
     : org_(spec.org),
       traffic_(traffic),

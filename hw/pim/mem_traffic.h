@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 
+#include "common/enum_names.h"
 #include "hw/dram/hbm_spec.h"
 #include "hw/pim/channel_controller.h"
 
@@ -23,6 +24,8 @@ struct MemTraffic {
 
   bool active() const { return demand > 0; }
 };
+// "stream", "random" (the CLI's --mem-pattern).
+const EnumNames<MemTraffic::Pattern>& MemPatternNames();
 
 class SyntheticTraffic : public MemTrafficSource {
  public:

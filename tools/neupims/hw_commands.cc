@@ -1,6 +1,7 @@
 #include "tools/neupims/hw_commands.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "hw/device.h"
 #include "hw/dram/timing_checker.h"
 #include "hw/pim/issue_limit.h"
+#include "hw/pim/mem_traffic.h"
 #include "hw/pim/tile_cost.h"
 #include "hw/registry.h"
 #include "nlohmann/json.hpp"
@@ -46,6 +48,23 @@ struct Models {
   std::unique_ptr<hw::PimModel> pim;  // null when the device has no PIM
 };
 
+// Where `hw attention` / `hw gemv` run; unset (`--on auto`): on the PIM if the device has one.
+enum class Unit { kPim, kNpu };
+const EnumNames<Unit>& UnitNames() {
+  static constexpr EnumName<Unit> kEntries[] = {{"pim", Unit::kPim}, {"npu", Unit::kNpu}};
+  static constexpr EnumNames<Unit> kNames("unit", kEntries);
+  return kNames;
+}
+
+// True to run on the PIM; FailedPrecondition if `--on pim` names a device without one.
+absl::StatusOr<bool> RunsOnPim(std::optional<Unit> on, const Models& m) {
+  if (on == Unit::kNpu) return false;
+  if (m.pim != nullptr) return true;
+  if (!on.has_value()) return false;
+  return absl::FailedPreconditionError(
+      absl::StrCat("device '", m.device.name, "' has no PIM; use --on npu"));
+}
+
 absl::StatusOr<Models> MakeModels(const CommonOptions& o, const hw::PimModelOptions& pim_opts) {
   Models m;
   ASSIGN_OR_RETURN(m.device, hw::LoadDeviceConfig(o.device));
@@ -69,7 +88,7 @@ json CommandsJson(const hw::CommandCounts& c) {
 
 struct PimRunOptions {
   double mem_demand = 0;
-  std::string mem_pattern = "stream";
+  hw::MemTraffic::Pattern mem_pattern = hw::MemTraffic::Pattern::kStream;
   double write_fraction = 0;
   int64_t refresh_phase = 0;
   int phases = 1;
@@ -82,9 +101,7 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
                   "Concurrent NPU MEM traffic on the channel, as a fraction of its peak bandwidth")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--mem-pattern", o->mem_pattern, "MEM traffic pattern")
-      ->check(CLI::IsMember({"stream", "random"}))
-      ->capture_default_str();
+  AddEnumFlag(cmd, "--mem-pattern", hw::MemPatternNames(), &o->mem_pattern, "MEM traffic pattern");
   cmd->add_option("--mem-write-fraction", o->write_fraction, "Share of MEM requests that write")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--refresh-phase", o->refresh_phase,
@@ -104,8 +121,7 @@ hw::MemTraffic ToTraffic(const PimRunOptions& o) {
   hw::MemTraffic t;
   t.demand = o.mem_demand;
   t.write_fraction = o.write_fraction;
-  t.pattern = o.mem_pattern == "random" ? hw::MemTraffic::Pattern::kRandom
-                                        : hw::MemTraffic::Pattern::kStream;
+  t.pattern = o.mem_pattern;
   return t;
 }
 
@@ -167,7 +183,7 @@ int ReportPim(const char* what, const json& shape, const CommonOptions& common,
   if (run.mem_demand > 0) {
     j["mem_traffic"] = {
         {"demand", run.mem_demand},
-        {"pattern", run.mem_pattern},
+        {"pattern", hw::MemPatternNames().ToString(run.mem_pattern)},
         {"served_bytes_per_cycle", r.mem_bytes_per_cycle},
         {"served_fraction_of_peak", r.mem_bytes_per_cycle / spec.peak_bytes_per_cycle()},
         {"mean_latency_cycles", r.mem_latency_cycles}};
@@ -334,7 +350,7 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
     auto heads = std::make_shared<int>(8);
     auto kv_heads = std::make_shared<int>(0);
     auto head_dim = std::make_shared<int>(128);
-    auto on = std::make_shared<std::string>("auto");
+    auto on = std::make_shared<std::optional<Unit>>();
     CLI::App* c = hw_cmd->add_subcommand(
         "attention",
         "Multi-head attention of one request in one decoder layer (logit K^T q, softmax, attend "
@@ -351,9 +367,8 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
     c->add_option("--head-dim", *head_dim, "Elements per head")
         ->check(CLI::Range(1, 65536))
         ->capture_default_str();
-    c->add_option("--on", *on, "Where to run: pim, npu, or auto (pim if the device has PIM)")
-        ->check(CLI::IsMember({"auto", "pim", "npu"}))
-        ->capture_default_str();
+    AddOptionalEnumFlag(c, "--on", UnitNames(), on.get(), "auto",
+                        "Where to run: pim, npu, or auto (pim if the device has PIM)");
     AddPimRunOptions(c, run.get());
     c->callback([=] {
       hw::PimModelOptions po{run->refresh_phase, run->phases,
@@ -366,13 +381,12 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
       const int kv = *kv_heads > 0 ? *kv_heads : *heads;
       json shape = {
           {"seq_len", *seq}, {"heads", *heads}, {"kv_heads", kv}, {"head_dim", *head_dim}};
-      const bool use_pim = *on == "pim" || (*on == "auto" && models->pim != nullptr);
-      if (use_pim) {
-        if (models->pim == nullptr) {
-          *exit_code = ReportError(absl::FailedPreconditionError(
-              absl::StrCat("device '", models->device.name, "' has no PIM; use --on npu")));
-          return;
-        }
+      const absl::StatusOr<bool> use_pim = RunsOnPim(*on, *models);
+      if (!use_pim.ok()) {
+        *exit_code = ReportError(use_pim.status());
+        return;
+      }
+      if (*use_pim) {
         auto r = models->pim->Attention({*seq, *heads, kv, *head_dim}, ToTraffic(*run));
         *exit_code = r.ok() ? ReportPim("attention", shape, *common, *run, *models, *r)
                             : ReportError(r.status());
@@ -390,7 +404,7 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
     auto run = std::make_shared<PimRunOptions>();
     auto rows = std::make_shared<int64_t>(4096);
     auto cols = std::make_shared<int64_t>(4096);
-    auto on = std::make_shared<std::string>("auto");
+    auto on = std::make_shared<std::optional<Unit>>();
     CLI::App* c = hw_cmd->add_subcommand(
         "gemv",
         "Matrix-vector product y = M x with M (rows x cols) stored in one PIM channel "
@@ -402,9 +416,8 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
     c->add_option("--cols", *cols, "Matrix columns (vector length)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
         ->capture_default_str();
-    c->add_option("--on", *on, "Where to run: pim, npu, or auto")
-        ->check(CLI::IsMember({"auto", "pim", "npu"}))
-        ->capture_default_str();
+    AddOptionalEnumFlag(c, "--on", UnitNames(), on.get(), "auto",
+                        "Where to run: pim, npu, or auto (pim if the device has PIM)");
     AddPimRunOptions(c, run.get());
     c->callback([=] {
       hw::PimModelOptions po{run->refresh_phase, run->phases,
@@ -415,13 +428,12 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
         return;
       }
       json shape = {{"rows", *rows}, {"cols", *cols}};
-      const bool use_pim = *on == "pim" || (*on == "auto" && models->pim != nullptr);
-      if (use_pim) {
-        if (models->pim == nullptr) {
-          *exit_code = ReportError(absl::FailedPreconditionError(
-              absl::StrCat("device '", models->device.name, "' has no PIM; use --on npu")));
-          return;
-        }
+      const absl::StatusOr<bool> use_pim = RunsOnPim(*on, *models);
+      if (!use_pim.ok()) {
+        *exit_code = ReportError(use_pim.status());
+        return;
+      }
+      if (*use_pim) {
         auto r = models->pim->Gemv({*rows, *cols}, ToTraffic(*run));
         *exit_code =
             r.ok() ? ReportPim("gemv", shape, *common, *run, *models, *r) : ReportError(r.status());
@@ -476,14 +488,13 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
   // ---- hw vector ------------------------------------------------------------------------------
   {
     auto common = std::make_shared<CommonOptions>();
-    auto op = std::make_shared<std::string>("softmax");
+    auto op = std::make_shared<hw::VectorOp>(hw::VectorOp::kSoftmax);
     auto rows = std::make_shared<int64_t>(256);
     auto cols = std::make_shared<int64_t>(4096);
     CLI::App* c = hw_cmd->add_subcommand("vector", "A vector-unit operation over rows x cols");
     AddCommon(c, common.get());
-    c->add_option("--op", *op, "softmax, layernorm, gelu, add or reduce")
-        ->check(CLI::IsMember({"softmax", "layernorm", "gelu", "add", "reduce"}))
-        ->capture_default_str();
+    AddEnumFlag(c, "--op", hw::VectorOpNames(), op.get(),
+                "softmax, layernorm, gelu, add or reduce");
     c->add_option("--rows", *rows, "Rows")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
         ->capture_default_str();
@@ -496,10 +507,8 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
         *exit_code = ReportError(models.status());
         return;
       }
-      hw::VectorOp vop;
-      hw::ParseVectorOp(*op, &vop);
-      auto r = models->npu->Vector({vop, *rows, *cols});
-      json shape = {{"op", *op}, {"rows", *rows}, {"cols", *cols}};
+      auto r = models->npu->Vector({*op, *rows, *cols});
+      json shape = {{"op", hw::VectorOpName(*op)}, {"rows", *rows}, {"cols", *cols}};
       *exit_code =
           r.ok() ? ReportNpu("vector", shape, *common, *models, *r) : ReportError(r.status());
     });

@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
+#include "tools/neupims/enum_flag.h"
 #include "tools/neupims/timeline_writer.h"
 #include "tools/workload/batch_file.h"
 
@@ -27,13 +28,22 @@ namespace {
 
 using nlohmann::json;
 
+// How much of the device's stage `step` runs: one or two decoder layers, or all of them.
+enum class StepLayers { kOne, kTwo, kAll };
+const EnumNames<StepLayers>& StepLayersNames() {
+  static constexpr EnumName<StepLayers> kEntries[] = {
+      {"one", StepLayers::kOne}, {"two", StepLayers::kTwo}, {"all", StepLayers::kAll}};
+  static constexpr EnumNames<StepLayers> kNames("layer count", kEntries);
+  return kNames;
+}
+
 struct StepFlags {
   EngineFlags engine;
   std::string batch_file;
   std::vector<int64_t> seq_lens;
   int64_t batch = 0;
   int64_t seq_len = 512;
-  std::string layers = "all";
+  StepLayers layers = StepLayers::kAll;
   std::string timeline_path;
   bool json = false;
 };
@@ -99,7 +109,8 @@ int RunStep(const StepFlags& f) {
     for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.seq_len, -1});
   }
   if (absl::Status s = CheckKvCapacity(e, batch); !s.ok()) return ReportError(s);
-  const int layers = f.layers == "one" ? 1 : f.layers == "two" ? 2 : 0;
+  // Engine::SimulateStep: 0 layers is the device's whole stage.
+  const int layers = f.layers == StepLayers::kOne ? 1 : f.layers == StepLayers::kTwo ? 2 : 0;
   auto cost = e.SimulateStep(batch, layers, /*timeline=*/true);
   if (!cost.ok()) return ReportError(cost.status());
 
@@ -272,11 +283,9 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   c->add_option("--seq-len", f->seq_len, "Tokens per request with --batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  c->add_option("--layers", f->layers,
-                "one or two decoder layers (two shows the interleaved stages A-F), or all of the "
-                "device's")
-      ->check(CLI::IsMember({"one", "two", "all"}))
-      ->capture_default_str();
+  AddEnumFlag(c, "--layers", StepLayersNames(), &f->layers,
+              "one or two decoder layers (two shows the interleaved stages A-F), or all of the "
+              "device's");
   c->add_flag("--json", f->json, "Print JSON");
   c->add_option("--timeline", f->timeline_path,
                 "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)");

@@ -285,12 +285,11 @@ TEST(NpuVector, BothModelsAgreeOnVectorOps) {
 
 TEST(NpuSpec, VectorOpNamesRoundTrip) {
   for (int i = 0; i < kNumVectorOps; ++i) {
-    VectorOp op;
-    ASSERT_TRUE(ParseVectorOp(VectorOpName(static_cast<VectorOp>(i)), &op));
-    EXPECT_EQ(static_cast<int>(op), i);
+    absl::StatusOr<VectorOp> op = VectorOpNames().Parse(VectorOpName(static_cast<VectorOp>(i)));
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_EQ(static_cast<int>(*op), i);
   }
-  VectorOp op;
-  EXPECT_FALSE(ParseVectorOp("matmul", &op));
+  EXPECT_FALSE(VectorOpNames().Parse("matmul").ok());
   EXPECT_STREQ(VectorOpName(VectorOp::kLayerNorm), "layernorm");
 }
 
