@@ -35,6 +35,44 @@ void FillToken(const GeneratedToken& t, const ByteTokenizer& tok, neupims::v1::T
   out->set_sim_time_s(t.sim_time_s);
 }
 
+// Ends a request in the engine (frees its KV blocks) when its call is cancelled, its deadline
+// expires or its stream overflows. Whichever of that and the engine's acceptance comes second
+// aborts: a cancel that arrives before the request id is held until the id is known. At most once.
+class AbortLatch {
+ public:
+  explicit AbortLatch(EngineRunner* runner) : runner_(runner) {}
+
+  // The engine accepted the request under `id`.
+  void SetId(const std::string& id) {
+    {
+      absl::MutexLock l(&mu_);
+      id_ = id;
+      if (!wanted_ || done_) return;
+      done_ = true;
+    }
+    runner_->AbortAsync(id);
+  }
+
+  void Abort() {
+    std::string id;
+    {
+      absl::MutexLock l(&mu_);
+      wanted_ = true;
+      if (id_.empty() || done_) return;
+      done_ = true;
+      id = id_;
+    }
+    runner_->AbortAsync(id);
+  }
+
+ private:
+  EngineRunner* runner_;
+  absl::Mutex mu_;
+  std::string id_ ABSL_GUARDED_BY(mu_);
+  bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // Shared between a Generate reactor and the engine thread; outlives either. Decisions are made
 // under the lock; calls into gRPC (StartWrite, Finish) happen after releasing it, and the
 // in_flight_ / finished_ flags make sure only one thread issues each.
@@ -48,18 +86,14 @@ class StreamState : public RequestSink {
         runner_(runner),
         metrics_(metrics),
         tok_(&runner->tokenizer()),
-        max_buffer_(max_buffer) {}
+        max_buffer_(max_buffer),
+        abort_(runner) {}
 
-  // The engine accepted the request under this id; an overflow that came first aborts it now.
-  void set_request_id(const std::string& id) {
-    bool abort;
-    {
-      absl::MutexLock l(&mu_);
-      request_id_ = id;
-      abort = abort_wanted_;
-    }
-    if (abort) runner_->AbortAsync(id);
-  }
+  // The engine accepted the request under this id; a cancel or overflow that came first aborts
+  // it now.
+  void set_request_id(const std::string& id) { abort_.SetId(id); }
+  // The client cancelled or its deadline expired.
+  void AbortRequest() { abort_.Abort(); }
 
   void OnTokens(const std::vector<GeneratedToken>& tokens) override {
     Action a;
@@ -151,8 +185,7 @@ class StreamState : public RequestSink {
     const GenerateResponse* write = nullptr;
     bool finish = false;
     grpc::Status status;
-    bool overflow = false;  // count it and abort `abort_id` (if known yet)
-    std::string abort_id;
+    bool overflow = false;  // count it and abort the request
   };
 
   // The client stopped reading (HTTP/2 flow control holds our writes back) and the buffer is
@@ -169,11 +202,6 @@ class StreamState : public RequestSink {
     finished_ = true;
     // Only the message gRPC is writing stays (it must outlive the write).
     pending_.resize(in_flight_ ? 1 : 0);
-    if (request_id_.empty()) {
-      abort_wanted_ = true;
-    } else {
-      a.abort_id = request_id_;
-    }
     return a;
   }
 
@@ -205,7 +233,7 @@ class StreamState : public RequestSink {
     if (a.finish) a.reactor->Finish(a.status);
     if (a.overflow) {
       if (metrics_ != nullptr) metrics_->OnStreamBufferOverflow(ServerMetrics::FrontEnd::kGrpc);
-      if (!a.abort_id.empty()) runner_->AbortAsync(a.abort_id);
+      abort_.Abort();
     }
   }
 
@@ -217,8 +245,7 @@ class StreamState : public RequestSink {
   const int64_t max_buffer_;
   std::deque<GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);  // front is in flight if in_flight_
   int64_t queued_tokens_ ABSL_GUARDED_BY(mu_) = 0;             // tokens in pending_
-  std::string request_id_ ABSL_GUARDED_BY(mu_);
-  bool abort_wanted_ ABSL_GUARDED_BY(mu_) = false;  // overflowed before the id was known
+  AbortLatch abort_;
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);  // OK unless the engine faulted
@@ -239,27 +266,11 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
       return;
     }
     state_->set_request_id(*id);
-    bool cancelled;
-    {
-      absl::MutexLock l(&mu_);
-      request_id_ = *id;
-      cancelled = cancelled_;
-    }
-    if (cancelled) runner_->AbortAsync(*id);  // the cancel came before the engine accepted it
   }
 
   void OnWriteDone(bool ok) override { state_->WriteDone(ok); }
 
-  void OnCancel() override {
-    // Client cancel or deadline: end the request in the engine (frees its KV blocks).
-    std::string id;
-    {
-      absl::MutexLock l(&mu_);
-      cancelled_ = true;
-      id = request_id_;
-    }
-    if (!id.empty()) runner_->AbortAsync(id);
-  }
+  void OnCancel() override { state_->AbortRequest(); }
 
   void OnDone() override {
     state_->Detach();
@@ -270,45 +281,23 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
   EngineRunner* runner_;
   ServerMetrics* metrics_;
   std::shared_ptr<StreamState> state_;
-  absl::Mutex mu_;
-  std::string request_id_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Complete's reactor: like Generate, a client cancel or an expired deadline aborts the request
 // in the engine (frees its KV blocks); the abort then finishes the call through CompleteSink.
 class CompleteReactor : public grpc::ServerUnaryReactor {
  public:
-  explicit CompleteReactor(EngineRunner* runner) : runner_(runner) {}
+  explicit CompleteReactor(EngineRunner* runner) : abort_(runner) {}
 
   // Called once the engine has accepted the request; a cancel that came first aborts it now.
-  void set_request_id(const std::string& id) {
-    bool cancelled;
-    {
-      absl::MutexLock l(&mu_);
-      request_id_ = id;
-      cancelled = cancelled_;
-    }
-    if (cancelled) runner_->AbortAsync(id);
-  }
+  void set_request_id(const std::string& id) { abort_.SetId(id); }
 
-  void OnCancel() override {
-    std::string id;
-    {
-      absl::MutexLock l(&mu_);
-      cancelled_ = true;
-      id = request_id_;
-    }
-    if (!id.empty()) runner_->AbortAsync(id);
-  }
+  void OnCancel() override { abort_.Abort(); }
 
   void OnDone() override { delete this; }
 
  private:
-  EngineRunner* runner_;
-  absl::Mutex mu_;
-  std::string request_id_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  AbortLatch abort_;
 };
 
 // Complete: collects the stream and answers once.

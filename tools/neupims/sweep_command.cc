@@ -257,39 +257,31 @@ std::string Tables(const SweepSpec& spec, const std::vector<StepResult>& results
   absl::StrAppend(&header, "\n|---|---|---|");
   for (size_t k = 0; k < spec.modes.size(); ++k) absl::StrAppend(&header, "---|");
   absl::StrAppend(&header, "\n");
+  // One table per dataset and measure: a row per (model, device, batch), a column per mode.
+  auto table = [&](const std::string& ds, const std::string& title,
+                   std::string (*cell)(const StepResult&)) {
+    absl::StrAppend(&md, "\n## ", ds, ": ", title, "\n\n", header);
+    for (const auto& model : spec.models) {
+      for (const auto& dev : spec.devices) {
+        for (int b : spec.batches) {
+          absl::StrAppend(&md, "| ", model, " | ", device_name(dev), " | ", b, " |");
+          for (const auto& m : spec.modes) {
+            absl::StrAppend(&md, " ", cell(at[{model, dev, m, ds, b}]), " |");
+          }
+          absl::StrAppend(&md, "\n");
+        }
+      }
+    }
+  };
   for (const std::string& ds : spec.datasets) {
-    absl::StrAppend(&md, "\n## ", ds, ": tokens/s\n\n");
-    absl::StrAppend(&md, header);
-    for (const auto& model : spec.models) {
-      for (const auto& dev : spec.devices) {
-        for (int b : spec.batches) {
-          absl::StrAppend(&md, "| ", model, " | ", device_name(dev), " | ", b, " |");
-          for (const auto& m : spec.modes) {
-            const StepResult& r = at[{model, dev, m, ds, b}];
-            absl::StrAppend(&md, " ", r.ok ? FormatCount(r.tokens_per_s) : "n/a", " |");
-          }
-          absl::StrAppend(&md, "\n");
-        }
-      }
-    }
-    absl::StrAppend(&md, "\n## ", ds, ": utilisation (NPU systolic / PIM / HBM bandwidth)\n\n");
-    absl::StrAppend(&md, header);
-    for (const auto& model : spec.models) {
-      for (const auto& dev : spec.devices) {
-        for (int b : spec.batches) {
-          absl::StrAppend(&md, "| ", model, " | ", device_name(dev), " | ", b, " |");
-          for (const auto& m : spec.modes) {
-            const StepResult& r = at[{model, dev, m, ds, b}];
-            absl::StrAppend(&md, " ",
-                            r.ok ? absl::StrCat(FormatPercent(r.npu), " / ", FormatPercent(r.pim),
-                                                " / ", FormatPercent(r.bw))
-                                 : absl::StrCat("n/a: ", r.error),
-                            " |");
-          }
-          absl::StrAppend(&md, "\n");
-        }
-      }
-    }
+    table(ds, "tokens/s", [](const StepResult& r) {
+      return r.ok ? FormatCount(r.tokens_per_s) : std::string("n/a");
+    });
+    table(ds, "utilisation (NPU systolic / PIM / HBM bandwidth)", [](const StepResult& r) {
+      return r.ok ? absl::StrCat(FormatPercent(r.npu), " / ", FormatPercent(r.pim), " / ",
+                                 FormatPercent(r.bw))
+                  : absl::StrCat("n/a: ", r.error);
+    });
   }
   return md;
 }
