@@ -1,5 +1,6 @@
 #include "hw/cim/cim_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,8 @@ void ParseSpec(ConfigObject root, CimSpec* s) {
   s->add_energy_j = root.Double("add_energy_j", {.min = 0, .max = 1e-6});
   s->digital_ops_per_cycle = SmallInt(root, "digital_ops_per_cycle", 1 << 20);
   s->weight_capacity = root.Int("weight_capacity", {.min = 1, .max = int64_t{1} << 50});
+  s->global_bus_bits = SmallInt(root, "global_bus_bits", 1 << 20);
+  s->buffer_bit_energy_j = root.Double("buffer_bit_energy_j", {.min = 0, .max = 1e-6});
   if (s->weight_bits % s->cell_bits != 0) {
     root.Error("cell_bits", "must divide weight_bits (a weight spans whole cells)");
   }
@@ -64,11 +67,23 @@ void ParseSpec(ConfigObject root, CimSpec* s) {
                      "adc_energy_j",
                      "add_energy_j",
                      "digital_ops_per_cycle",
-                     "weight_capacity"});
+                     "weight_capacity",
+                     "global_bus_bits",
+                     "buffer_bit_energy_j"});
   root.Finish();
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A weight matrix with no empty side.
+bool ValidMatrix(const MvmOp& op) {
+  return op.in_channels > 0 && op.out_channels > 0 && op.kernel_h > 0 && op.kernel_w > 0 &&
+         op.groups > 0;
+}
+
+bool ValidShape(const MvmOp& op) {
+  return ValidMatrix(op) && op.out_pixels > 0 && op.buffer_share > 0;
+}
 
 }  // namespace
 
@@ -93,12 +108,11 @@ ArrayMapping CimModel::Map(const MvmOp& op) const {
 }
 
 absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
-  if (op.in_channels <= 0 || op.out_channels <= 0 || op.kernel_h <= 0 || op.kernel_w <= 0 ||
-      op.groups <= 0 || op.out_pixels <= 0) {
+  if (!ValidShape(op)) {
     return absl::InvalidArgumentError(
         absl::StrCat("CIM layer shape must be positive: IC ", op.in_channels, ", OC ",
                      op.out_channels, ", kernel ", op.kernel_h, "x", op.kernel_w, ", groups ",
-                     op.groups, ", pixels ", op.out_pixels));
+                     op.groups, ", pixels ", op.out_pixels, ", buffer share ", op.buffer_share));
   }
   CimCost c;
   c.mapping = Map(op);
@@ -107,7 +121,8 @@ absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
   c.read_s = bit_reads * spec_.columns_per_adc * spec_.read_pulse_s * spec_.sensing_latency_factor;
   const double tree_stages = std::ceil(std::log2(static_cast<double>(c.mapping.row_arrays)));
   c.accumulate_s = pixels * spec_.columns_per_adc * tree_stages / spec_.clock_hz;
-  c.time_s = c.read_s + c.accumulate_s;
+  AddMovement(op, &c);
+  c.time_s = c.read_s + c.accumulate_s + c.buffer_s + c.interconnect_s;
 
   // Only the mapped part of each sub-array is driven and converted (NeuroSim maps the weight
   // matrix onto numRowMatrix x numColMatrix of a sub-array).
@@ -120,8 +135,21 @@ absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
       bit_reads * static_cast<double>(c.mapping.row_arrays) * weight_columns * spec_.adc_energy_j;
   c.accumulate_energy_j = bit_reads * static_cast<double>(op.out_channels) *
                           static_cast<double>(c.mapping.row_arrays - 1) * spec_.add_energy_j;
-  c.energy_j = c.cell_energy_j + c.adc_energy_j + c.accumulate_energy_j;
+  c.energy_j = c.cell_energy_j + c.adc_energy_j + c.accumulate_energy_j + c.buffer_energy_j;
   return c;
+}
+
+void CimModel::AddMovement(const MvmOp& op, CimCost* c) const {
+  const double pixels = static_cast<double>(op.out_pixels);
+  const int64_t rows_loaded = op.novel_mapping ? op.kernel_w : op.kernel_h * op.kernel_w;
+  const double bits_in =
+      static_cast<double>(op.in_channels * op.groups * rows_loaded) * spec_.input_bits * pixels;
+  const double bits_out = static_cast<double>(op.out_channels) * spec_.input_bits * pixels;
+  c->bits_moved = bits_in + bits_out;
+  const double bus_cycles = c->bits_moved / spec_.global_bus_bits;
+  c->buffer_s = bus_cycles * static_cast<double>(op.buffer_share) / spec_.clock_hz;
+  c->interconnect_s = std::ceil(bus_cycles) / spec_.clock_hz;
+  c->buffer_energy_j = c->bits_moved * spec_.buffer_bit_energy_j;
 }
 
 CimCost CimModel::Digital(double ops) const {
@@ -129,6 +157,87 @@ CimCost CimModel::Digital(double ops) const {
   c.time_s = ops / (spec_.digital_ops_per_cycle * spec_.clock_hz);
   c.energy_j = ops * spec_.add_energy_j;
   return c;
+}
+
+namespace {
+
+int64_t PowerOfTwoAtLeast(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// The most common kernel area above 1 (Chip.cpp: the PEs of a novel-mapped tile).
+int64_t MostCommonKernelArea(const std::vector<MvmOp>& layers) {
+  int64_t best = 1, best_count = 0;
+  for (const MvmOp& a : layers) {
+    const int64_t area = a.kernel_h * a.kernel_w;
+    if (area == 1) continue;
+    int64_t count = 0;
+    for (const MvmOp& b : layers) count += b.kernel_h * b.kernel_w == area ? 1 : 0;
+    if (count > best_count) best = area, best_count = count;
+  }
+  return best;
+}
+
+struct Matrix {
+  int64_t rows = 0, cols = 0, copies = 1;  // per group; `copies` groups
+};
+
+// Chip.cpp TileDesignNM / TileDesignCM: of the sizes max, max/2, ... down to (not below) `floor`,
+// the one that maps the most of its tiles' cells (ties: the larger). A tile is `pes` PEs of
+// size x size cells.
+int64_t BestTileSize(const std::vector<Matrix>& ms, int64_t floor, int64_t pes) {
+  int64_t largest = floor;
+  for (const Matrix& m : ms) largest = std::max(largest, PowerOfTwoAtLeast(m.cols));
+  int64_t best = largest;
+  double best_use = -1;
+  for (int64_t size = largest; size == largest || size > floor; size /= 2) {
+    double cells = 0, tiles = 0;
+    for (const Matrix& m : ms) {
+      cells += static_cast<double>(m.rows * m.cols * m.copies) * static_cast<double>(pes);
+      tiles += static_cast<double>(CeilDiv(m.rows, size) * CeilDiv(m.cols, size) * m.copies);
+    }
+    const double use = cells / (tiles * static_cast<double>(size * size * pes));
+    if (use > best_use) best = size, best_use = use;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<ChipLayer> CimModel::Floorplan(const std::vector<MvmOp>& layers) const {
+  const int64_t pes = MostCommonKernelArea(layers);
+  const int64_t columns_per_weight = spec_.weight_bits / spec_.cell_bits;
+  std::vector<ChipLayer> out(layers.size());
+  std::vector<Matrix> nm, cm;  // novel mapping: IC rows per PE; conventional: IC*K^2 rows
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const MvmOp& l = layers[i];
+    if (!ValidMatrix(l)) {  // Mvm refuses it; here it takes one tile and divides nothing by 0
+      cm.push_back({1, 1, 1});
+      continue;
+    }
+    const int64_t area = l.kernel_h * l.kernel_w;
+    const int64_t cols = CeilDiv(l.out_channels, l.groups) * columns_per_weight;
+    out[i].novel_mapping = area == pes && area > 1 && l.in_channels * area >= spec_.array_rows;
+    if (out[i].novel_mapping) {
+      nm.push_back({l.in_channels, cols, l.groups});
+    } else {
+      cm.push_back({l.in_channels * area, cols, l.groups});
+    }
+  }
+  const int64_t pe = nm.empty() ? 0 : BestTileSize(nm, 2 * spec_.array_rows, pes);
+  const int64_t tile = cm.empty() ? 0 : BestTileSize(cm, 4 * spec_.array_rows, 1);
+  int64_t total = 0;
+  size_t next_nm = 0, next_cm = 0;
+  for (ChipLayer& c : out) {
+    const Matrix& m = c.novel_mapping ? nm[next_nm++] : cm[next_cm++];
+    const int64_t size = c.novel_mapping ? pe : tile;
+    c.tiles = CeilDiv(m.rows, size) * CeilDiv(m.cols, size) * m.copies;
+    total += c.tiles;
+  }
+  for (ChipLayer& c : out) c.buffer_share = CeilDiv(total, c.tiles);
+  return out;
 }
 
 }  // namespace neupims::hw::cim

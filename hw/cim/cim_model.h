@@ -18,6 +18,19 @@
 //   t_read  = pixels * input_bits * columns_per_adc * read_pulse * sensing_latency_factor
 //   t_accum = pixels * columns_per_adc * ceil(log2(row arrays)) / clock
 //
+// Moving the activations (NeuroSim Chip.cpp, layer-by-layer): the layer's inputs leave the global
+// buffer and its outputs return to it over the global bus, global_bus_bits per cycle. A layer on
+// the novel mapping reuses an input over the K kernel rows, so Chip.cpp loads IC*K^2/K_h per
+// pixel (IC*K^2 on the conventional mapping):
+//
+//   bits_in  = IC * K_w (* K_h) * input_bits * pixels   bits_out = OC * input_bits * pixels
+//   t_buffer = (bits_in + bits_out) / global_bus_bits / clock * buffer_share
+//   t_ic     = ceil((bits_in + bits_out) / global_bus_bits) / clock     (one H-tree cycle each)
+//
+// buffer_share is Chip.cpp's ceil(chip tiles / layer tiles): the global buffer's bandwidth is
+// spread over the tiles of the whole chip, and a layer reaches only its own tiles' share of it.
+// Floorplan() places a network the way NeuroSim sizes its chip to get it.
+//
 // Energy: every mapped cell is read once per input bit (activity-weighted), every mapped column
 // of every row array converted once per input bit, and the partial sums of the row arrays added
 // (W = OC * weight_bits / cell_bits weight columns):
@@ -25,6 +38,7 @@
 //   E_cells = pixels * input_bits * K^2*IC*W * activity * V^2 * G_avg * read_pulse
 //   E_adc   = pixels * input_bits * row arrays * W * E_conversion
 //   E_accum = pixels * OC * input_bits * (row arrays - 1) * E_add
+//   E_buffer = (bits_in + bits_out) * E_buffer_bit             (one read or write per bit moved)
 //
 // Operations without weights (pooling, element-wise adds, LRN, softmax) run on the chip's digital
 // periphery: ops / (digital_ops_per_cycle * clock), ops * E_add.
@@ -62,7 +76,9 @@ struct CimSpec {
   double adc_energy_j = 0;      // per conversion
   double add_energy_j = 0;      // per digital add (accumulation and periphery)
   int digital_ops_per_cycle = 128;
-  int64_t weight_capacity = 0;  // 8-bit weights the chip holds
+  int64_t weight_capacity = 0;     // 8-bit weights the chip holds
+  int global_bus_bits = 2048;      // bits the global buffer and bus move per cycle
+  double buffer_bit_energy_j = 0;  // per bit read from or written to a buffer
 
   // Mean cell conductance (cells spread evenly over the levels between G_off and G_on).
   double mean_conductance_s() const { return 0.5 * (1 / r_on_ohm + 1 / r_off_ohm); }
@@ -81,6 +97,17 @@ struct MvmOp {
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t groups = 1;
   int64_t out_pixels = 0;  // output H * W * images
+  // Where the layer sits on the network's chip (Floorplan); the defaults: a chip of this layer
+  // alone, on the novel mapping.
+  bool novel_mapping = true;
+  int64_t buffer_share = 1;  // chip tiles / layer tiles, rounded up
+};
+
+// A layer's place on NeuroSim's chip for the whole network.
+struct ChipLayer {
+  bool novel_mapping = false;
+  int64_t tiles = 0;
+  int64_t buffer_share = 1;
 };
 
 struct ArrayMapping {
@@ -92,8 +119,9 @@ struct ArrayMapping {
 struct CimCost {
   double time_s = 0;
   double energy_j = 0;
-  double read_s = 0, accumulate_s = 0;
-  double cell_energy_j = 0, adc_energy_j = 0, accumulate_energy_j = 0;
+  double read_s = 0, accumulate_s = 0, buffer_s = 0, interconnect_s = 0;
+  double cell_energy_j = 0, adc_energy_j = 0, accumulate_energy_j = 0, buffer_energy_j = 0;
+  double bits_moved = 0;  // bits_in + bits_out
   ArrayMapping mapping;
 };
 
@@ -106,10 +134,19 @@ class CimModel {
   absl::StatusOr<CimCost> Mvm(const MvmOp& op) const;
   // `ops` digital operations on the periphery.
   CimCost Digital(double ops) const;
+  // NeuroSim's floorplan of `layers` (one network) on one chip (Chip.cpp, layer-by-layer): the
+  // layers of the most common kernel size above 1x1 with at least a sub-array of rows take the
+  // novel mapping (a tile of K^2 PEs of P x P cells), the rest the conventional one (T x T tiles);
+  // P and T are the powers of two, from the widest layer's down to 4 and 8 sub-arrays, that
+  // maximise the mapped share of the tiles. One entry per layer, in order.
+  std::vector<ChipLayer> Floorplan(const std::vector<MvmOp>& layers) const;
 
   const CimSpec& spec() const { return spec_; }
 
  private:
+  // The global buffer and H-tree terms of moving the layer's activations in and out.
+  void AddMovement(const MvmOp& op, CimCost* c) const;
+
   CimSpec spec_;
 };
 

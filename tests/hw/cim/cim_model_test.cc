@@ -1,6 +1,7 @@
 #include "hw/cim/cim_model.h"
 
 #include <cmath>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,7 +51,96 @@ TEST(CimModelTest, LatencyIsPixelsTimesBitsTimesMuxTimesReadPlusAdderTree) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->read_s, 196.0 * 8 * 8 * 10e-9 * s.sensing_latency_factor);
   EXPECT_DOUBLE_EQ(c->accumulate_s, 196.0 * 8 * std::ceil(std::log2(18.0)) / 1e9);
-  EXPECT_DOUBLE_EQ(c->time_s, c->read_s + c->accumulate_s);
+  EXPECT_DOUBLE_EQ(c->time_s, c->read_s + c->accumulate_s + c->buffer_s + c->interconnect_s);
+}
+
+// NeuroSim Chip.cpp: inputs IC * K_w on the novel mapping (an input serves the K kernel rows),
+// IC * K^2 on the conventional one, and outputs OC, each input_bits deep, per output pixel.
+TEST(CimModelTest, BitsMovedAreInputsPerKernelRowPlusOutputs) {
+  const CimModel m(NeuroSim());
+  MvmOp op = {.in_channels = 256,
+              .out_channels = 512,
+              .kernel_h = 3,
+              .kernel_w = 3,
+              .groups = 2,
+              .out_pixels = 196};
+  absl::StatusOr<CimCost> novel = m.Mvm(op);
+  ASSERT_TRUE(novel.ok()) << novel.status();
+  EXPECT_DOUBLE_EQ(novel->bits_moved, (256.0 * 2 * 3 + 512) * 8 * 196);
+  op.novel_mapping = false;
+  absl::StatusOr<CimCost> conventional = m.Mvm(op);
+  ASSERT_TRUE(conventional.ok()) << conventional.status();
+  EXPECT_DOUBLE_EQ(conventional->bits_moved, (256.0 * 2 * 9 + 512) * 8 * 196);
+}
+
+// Chip.cpp / Buffer.cpp: the global buffer moves global_bus_bits per cycle, and a layer reaches
+// only its tiles' share of the chip's buffer bandwidth.
+TEST(CimModelTest, GlobalBufferTimeIsBitsOverBusTimesShare) {
+  const CimSpec s = NeuroSim();
+  const CimModel m(s);
+  MvmOp op = {
+      .in_channels = 256, .out_channels = 512, .kernel_h = 3, .kernel_w = 3, .out_pixels = 196};
+  absl::StatusOr<CimCost> alone = m.Mvm(op);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_DOUBLE_EQ(alone->buffer_s, (256.0 * 3 + 512) * 8 * 196 / 2048 / 1e9);
+  op.buffer_share = 11;
+  absl::StatusOr<CimCost> shared = m.Mvm(op);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_DOUBLE_EQ(shared->buffer_s, 11 * alone->buffer_s);
+  EXPECT_DOUBLE_EQ(shared->read_s, alone->read_s);  // the crossbars do not share
+}
+
+// Chip.cpp's floorplan, worked by hand for VGG8 on CIFAR-10 (4 columns per 8-bit weight). The 3x3
+// layers with at least 128 rows take the novel mapping; their PE size P in {2048, 1024, 512}
+// maps 9.7%, 27.7% and 59.6% of the cells: 512, 13 tiles. conv1 (27 rows) and the FC layers are
+// conventional; T in {4096, 2048, 1024} maps 50.1%, 80.1% and 94.3%: 1024, 34 tiles.
+TEST(CimModelTest, FloorplanFollowsNeuroSimsTileDesign) {
+  const CimModel m(NeuroSim());
+  auto conv = [](int64_t ic, int64_t oc) {
+    return MvmOp{.in_channels = ic, .out_channels = oc, .kernel_h = 3, .kernel_w = 3};
+  };
+  auto fc = [](int64_t ic, int64_t oc) { return MvmOp{.in_channels = ic, .out_channels = oc}; };
+  const std::vector<ChipLayer> chip =
+      m.Floorplan({conv(3, 128), conv(128, 128), conv(128, 256), conv(256, 256), conv(256, 512),
+                   conv(512, 512), fc(8192, 1024), fc(1024, 10)});
+  ASSERT_EQ(chip.size(), 8u);
+  const bool novel[] = {false, true, true, true, true, true, false, false};
+  const int64_t tiles[] = {1, 1, 2, 2, 4, 4, 32, 1};  // 47 in all
+  const int64_t share[] = {47, 47, 24, 24, 12, 12, 2, 47};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(chip[i].novel_mapping, novel[i]) << i;
+    EXPECT_EQ(chip[i].tiles, tiles[i]) << i;
+    EXPECT_EQ(chip[i].buffer_share, share[i]) << i;
+  }
+  // An empty matrix (which Mvm refuses) takes one tile rather than dividing by zero.
+  const std::vector<ChipLayer> bad = m.Floorplan({MvmOp{}, conv(512, 512)});
+  ASSERT_EQ(bad.size(), 2u);
+  EXPECT_EQ(bad[0].tiles, 1);
+  EXPECT_EQ(bad[1].buffer_share, 2);  // P = 512: 4 tiles next to the empty layer's 1
+}
+
+// HTree.cpp, synchronous: every bus-wide transfer takes at least one cycle, whatever the share.
+TEST(CimModelTest, InterconnectTimeIsOneCyclePerBusTransfer) {
+  const CimModel m(NeuroSim());
+  absl::StatusOr<CimCost> c = m.Mvm({.in_channels = 4096,
+                                     .out_channels = 1000,
+                                     .kernel_h = 1,
+                                     .kernel_w = 1,
+                                     .out_pixels = 1,
+                                     .buffer_share = 1000});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->interconnect_s, std::ceil((4096.0 + 1000) * 8 / 2048) / 1e9);
+}
+
+// NeuroSim counts the buffer's read and write energy per bit (Buffer.cpp CalculatePower).
+TEST(CimModelTest, BufferEnergyIsBitsMovedTimesBitEnergy) {
+  const CimSpec s = NeuroSim();
+  absl::StatusOr<CimCost> c = CimModel(s).Mvm(
+      {.in_channels = 64, .out_channels = 64, .kernel_h = 3, .kernel_w = 3, .out_pixels = 100});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->buffer_energy_j, (64.0 * 3 + 64) * 8 * 100 * s.buffer_bit_energy_j);
+  EXPECT_DOUBLE_EQ(c->energy_j, c->cell_energy_j + c->adc_energy_j + c->accumulate_energy_j +
+                                    c->buffer_energy_j);
 }
 
 TEST(CimModelTest, EnergyCountsCellReadsAdcConversionsAndAdds) {
@@ -64,7 +154,7 @@ TEST(CimModelTest, EnergyCountsCellReadsAdcConversionsAndAdds) {
   EXPECT_DOUBLE_EQ(c->cell_energy_j,
                    8.0 * 128 * 128 * 0.5 * 0.25 * 0.5 * (1 / 6e3 + 1 / 9e5) * 10e-9);
   EXPECT_DOUBLE_EQ(c->accumulate_energy_j, 0);  // one row array: nothing to add
-  EXPECT_DOUBLE_EQ(c->energy_j, c->adc_energy_j + c->cell_energy_j);
+  EXPECT_DOUBLE_EQ(c->energy_j, c->adc_energy_j + c->cell_energy_j + c->buffer_energy_j);
 }
 
 TEST(CimModelTest, FullyConnectedLayerIsOneOutputPixel) {
@@ -73,7 +163,8 @@ TEST(CimModelTest, FullyConnectedLayerIsOneOutputPixel) {
       {.in_channels = 4096, .out_channels = 4096, .kernel_h = 1, .kernel_w = 1, .out_pixels = 1});
   ASSERT_TRUE(fc.ok());
   EXPECT_EQ(fc->mapping.arrays, 32 * 128);
-  EXPECT_LT(fc->time_s, 2e-6);  // 64 reads of 14 ns plus a 5-stage tree
+  // 64 reads of 14 ns, a 5-stage tree, 32 bus cycles through the buffer and 32 on the H-tree.
+  EXPECT_LT(fc->time_s, 2e-6);
 }
 
 TEST(CimModelTest, NonPositiveShapeIsRefused) {
@@ -81,6 +172,10 @@ TEST(CimModelTest, NonPositiveShapeIsRefused) {
   absl::StatusOr<CimCost> c = m.Mvm({.in_channels = 0, .out_channels = 4, .out_pixels = 1});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("IC 0"));
+  absl::StatusOr<CimCost> share =
+      m.Mvm({.in_channels = 4, .out_channels = 4, .out_pixels = 1, .buffer_share = 0});
+  ASSERT_FALSE(share.ok());
+  EXPECT_THAT(share.status().message(), HasSubstr("buffer share 0"));
 }
 
 TEST(CimModelTest, DigitalOpsRunOnThePeriphery) {
