@@ -51,22 +51,44 @@ LayerCost OnRoofline(const Graph& g, int node, const hw::cluster::RooflineDevice
   return Runs(c.time_s, c.energy_j);
 }
 
-absl::StatusOr<LayerCost> OnCim(const Graph& g, int node, const hw::cim::CimSpec& spec) {
+// A convolution or FC node as a crossbar layer (an FC is a 1x1 conv over a 1x1 map).
+hw::cim::MvmOp CimOp(const Graph& g, int node) {
   const Node& n = g.nodes[node];
-  const hw::cim::CimModel model(spec);
-  if (!IsMvm(n)) {
+  const models::cnn::Shape& in = g.nodes[n.inputs.at(0)].out;
+  const bool fc = n.kind == OpKind::kFullyConnected;
+  return {.in_channels = fc ? in.elements() : in.c / n.groups,
+          .out_channels = n.out.c,
+          .kernel_h = fc ? 1 : n.window.kernel_h,
+          .kernel_w = fc ? 1 : n.window.kernel_w,
+          .groups = fc ? 1 : n.groups,
+          .out_pixels = (fc ? 1 : n.out.h * n.out.w) * g.batch};
+}
+
+// NeuroSim sizes the chip to the whole network (Chip.cpp): every MVM node's place on it, by node.
+std::vector<hw::cim::ChipLayer> ChipFloorplan(const Graph& g, const hw::cim::CimModel& model) {
+  std::vector<int> nodes;
+  std::vector<hw::cim::MvmOp> ops;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!IsMvm(g.nodes[i])) continue;
+    nodes.push_back(static_cast<int>(i));
+    ops.push_back(CimOp(g, static_cast<int>(i)));
+  }
+  const std::vector<hw::cim::ChipLayer> placed = model.Floorplan(ops);
+  std::vector<hw::cim::ChipLayer> by_node(g.nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) by_node[nodes[i]] = placed[i];
+  return by_node;
+}
+
+absl::StatusOr<LayerCost> OnCim(const Graph& g, int node, const hw::cim::CimModel& model,
+                                const std::vector<hw::cim::ChipLayer>& chip) {
+  if (!IsMvm(g.nodes[node])) {
     const hw::cim::CimCost c = model.Digital(ElementOps(g, node));
     return Runs(c.time_s, c.energy_j);
   }
-  const models::cnn::Shape& in = g.nodes[n.inputs.at(0)].out;
-  const bool fc = n.kind == OpKind::kFullyConnected;  // a 1x1 conv over a 1x1 map
-  ASSIGN_OR_RETURN(hw::cim::CimCost c,
-                   model.Mvm({.in_channels = fc ? in.elements() : in.c / n.groups,
-                              .out_channels = n.out.c,
-                              .kernel_h = fc ? 1 : n.window.kernel_h,
-                              .kernel_w = fc ? 1 : n.window.kernel_w,
-                              .groups = fc ? 1 : n.groups,
-                              .out_pixels = (fc ? 1 : n.out.h * n.out.w) * g.batch}));
+  hw::cim::MvmOp op = CimOp(g, node);
+  op.novel_mapping = chip[node].novel_mapping;
+  op.buffer_share = chip[node].buffer_share;
+  ASSIGN_OR_RETURN(hw::cim::CimCost c, model.Mvm(op));
   const hw::cim::CimCost relu = model.Digital(ElementOps(g, node));  // a folded ReLU
   return Runs(c.time_s + relu.time_s, c.energy_j + relu.energy_j);
 }
@@ -96,13 +118,15 @@ absl::StatusOr<LayerCost> OnHpim(const Graph& g, int node, const hw::hpim::HpimS
   return Runs(c.time_s, c.energy_j);
 }
 
-absl::StatusOr<LayerCost> CostOn(const Graph& g, int node, const Device& d) {
+// `chip`: the network's floorplan on a CIM device (ChipFloorplan), unused by the others.
+absl::StatusOr<LayerCost> CostOn(const Graph& g, int node, const Device& d,
+                                 const std::vector<hw::cim::ChipLayer>& chip) {
   switch (d.kind) {
     case DeviceKind::kCpu:
     case DeviceKind::kGpu:
       return OnRoofline(g, node, std::get<hw::cluster::RooflineDevice>(d.spec));
     case DeviceKind::kCim:
-      return OnCim(g, node, std::get<hw::cim::CimSpec>(d.spec));
+      return OnCim(g, node, hw::cim::CimModel(std::get<hw::cim::CimSpec>(d.spec)), chip);
     case DeviceKind::kFpga:
       return OnFpga(g, node, std::get<hw::fpga::FpgaSpec>(d.spec));
     case DeviceKind::kHpim:
@@ -253,6 +277,12 @@ absl::StatusOr<Profile> BuildProfile(const Graph& graph, const hw::cluster::Clus
   p.model = g.name;
   p.devices = ProfileDevices(cluster);
   const std::vector<int> layers = ProfiledNodes(g);
+  std::vector<std::vector<hw::cim::ChipLayer>> chip(cluster.devices.size());
+  for (size_t d = 0; d < cluster.devices.size(); ++d) {
+    if (cluster.devices[d].kind != DeviceKind::kCim) continue;
+    chip[d] =
+        ChipFloorplan(g, hw::cim::CimModel(std::get<hw::cim::CimSpec>(cluster.devices[d].spec)));
+  }
   std::vector<std::vector<std::string>> why(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     const int node = layers[l];
@@ -263,7 +293,7 @@ absl::StatusOr<Profile> BuildProfile(const Graph& graph, const hw::cluster::Clus
     p.time_s.emplace_back();
     p.energy_j.emplace_back();
     for (size_t d = 0; d < cluster.devices.size(); ++d) {
-      ASSIGN_OR_RETURN(LayerCost c, CostOn(g, node, cluster.devices[d]));
+      ASSIGN_OR_RETURN(LayerCost c, CostOn(g, node, cluster.devices[d], chip[d]));
       if (c.time_s != kCannotRun && w.weight_bytes > p.devices[d].memory_bytes) {
         c = CannotRun(absl::StrCat("'", g.nodes[node].name, "' weights ", w.weight_bytes,
                                    " bytes exceed its memory"));

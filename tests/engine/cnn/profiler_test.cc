@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "engine/cnn/fpga_compiler.h"
@@ -116,25 +118,48 @@ TEST(ProfilerTest, ConcatIsFreeAndItsProducersStayLiveUntilItsReaders) {
 
 // DONNA sec. IV-A (Fig. 2a-b): "the CIM device is the slowest in computations, except for the
 // last one or two layers of each model" (the fully-connected ones) and "the most efficient
-// compute device in terms of energy consumption".
+// compute device in terms of energy consumption". Against the datasheet-roofline CPU that holds
+// for every convolution of VGG19; VGG8's last convolution and ResNet152's res5 3x3s and its
+// projection stay faster on the CIM than on the ideal CPU (docs/offload.md, "Where this
+// differs"), and this test pins exactly those.
 TEST(ProfilerTest, DonnaFindingCimSlowOnConvolutionsFastOnFcAndCheapest) {
-  for (const char* model : {"vgg8", "vgg19", "resnet152"}) {
+  const std::map<std::string, std::set<std::string>> cim_beats_cpu = {
+      {"vgg8", {"conv6"}},
+      {"vgg19", {}},
+      {"resnet152", {"res5a_branch1", "res5a_branch2b", "res5b_branch2b", "res5c_branch2b"}}};
+  for (const auto& [model, exceptions] : cim_beats_cpu) {
     const Profile p = Build(model, "donna-hetero");
     const int cpu = 0, gpu = 2, cim = 3;
     double energy[4] = {0, 0, 0, 0};
+    std::set<std::string> faster_than_cpu;
     for (size_t l = 0; l < p.layers.size(); ++l) {
       for (int d = 0; d < 4; ++d) energy[d] += p.energy_j[l][d];
-      const bool fc = p.layers[l].name.rfind("fc", 0) == 0;
-      if (fc) {
-        EXPECT_LT(p.time_s[l][cim], p.time_s[l][gpu]) << model << " " << p.layers[l].name;
-        EXPECT_LT(p.time_s[l][cim], p.time_s[l][cpu]) << model << " " << p.layers[l].name;
+      const std::string& name = p.layers[l].name;
+      if (name.rfind("fc", 0) == 0) {
+        EXPECT_LT(p.time_s[l][cim], p.time_s[l][gpu]) << model << " " << name;
+        EXPECT_LT(p.time_s[l][cim], p.time_s[l][cpu]) << model << " " << name;
       } else if (p.layers[l].weight_bytes > 0) {  // convolutions
-        EXPECT_GT(p.time_s[l][cim], p.time_s[l][gpu]) << model << " " << p.layers[l].name;
+        EXPECT_GT(p.time_s[l][cim], p.time_s[l][gpu]) << model << " " << name;
+        if (p.time_s[l][cim] <= p.time_s[l][cpu]) faster_than_cpu.insert(name);
       }
     }
+    EXPECT_EQ(faster_than_cpu, exceptions) << model;
     EXPECT_LT(energy[cim] * 10, energy[gpu]) << model;
     EXPECT_LT(energy[cim] * 10, energy[cpu]) << model;
   }
+}
+
+// NeuroSim sizes the chip to the whole network and gives a layer the global buffer bandwidth of
+// its share of the chip (Chip.cpp): the same conv1_1 waits longer for the buffer on VGG19's
+// bigger chip than on VGG16's, while the GPU's cost of it is the same.
+TEST(ProfilerTest, CimLayerGetsItsShareOfTheWholeNetworksChip) {
+  const Profile vgg16 = Build("vgg16", "donna-hetero");
+  const Profile vgg19 = Build("vgg19", "donna-hetero");
+  const int gpu = 2, cim = 3;
+  const int l16 = Layer(vgg16, "conv1_1"), l19 = Layer(vgg19, "conv1_1");
+  EXPECT_DOUBLE_EQ(vgg16.time_s[l16][gpu], vgg19.time_s[l19][gpu]);
+  EXPECT_GT(vgg19.time_s[l19][cim], vgg16.time_s[l16][cim]);
+  EXPECT_DOUBLE_EQ(vgg16.energy_j[l16][cim], vgg19.energy_j[l19][cim]);  // energy is not shared
 }
 
 TEST(ProfilerTest, FpgaCostsASingletonGroupAndCannotRunFullyConnected) {
