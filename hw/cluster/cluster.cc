@@ -52,10 +52,12 @@ absl::Status LoadSpec(Device* d) {
 Device ParseDevice(ConfigObject& o) {
   Device d;
   d.name = o.String("name");
-  const absl::StatusOr<DeviceKind> kind =
-      DeviceKindNames().Parse(o.Enum("kind", DeviceKindNames().Names()));
+  const std::string kind_name = o.Enum("kind", DeviceKindNames().Names());
+  // Enum answers the first kind after recording an unknown one: load no config for a guess.
+  const bool kind_given = o.OptionalString("kind", "") == kind_name;
+  const absl::StatusOr<DeviceKind> kind = DeviceKindNames().Parse(kind_name);
   d.config = o.String("config");
-  if (!kind.ok() || d.config.empty()) {  // the reader has recorded the error
+  if (!kind_given || !kind.ok() || d.config.empty()) {  // the reader has recorded the error
     o.Finish();
     return d;
   }
