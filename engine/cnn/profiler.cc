@@ -88,6 +88,7 @@ absl::StatusOr<LayerCost> OnCim(const Graph& g, int node, const hw::cim::CimMode
   hw::cim::MvmOp op = CimOp(g, node);
   op.novel_mapping = chip[node].novel_mapping;
   op.buffer_share = chip[node].buffer_share;
+  op.bus_bits = chip[node].bus_bits;
   ASSIGN_OR_RETURN(hw::cim::CimCost c, model.Mvm(op));
   const hw::cim::CimCost relu = model.Digital(ElementOps(g, node));  // a folded ReLU
   return Runs(c.time_s + relu.time_s, c.energy_j + relu.energy_j);

@@ -39,7 +39,8 @@ void ParseSpec(ConfigObject root, CimSpec* s) {
   s->add_energy_j = root.Double("add_energy_j", {.min = 0, .max = 1e-6});
   s->digital_ops_per_cycle = SmallInt(root, "digital_ops_per_cycle", 1 << 20);
   s->weight_capacity = root.Int("weight_capacity", {.min = 1, .max = int64_t{1} << 50});
-  s->global_bus_bits = SmallInt(root, "global_bus_bits", 1 << 20);
+  s->max_global_bus_bits = SmallInt(root, "max_global_bus_bits", 1 << 20);
+  s->buffer_line_bits = SmallInt(root, "buffer_line_bits", 1 << 20);
   s->buffer_bit_energy_j = root.Double("buffer_bit_energy_j", {.min = 0, .max = 1e-6});
   if (s->weight_bits % s->cell_bits != 0) {
     root.Error("cell_bits", "must divide weight_bits (a weight spans whole cells)");
@@ -68,7 +69,8 @@ void ParseSpec(ConfigObject root, CimSpec* s) {
                      "add_energy_j",
                      "digital_ops_per_cycle",
                      "weight_capacity",
-                     "global_bus_bits",
+                     "max_global_bus_bits",
+                     "buffer_line_bits",
                      "buffer_bit_energy_j"});
   root.Finish();
 }
@@ -82,7 +84,7 @@ bool ValidMatrix(const MvmOp& op) {
 }
 
 bool ValidShape(const MvmOp& op) {
-  return ValidMatrix(op) && op.out_pixels > 0 && op.buffer_share > 0;
+  return ValidMatrix(op) && op.out_pixels > 0 && op.buffer_share > 0 && op.bus_bits >= 0;
 }
 
 }  // namespace
@@ -109,20 +111,25 @@ ArrayMapping CimModel::Map(const MvmOp& op) const {
 
 absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
   if (!ValidShape(op)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CIM layer shape must be positive: IC ", op.in_channels, ", OC ",
-                     op.out_channels, ", kernel ", op.kernel_h, "x", op.kernel_w, ", groups ",
-                     op.groups, ", pixels ", op.out_pixels, ", buffer share ", op.buffer_share));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CIM layer shape must be positive: IC ", op.in_channels, ", OC ", op.out_channels,
+        ", kernel ", op.kernel_h, "x", op.kernel_w, ", groups ", op.groups, ", pixels ",
+        op.out_pixels, ", buffer share ", op.buffer_share, ", bus bits ", op.bus_bits));
   }
   CimCost c;
   c.mapping = Map(op);
   const double pixels = static_cast<double>(op.out_pixels);
   const double bit_reads = pixels * spec_.input_bits;  // NeuroSim's numInVector
   c.read_s = bit_reads * spec_.columns_per_adc * spec_.read_pulse_s * spec_.sensing_latency_factor;
+  const int cells_per_weight = spec_.weight_bits / spec_.cell_bits;
+  const double shift_cycles =
+      spec_.columns_per_adc +
+      std::ceil(static_cast<double>(spec_.columns_per_adc) / cells_per_weight);
+  c.shift_add_s = bit_reads * shift_cycles / spec_.clock_hz;
   const double tree_stages = std::ceil(std::log2(static_cast<double>(c.mapping.row_arrays)));
   c.accumulate_s = pixels * spec_.columns_per_adc * tree_stages / spec_.clock_hz;
   AddMovement(op, &c);
-  c.time_s = c.read_s + c.accumulate_s + c.buffer_s + c.interconnect_s;
+  c.time_s = c.read_s + c.shift_add_s + c.accumulate_s + c.buffer_s + c.interconnect_s;
 
   // Only the mapped part of each sub-array is driven and converted (NeuroSim maps the weight
   // matrix onto numRowMatrix x numColMatrix of a sub-array).
@@ -146,9 +153,12 @@ void CimModel::AddMovement(const MvmOp& op, CimCost* c) const {
       static_cast<double>(op.in_channels * op.groups * rows_loaded) * spec_.input_bits * pixels;
   const double bits_out = static_cast<double>(op.out_channels) * spec_.input_bits * pixels;
   c->bits_moved = bits_in + bits_out;
-  const double bus_cycles = c->bits_moved / spec_.global_bus_bits;
-  c->buffer_s = bus_cycles * static_cast<double>(op.buffer_share) / spec_.clock_hz;
-  c->interconnect_s = std::ceil(bus_cycles) / spec_.clock_hz;
+  const double bus = op.bus_bits > 0 ? op.bus_bits : spec_.max_global_bus_bits;
+  const double line = spec_.buffer_line_bits;
+  const double buffer_bits_per_cycle = std::ceil(bus / line) * line;
+  c->buffer_s =
+      c->bits_moved / buffer_bits_per_cycle * static_cast<double>(op.buffer_share) / spec_.clock_hz;
+  c->interconnect_s = std::ceil(c->bits_moved / bus) / spec_.clock_hz;
   c->buffer_energy_j = c->bits_moved * spec_.buffer_bit_energy_j;
 }
 
@@ -229,14 +239,24 @@ std::vector<ChipLayer> CimModel::Floorplan(const std::vector<MvmOp>& layers) con
   const int64_t pe = nm.empty() ? 0 : BestTileSize(nm, 2 * spec_.array_rows, pes);
   const int64_t tile = cm.empty() ? 0 : BestTileSize(cm, 4 * spec_.array_rows, 1);
   int64_t total = 0;
+  double bus = 0;
   size_t next_nm = 0, next_cm = 0;
   for (ChipLayer& c : out) {
     const Matrix& m = c.novel_mapping ? nm[next_nm++] : cm[next_cm++];
     const int64_t size = c.novel_mapping ? pe : tile;
     c.tiles = CeilDiv(m.rows, size) * CeilDiv(m.cols, size) * m.copies;
     total += c.tiles;
+    // Chip.cpp ChipInitialize: each layer's tile interface, its columns and their ADC outputs.
+    const double columns =
+        c.novel_mapping ? static_cast<double>(pe) * std::ceil(std::sqrt(static_cast<double>(pes)))
+                        : static_cast<double>(tile);
+    bus += columns + columns / spec_.columns_per_adc;
   }
-  for (ChipLayer& c : out) c.buffer_share = CeilDiv(total, c.tiles);
+  while (bus > spec_.max_global_bus_bits) bus /= 2;
+  for (ChipLayer& c : out) {
+    c.buffer_share = CeilDiv(total, c.tiles);
+    c.bus_bits = bus;
+  }
   return out;
 }
 

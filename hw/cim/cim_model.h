@@ -16,16 +16,22 @@
 // sub-array read of numColMuxed sensing cycles, then the adder tree over the row arrays):
 //
 //   t_read  = pixels * input_bits * columns_per_adc * read_pulse * sensing_latency_factor
+//   t_shift = pixels * input_bits * (columns_per_adc + columns_per_adc / cells per weight) / clock
 //   t_accum = pixels * columns_per_adc * ceil(log2(row arrays)) / clock
 //
+// t_shift: after each input bit's sensing cycles the sub-array shifts and adds the cells of a
+// weight (numColMuxed cycles) and the input bits (numColMuxed / cells per weight cycles);
+// SubArray.cpp and ShiftAdd.cpp charge both in synchronous mode.
+//
 // Moving the activations (NeuroSim Chip.cpp, layer-by-layer): the layer's inputs leave the global
-// buffer and its outputs return to it over the global bus, global_bus_bits per cycle. A layer on
-// the novel mapping reuses an input over the K kernel rows, so Chip.cpp loads IC*K^2/K_h per
-// pixel (IC*K^2 on the conventional mapping):
+// buffer and its outputs return to it over the global H-tree, `bus` bits wide. A layer on the
+// novel mapping reuses an input over the K kernel rows, so Chip.cpp loads IC*K^2/K_h per pixel
+// (IC*K^2 on the conventional mapping). The buffer moves one line of each of ceil(bus / line)
+// cores per cycle:
 //
 //   bits_in  = IC * K_w (* K_h) * input_bits * pixels   bits_out = OC * input_bits * pixels
-//   t_buffer = (bits_in + bits_out) / global_bus_bits / clock * buffer_share
-//   t_ic     = ceil((bits_in + bits_out) / global_bus_bits) / clock     (one H-tree cycle each)
+//   t_buffer = (bits_in + bits_out) / (ceil(bus / line) * line) / clock * buffer_share
+//   t_ic     = ceil((bits_in + bits_out) / bus) / clock     (one H-tree cycle per transfer)
 //
 // buffer_share is Chip.cpp's ceil(chip tiles / layer tiles): the global buffer's bandwidth is
 // spread over the tiles of the whole chip, and a layer reaches only its own tiles' share of it.
@@ -77,7 +83,8 @@ struct CimSpec {
   double add_energy_j = 0;      // per digital add (accumulation and periphery)
   int digital_ops_per_cycle = 128;
   int64_t weight_capacity = 0;     // 8-bit weights the chip holds
-  int global_bus_bits = 2048;      // bits the global buffer and bus move per cycle
+  int max_global_bus_bits = 2048;  // the widest global bus NeuroSim builds
+  int buffer_line_bits = 128;      // a global buffer core's line, moved in one cycle
   double buffer_bit_energy_j = 0;  // per bit read from or written to a buffer
 
   // Mean cell conductance (cells spread evenly over the levels between G_off and G_on).
@@ -101,6 +108,7 @@ struct MvmOp {
   // alone, on the novel mapping.
   bool novel_mapping = true;
   int64_t buffer_share = 1;  // chip tiles / layer tiles, rounded up
+  double bus_bits = 0;       // the chip's global bus width; 0: max_global_bus_bits
 };
 
 // A layer's place on NeuroSim's chip for the whole network.
@@ -108,6 +116,7 @@ struct ChipLayer {
   bool novel_mapping = false;
   int64_t tiles = 0;
   int64_t buffer_share = 1;
+  double bus_bits = 0;  // the chip's global bus width, the same for every layer
 };
 
 struct ArrayMapping {
@@ -119,7 +128,7 @@ struct ArrayMapping {
 struct CimCost {
   double time_s = 0;
   double energy_j = 0;
-  double read_s = 0, accumulate_s = 0, buffer_s = 0, interconnect_s = 0;
+  double read_s = 0, shift_add_s = 0, accumulate_s = 0, buffer_s = 0, interconnect_s = 0;
   double cell_energy_j = 0, adc_energy_j = 0, accumulate_energy_j = 0, buffer_energy_j = 0;
   double bits_moved = 0;  // bits_in + bits_out
   ArrayMapping mapping;
@@ -138,7 +147,9 @@ class CimModel {
   // layers of the most common kernel size above 1x1 with at least a sub-array of rows take the
   // novel mapping (a tile of K^2 PEs of P x P cells), the rest the conventional one (T x T tiles);
   // P and T are the powers of two, from the widest layer's down to 4 and 8 sub-arrays, that
-  // maximise the mapped share of the tiles. One entry per layer, in order.
+  // maximise the mapped share of the tiles. The global bus is the tiles' interfaces summed (P*K
+  // or T columns each, plus their ADC outputs) and halved down to max_global_bus_bits. One entry
+  // per layer, in order.
   std::vector<ChipLayer> Floorplan(const std::vector<MvmOp>& layers) const;
 
   const CimSpec& spec() const { return spec_; }

@@ -51,7 +51,18 @@ TEST(CimModelTest, LatencyIsPixelsTimesBitsTimesMuxTimesReadPlusAdderTree) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->read_s, 196.0 * 8 * 8 * 10e-9 * s.sensing_latency_factor);
   EXPECT_DOUBLE_EQ(c->accumulate_s, 196.0 * 8 * std::ceil(std::log2(18.0)) / 1e9);
-  EXPECT_DOUBLE_EQ(c->time_s, c->read_s + c->accumulate_s + c->buffer_s + c->interconnect_s);
+  EXPECT_DOUBLE_EQ(c->time_s,
+                   c->read_s + c->shift_add_s + c->accumulate_s + c->buffer_s + c->interconnect_s);
+}
+
+// SubArray.cpp / ShiftAdd.cpp, synchronous: per input bit, 8 cycles to add a weight's 4 cells
+// (numColMuxed) and ceil(8 / 4) = 2 to add the input bits.
+TEST(CimModelTest, ShiftAndAddIsTenCyclesPerInputBit) {
+  const CimModel m(NeuroSim());
+  absl::StatusOr<CimCost> c = m.Mvm(
+      {.in_channels = 256, .out_channels = 512, .kernel_h = 3, .kernel_w = 3, .out_pixels = 196});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->shift_add_s, 196.0 * 8 * (8 + 2) / 1e9);
 }
 
 // NeuroSim Chip.cpp: inputs IC * K_w on the novel mapping (an input serves the K kernel rows),
@@ -73,27 +84,30 @@ TEST(CimModelTest, BitsMovedAreInputsPerKernelRowPlusOutputs) {
   EXPECT_DOUBLE_EQ(conventional->bits_moved, (256.0 * 2 * 9 + 512) * 8 * 196);
 }
 
-// Chip.cpp / Buffer.cpp: the global buffer moves global_bus_bits per cycle, and a layer reaches
-// only its tiles' share of the chip's buffer bandwidth.
-TEST(CimModelTest, GlobalBufferTimeIsBitsOverBusTimesShare) {
+// Chip.cpp / Buffer.cpp: the global buffer moves a 128-bit line from each of ceil(bus / 128)
+// cores per cycle, and a layer reaches only its tiles' share of the chip's buffer bandwidth.
+TEST(CimModelTest, GlobalBufferTimeIsBitsOverBufferLinesTimesShare) {
   const CimSpec s = NeuroSim();
   const CimModel m(s);
   MvmOp op = {
       .in_channels = 256, .out_channels = 512, .kernel_h = 3, .kernel_w = 3, .out_pixels = 196};
-  absl::StatusOr<CimCost> alone = m.Mvm(op);
+  const double bits = (256.0 * 3 + 512) * 8 * 196;
+  absl::StatusOr<CimCost> alone = m.Mvm(op);  // the widest bus, 2048: 16 lines per cycle
   ASSERT_TRUE(alone.ok()) << alone.status();
-  EXPECT_DOUBLE_EQ(alone->buffer_s, (256.0 * 3 + 512) * 8 * 196 / 2048 / 1e9);
+  EXPECT_DOUBLE_EQ(alone->buffer_s, bits / 2048 / 1e9);
   op.buffer_share = 11;
+  op.bus_bits = 1512;  // 12 cores' lines, 1536 bits, per cycle
   absl::StatusOr<CimCost> shared = m.Mvm(op);
   ASSERT_TRUE(shared.ok()) << shared.status();
-  EXPECT_DOUBLE_EQ(shared->buffer_s, 11 * alone->buffer_s);
+  EXPECT_DOUBLE_EQ(shared->buffer_s, 11 * bits / 1536 / 1e9);
   EXPECT_DOUBLE_EQ(shared->read_s, alone->read_s);  // the crossbars do not share
 }
 
 // Chip.cpp's floorplan, worked by hand for VGG8 on CIFAR-10 (4 columns per 8-bit weight). The 3x3
 // layers with at least 128 rows take the novel mapping; their PE size P in {2048, 1024, 512}
 // maps 9.7%, 27.7% and 59.6% of the cells: 512, 13 tiles. conv1 (27 rows) and the FC layers are
-// conventional; T in {4096, 2048, 1024} maps 50.1%, 80.1% and 94.3%: 1024, 34 tiles.
+// conventional; T in {4096, 2048, 1024} maps 50.1%, 80.1% and 94.3%: 1024, 34 tiles. The bus:
+// 5 * (512 * 3 * 9/8) + 3 * (1024 * 9/8) = 12096 bits, halved three times to 1512.
 TEST(CimModelTest, FloorplanFollowsNeuroSimsTileDesign) {
   const CimModel m(NeuroSim());
   auto conv = [](int64_t ic, int64_t oc) {
@@ -111,6 +125,7 @@ TEST(CimModelTest, FloorplanFollowsNeuroSimsTileDesign) {
     EXPECT_EQ(chip[i].novel_mapping, novel[i]) << i;
     EXPECT_EQ(chip[i].tiles, tiles[i]) << i;
     EXPECT_EQ(chip[i].buffer_share, share[i]) << i;
+    EXPECT_DOUBLE_EQ(chip[i].bus_bits, 1512) << i;
   }
   // An empty matrix (which Mvm refuses) takes one tile rather than dividing by zero.
   const std::vector<ChipLayer> bad = m.Floorplan({MvmOp{}, conv(512, 512)});
@@ -122,14 +137,19 @@ TEST(CimModelTest, FloorplanFollowsNeuroSimsTileDesign) {
 // HTree.cpp, synchronous: every bus-wide transfer takes at least one cycle, whatever the share.
 TEST(CimModelTest, InterconnectTimeIsOneCyclePerBusTransfer) {
   const CimModel m(NeuroSim());
-  absl::StatusOr<CimCost> c = m.Mvm({.in_channels = 4096,
-                                     .out_channels = 1000,
-                                     .kernel_h = 1,
-                                     .kernel_w = 1,
-                                     .out_pixels = 1,
-                                     .buffer_share = 1000});
+  MvmOp op = {.in_channels = 4096,
+              .out_channels = 1000,
+              .kernel_h = 1,
+              .kernel_w = 1,
+              .out_pixels = 1,
+              .buffer_share = 1000};
+  absl::StatusOr<CimCost> c = m.Mvm(op);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->interconnect_s, std::ceil((4096.0 + 1000) * 8 / 2048) / 1e9);
+  op.bus_bits = 1512;
+  c = m.Mvm(op);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->interconnect_s, std::ceil((4096.0 + 1000) * 8 / 1512) / 1e9);
 }
 
 // NeuroSim counts the buffer's read and write energy per bit (Buffer.cpp CalculatePower).
@@ -163,7 +183,8 @@ TEST(CimModelTest, FullyConnectedLayerIsOneOutputPixel) {
       {.in_channels = 4096, .out_channels = 4096, .kernel_h = 1, .kernel_w = 1, .out_pixels = 1});
   ASSERT_TRUE(fc.ok());
   EXPECT_EQ(fc->mapping.arrays, 32 * 128);
-  // 64 reads of 14 ns, a 5-stage tree, 32 bus cycles through the buffer and 32 on the H-tree.
+  // 64 reads of 14 ns, 80 shift-and-add cycles, a 5-stage tree, 32 bus cycles through the buffer
+  // and 32 on the H-tree.
   EXPECT_LT(fc->time_s, 2e-6);
 }
 
