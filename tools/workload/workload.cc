@@ -61,23 +61,36 @@ std::optional<int64_t> ParseCount(absl::string_view field) {
   return value;
 }
 
-// The form every row of the shipped length datasets has, "123<TAB>45": both counts, or false
-// for anything else (spaces, blank lines, a third field, 19 or more digits), which the general
-// path (TableReader::Split and ParseCount, with its errors) then reads. One pass, no calls: the
-// ShareGPT file has 391k rows.
-bool ParseCountPair(absl::string_view line, int64_t* first, int64_t* second) {
-  const char* p = line.data();
-  const char* const end = p + line.size();
+// The form every row of the shipped length datasets has, "123<TAB>45", at the start of `text`:
+// both counts and the length of that text, or 0 for anything else (spaces, a third field, 19 or
+// more digits), which the general path (TableReader::Split and ParseCount, with its errors) then
+// reads. One pass, no calls: the ShareGPT file has 391k rows.
+size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
   auto digits = [&p, end](int64_t* value) {
     const char* const start = p;
+    const char* const limit = end - start > 18 ? start + 18 : end;
     int64_t v = 0;
-    while (p < end && *p >= '0' && *p <= '9' && p - start < 18) v = v * 10 + (*p++ - '0');
+    unsigned d = 0;
+    while (p < limit && (d = static_cast<unsigned char>(*p) - '0') <= 9) {
+      v = v * 10 + d;
+      ++p;
+    }
     *value = v;
-    return p > start && (p == end || *p < '0' || *p > '9');
+    return p > start && (p == end || static_cast<unsigned char>(*p) - '0' > 9);
   };
-  if (!digits(first) || p == end || *p != '\t') return false;
+  if (!digits(first) || p == end || *p != '\t') return 0;
   ++p;
-  return digits(second) && p == end;
+  if (!digits(second)) return 0;
+  return static_cast<size_t>(p - text.data());
+}
+
+// The row "123<TAB>45" taken straight from the reader's buffer when the next line is exactly
+// that (no separate pass to find the line's end); false (nothing taken) otherwise.
+bool TakeCountPairRow(TableReader& table, int64_t* first, int64_t* second) {
+  const size_t n = ParseCountPairPrefix(table.rest(), first, second);
+  return n > 0 && table.TakeLine(n);
 }
 
 // A finite non-negative number filling all of `field` (surrounding spaces allowed).
@@ -343,9 +356,10 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
   std::vector<LengthPair> pairs;
   pairs.reserve(table.size_bytes() / 8);
   absl::string_view line;
-  while (table.NextLine(&line)) {
+  while (true) {
     int64_t prompt = 0, output = 0;
-    if (!ParseCountPair(line, &prompt, &output)) {
+    if (!TakeCountPairRow(table, &prompt, &output)) {
+      if (!table.NextLine(&line)) break;
       if (IsBlank(line)) continue;
       RETURN_IF_ERROR(ParseDatasetRow(table, line, &prompt, &output));
     }
