@@ -68,17 +68,19 @@ std::optional<int64_t> ParseCount(absl::string_view field) {
 size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second) {
   const char* p = text.data();
   const char* const end = p + text.size();
-  auto digits = [&p, end](int64_t* value) {
+  // A byte's digit value, or above 9 for any other byte (unsigned arithmetic wraps).
+  auto digit = [](char c) { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; };
+  auto digits = [&p, end, digit](int64_t* value) {
     const char* const start = p;
     const char* const limit = end - start > 18 ? start + 18 : end;
     int64_t v = 0;
     unsigned d = 0;
-    while (p < limit && (d = static_cast<unsigned char>(*p) - '0') <= 9) {
+    while (p < limit && (d = digit(*p)) <= 9) {
       v = v * 10 + d;
       ++p;
     }
     *value = v;
-    return p > start && (p == end || static_cast<unsigned char>(*p) - '0' > 9);
+    return p > start && (p == end || digit(*p) > 9);
   };
   if (!digits(first) || p == end || *p != '\t') return 0;
   ++p;
