@@ -5,6 +5,9 @@ Integers, strings and booleans must be equal; real numbers equal to a relative t
 (default 1e-12, the golden summary test's); the wall-clock fields are skipped.
 Usage: bench/compare_summaries.py OLD.json NEW.json [--rel 1e-12]
 Exit status 0 when they agree; otherwise each differing field is printed and the status is 1.
+The tolerance is for real-valued sums (energies) whose summation order may change; simulated
+times must not move at all, and the JSON holds some of them (seconds) as reals: the last line
+counts the fields that differ at all, and `--rel 0` lists them, to check that only energies did.
 """
 import argparse
 import json
