@@ -62,11 +62,12 @@ absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& opt
 
   BlockManager manager;
   manager.block_tokens_ = options.block_tokens;
-  manager.watermark_ = options.watermark;
   manager.pools_.resize(options.blocks_per_channel.size());
   for (size_t c = 0; c < options.blocks_per_channel.size(); ++c) {
     Pool& pool = manager.pools_[c];
     pool.capacity = options.blocks_per_channel[c];
+    pool.watermark = static_cast<int64_t>(
+        std::floor(options.watermark * static_cast<double>(pool.capacity) + kWatermarkEpsilon));
     pool.free.reserve(static_cast<size_t>(pool.capacity));
     // Stack with block 0 on top: a fresh pool hands out 0, 1, 2, ...
     for (int64_t b = pool.capacity - 1; b >= 0; --b) pool.free.push_back(b);
@@ -81,16 +82,14 @@ int64_t BlockManager::BlocksFor(int64_t tokens) const {
 
 int64_t BlockManager::WatermarkBlocks(int channel) const {
   if (!ValidChannel(channel)) return 0;
-  const double blocks =
-      std::floor(watermark_ * static_cast<double>(pools_[channel].capacity) + kWatermarkEpsilon);
-  return static_cast<int64_t>(blocks);
+  return pools_[channel].watermark;
 }
 
 AllocStatus BlockManager::CanAllocate(int channel, int64_t tokens) const {
   if (!ValidChannel(channel) || tokens < 1) return AllocStatus::kNever;
   const Pool& pool = pools_[channel];
   const int64_t needed = BlocksFor(tokens);
-  const int64_t watermark = WatermarkBlocks(channel);
+  const int64_t watermark = pool.watermark;
   if (needed > pool.capacity - watermark) return AllocStatus::kNever;
   if (static_cast<int64_t>(pool.free.size()) - needed < watermark) return AllocStatus::kLater;
   return AllocStatus::kOk;

@@ -124,6 +124,7 @@ class BlockManager {
  private:
   struct Pool {
     int64_t capacity = 0;
+    int64_t watermark = 0;      // WatermarkBlocks, fixed with the capacity (asked per admission)
     std::vector<int64_t> free;  // free physical block ids (stack)
   };
   struct Table {
@@ -141,7 +142,6 @@ class BlockManager {
   bool Append(Table& table);
 
   int block_tokens_ = 32;
-  double watermark_ = 0;
   std::vector<Pool> pools_;
   // Block tables in slots (reused after Free, keeping their vectors' capacity) and the slot of
   // each allocated request.

@@ -9,6 +9,33 @@
 
 namespace neupims::scheduler {
 
+// One request of Algorithm 2: the channel with the least load among those where `fits(c)`
+// (ties to the lowest index), or -1. Loads are not changed. A template, so that the scheduler's
+// per-admission call inlines `fits` (no std::function per channel).
+template <typename Fits>
+int MinLoadChannel(const std::vector<double>& channel_load, Fits&& fits) {
+  int best = -1;
+  for (int c = 0; c < static_cast<int>(channel_load.size()); ++c) {
+    if (!fits(c)) continue;
+    if (best < 0 || channel_load[c] < channel_load[best]) best = c;
+  }
+  return best;
+}
+
+// One request of the round-robin policy: the first channel from `*cursor` on where `fits(c)`,
+// which also moves the cursor past it; -1 (cursor unchanged) if none fits.
+template <typename Fits>
+int RoundRobinChannel(int channels, int* cursor, Fits&& fits) {
+  for (int k = 0; k < channels; ++k) {
+    const int c = (*cursor + k) % channels;
+    if (fits(c)) {
+      *cursor = (c + 1) % channels;
+      return c;
+    }
+  }
+  return -1;
+}
+
 // Algorithm 2 (greedy min-load bin packing): requests, in the given order (the caller sorts
 // them by decreasing length), each go to the channel with the least load among those where
 // `fits(request, channel)`; that channel's load grows by the request's load. Returns the channel

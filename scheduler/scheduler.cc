@@ -184,12 +184,13 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     std::vector<int> channel(admitted.size(), -1);
     // Assign one at a time so each choice sees the blocks the previous ones took.
     for (size_t i = 0; i < admitted.size(); ++i) {
-      auto one = [&](int, int c) { return fits(static_cast<int>(i), c); };
+      auto one = [&](int c) { return fits(static_cast<int>(i), c); };
       if (options_.channel_policy == ChannelPolicy::kMinLoad) {
-        std::vector<double> load_one = {estimator_->Estimate(admitted[i]->context_tokens())};
-        channel[i] = GreedyMinLoad(loads, load_one, one)[0];
+        const double load = estimator_->Estimate(admitted[i]->context_tokens());
+        channel[i] = MinLoadChannel(loads, one);
+        if (channel[i] >= 0) loads[channel[i]] += load;
       } else {
-        channel[i] = RoundRobin(kv_->channels(), 1, &rr_cursor_, one)[0];
+        channel[i] = RoundRobinChannel(kv_->channels(), &rr_cursor_, one);
       }
       if (channel[i] >= 0) free[channel[i]] -= kv_->BlocksFor(admitted[i]->context_tokens());
     }

@@ -45,6 +45,31 @@ TEST(TableReader, HandlesCrlfTabsAByteOrderMarkAndNoFinalNewline) {
   EXPECT_FALSE(table.NextLine(&line));
 }
 
+// TakeLine (a caller's fast path) takes a line exactly as NextLine returns it, or nothing.
+TEST(TableReader, TakeLineTakesOnlyWholeLinesAsNextLineWould) {
+  TableReader table("t.tsv", "1\t2\n3\t4\r\n5\t6x\n7\t8\r", '\t');
+  EXPECT_EQ(table.rest().substr(0, 3), "1\t2");
+  EXPECT_FALSE(table.TakeLine(2));  // "1\t" is not a whole line
+  ASSERT_TRUE(table.TakeLine(3));
+  EXPECT_EQ(table.line(), "1\t2");
+  EXPECT_EQ(table.line_number(), 1);
+  ASSERT_TRUE(table.TakeLine(3));  // CRLF
+  EXPECT_EQ(table.line(), "3\t4");
+  EXPECT_FALSE(table.TakeLine(3));  // "5\t6" goes on with "x"
+  EXPECT_EQ(table.line_number(), 2);
+  absl::string_view line;
+  ASSERT_TRUE(table.NextLine(&line));
+  EXPECT_EQ(line, "5\t6x");
+  EXPECT_FALSE(table.TakeLine(4));  // "7\t8\r": NextLine would strip the CR
+  EXPECT_FALSE(table.TakeLine(5));  // beyond the contents
+  ASSERT_TRUE(table.TakeLine(3));   // a CR before the end of the file, as NextLine strips it
+  EXPECT_EQ(table.line(), "7\t8");
+  EXPECT_EQ(table.line_number(), 4);
+  EXPECT_FALSE(table.TakeLine(0));
+  EXPECT_FALSE(table.NextLine(&line));
+  EXPECT_EQ(table.Error("x").message(), "t.tsv:4: x");
+}
+
 TEST(TableReader, ErrorsNameTheFileAndTheLine) {
   TableReader table("data/trace.csv", "h\n\nok\nbad\n", ',');
   std::vector<absl::string_view> fields;

@@ -100,6 +100,26 @@ TEST(RoundRobin, RequestThatFitsNowhereGetsMinusOneAndKeepsTheCursor) {
   EXPECT_EQ(cursor, 2);
 }
 
+// The one-request forms the scheduler calls per admission: the same choice as the vector forms.
+TEST(MinLoadChannel, LeastLoadedFittingChannelLowestIndexOnTiesLoadsUnchanged) {
+  const std::vector<double> loads = {4, 1, 1, 0};
+  EXPECT_EQ(MinLoadChannel(loads, [](int) { return true; }), 3);
+  EXPECT_EQ(MinLoadChannel(loads, [](int c) { return c != 3; }), 1);  // tie 1 / 2 -> 1
+  EXPECT_EQ(MinLoadChannel(loads, [](int c) { return c == 0; }), 0);
+  EXPECT_EQ(MinLoadChannel(loads, [](int) { return false; }), -1);
+  EXPECT_THAT(loads, ElementsAre(4, 1, 1, 0));
+}
+
+TEST(RoundRobinChannel, FirstFittingChannelFromTheCursorThenPastIt) {
+  int cursor = 2;
+  EXPECT_EQ(RoundRobinChannel(4, &cursor, [](int c) { return c != 2; }), 3);
+  EXPECT_EQ(cursor, 0);
+  EXPECT_EQ(RoundRobinChannel(4, &cursor, [](int c) { return c == 1; }), 1);
+  EXPECT_EQ(cursor, 2);
+  EXPECT_EQ(RoundRobinChannel(4, &cursor, [](int) { return false; }), -1);
+  EXPECT_EQ(cursor, 2);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Algorithm 3: sub-batch partitioning.
 

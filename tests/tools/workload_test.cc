@@ -209,6 +209,45 @@ TEST(LengthDataset, PlainAndPaddedRowsReadAlike) {
   }
 }
 
+TEST(LengthDataset, OnePassRowFormTakesExactlyTwoCountsAndATab) {
+  int64_t a = -1, b = -1;
+  EXPECT_EQ(ParseCountPairPrefix("12\t34\n56", &a, &b), 5u);  // stops at the line's end
+  EXPECT_EQ(a, 12);
+  EXPECT_EQ(b, 34);
+  EXPECT_EQ(ParseCountPairPrefix("0\t7", &a, &b), 3u);
+  EXPECT_EQ(b, 7);
+  EXPECT_EQ(ParseCountPairPrefix("123456789012345678\t1\r\n", &a, &b), 20u);  // 18 digits
+  EXPECT_EQ(a, 123456789012345678);
+  for (const char* other :
+       {"1234567890123456789\t1", "12 \t34", "12\t", "\t34", "12\t-3", "12,34", "x\t1", "", "\n"}) {
+    EXPECT_EQ(ParseCountPairPrefix(other, &a, &b), 0u) << other;
+  }
+}
+
+// The one-pass "123<TAB>45" rows and the general reader agree at every edge of that form.
+TEST(LengthDataset, FastRowsAndGeneralRowsMeetAtTheEdgesOfTheForm) {
+  const std::string path = WriteTemp("edges.tsv",
+                                     "input_toks\toutput_toks\n"
+                                     "12\t34\r\n"                 // CRLF
+                                     "000000000000000012\t34\n"   // 18 digits: one pass
+                                     "0000000000000000012\t34\n"  // 19 digits: general reader
+                                     "12\t34 \n"                  // trailing space: general
+                                     "\n"                         // blank
+                                     "12\t34\r");                 // CR at the end of the file
+  absl::StatusOr<std::vector<LengthPair>> pairs =
+      LoadLengthDataset(path, LengthFilter{.max_seq_len = 2048}, nullptr);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  ASSERT_EQ(pairs->size(), 5u);
+  for (const LengthPair& p : *pairs) {
+    EXPECT_EQ(p.prompt_tokens, 12);
+    EXPECT_EQ(p.output_tokens, 34);
+  }
+  // A bad row after one-pass rows still names its own line.
+  const std::string bad = WriteTemp("late.tsv", "input_toks\toutput_toks\n1\t2\n3\t4\r\n5\t\n");
+  EXPECT_THAT(LoadLengthDataset(bad, LengthFilter{}, nullptr).status().message(),
+              HasSubstr(absl::StrCat(bad, ":4: ")));
+}
+
 TEST(LengthDataset, MalformedLineErrorNamesFileAndLine) {
   const std::string path =
       WriteTemp("bad.tsv", "input_toks\toutput_toks\n1\t2\n3\t4\n5\tx7\n8\t9\n");

@@ -17,6 +17,7 @@
 #ifndef NEUPIMS_TOOLS_WORKLOAD_WORKLOAD_H_
 #define NEUPIMS_TOOLS_WORKLOAD_WORKLOAD_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,6 +62,13 @@ struct LengthFilter {
 absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& path,
                                                           const LengthFilter& filter,
                                                           LoadReport* report);
+
+// The form every row of the shipped length datasets has, "123<TAB>45", at the start of `text`:
+// both counts and the length of that text, or 0 for anything else (spaces, a third field, 19 or
+// more digits), which the general path (TableReader::Split, with its errors) then reads. The
+// dataset reader's one-pass path; the caller checks that a line ends there
+// (TableReader::TakeLine).
+size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second);
 
 // The same on a table already open (fuzzing, tests): errors name table.path().
 absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
