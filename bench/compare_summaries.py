@@ -35,8 +35,12 @@ def compare(old, new, path, rel, out):
         if isinstance(old, bool) or isinstance(new, bool):
             if old != new:
                 out.append(f"{path}: {old} vs {new}")
+        elif not all(isinstance(x, (int, float)) for x in (old, new)):  # NaN is null in JSON
+            if old != new:
+                out.append(f"{path}: {old!r} vs {new!r}")
         elif abs(new - old) > rel * abs(old):
-            out.append(f"{path}: {old!r} vs {new!r} (relative {abs(new - old) / abs(old):.3g})")
+            relative = f" (relative {abs(new - old) / abs(old):.3g})" if old != 0 else ""
+            out.append(f"{path}: {old!r} vs {new!r}{relative}")
     elif old != new:  # integers exactly (times in ns, counts), strings, booleans
         out.append(f"{path}: {old!r} vs {new!r}")
 

@@ -13,6 +13,13 @@
 // definition (dlsym RTLD_NEXT) inside TSan's mutex hooks (__tsan_mutex_pre/post_lock and
 // _unlock, as Abseil's own TSan build places them), so TSan tracks each Mutex as a lock: the
 // happens-before edge from an unlock to the next lock, and lock-order checks.
+//
+// Limits (none reached by the project today): a wait is modelled as a writer unlock and relock
+// (an Await under a reader lock would be misreported); ~Mutex is not hooked (a Mutex reused at
+// the same address outside the heap keeps its old TSan state); the timed Notification waits and
+// the inline HasBeenNotified() are not wrapped; a race inside a Condition's predicate is not
+// checked (it runs inside the library's lock operation, where TSan ignores accesses). It needs
+// the shared Abseil library (CMakeLists.txt checks), which calls itself through the PLT.
 #include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 

@@ -37,7 +37,8 @@ void FillToken(const GeneratedToken& t, const ByteTokenizer& tok, neupims::v1::T
 
 // Ends a request in the engine (frees its KV blocks) when its call is cancelled, its deadline
 // expires or its stream overflows. Whichever of that and the engine's acceptance comes second
-// aborts: a cancel that arrives before the request id is held until the id is known. At most once.
+// aborts: a cancel that arrives before the request id is held until the id is known. At most once,
+// and never after the request ended: a client may reuse its request id at once.
 class AbortLatch {
  public:
   explicit AbortLatch(EngineRunner* runner) : runner_(runner) {}
@@ -51,6 +52,12 @@ class AbortLatch {
       done_ = true;
     }
     runner_->AbortAsync(id);
+  }
+
+  // The request ended: a later cancel must not abort a new request under the same id.
+  void Disarm() {
+    absl::MutexLock l(&mu_);
+    done_ = true;
   }
 
   void Abort() {
@@ -116,6 +123,7 @@ class StreamState : public RequestSink {
   }
 
   void OnComplete(const Completion& c) override {
+    abort_.Disarm();
     Action a;
     {
       absl::MutexLock l(&mu_);
@@ -293,6 +301,8 @@ class CompleteReactor : public grpc::ServerUnaryReactor {
   void set_request_id(const std::string& id) { abort_.SetId(id); }
 
   void OnCancel() override { abort_.Abort(); }
+  // The request ended (CompleteSink): a later cancel aborts nothing.
+  void Disarm() { abort_.Disarm(); }
 
   void OnDone() override { delete this; }
 
@@ -303,7 +313,7 @@ class CompleteReactor : public grpc::ServerUnaryReactor {
 // Complete: collects the stream and answers once.
 class CompleteSink : public RequestSink {
  public:
-  CompleteSink(grpc::ServerUnaryReactor* reactor, neupims::v1::CompleteResponse* response,
+  CompleteSink(CompleteReactor* reactor, neupims::v1::CompleteResponse* response,
                const ByteTokenizer* tok)
       : reactor_(reactor), response_(response), tok_(tok) {}
   void OnTokens(const std::vector<GeneratedToken>& tokens) override {
@@ -313,6 +323,7 @@ class CompleteSink : public RequestSink {
     }
   }
   void OnComplete(const Completion& c) override {
+    reactor_->Disarm();
     if (!c.status.ok()) {
       reactor_->Finish(ToGrpcStatus(c.status));
       return;
@@ -322,7 +333,7 @@ class CompleteSink : public RequestSink {
   }
 
  private:
-  grpc::ServerUnaryReactor* reactor_;
+  CompleteReactor* reactor_;
   neupims::v1::CompleteResponse* response_;
   const ByteTokenizer* tok_;
 };

@@ -194,7 +194,7 @@ struct Matrix {
   int64_t rows = 0, cols = 0, copies = 1;  // per group; `copies` groups
 };
 
-// Chip.cpp TileDesignNM / TileDesignCM: of the sizes max, max/2, ... down to (not below) `floor`,
+// Chip.cpp TileDesignNM / TileDesignCM: of the sizes max, max/2, ... while above `floor`,
 // the one that maps the most of its tiles' cells (ties: the larger). A tile is `pes` PEs of
 // size x size cells.
 int64_t BestTileSize(const std::vector<Matrix>& ms, int64_t floor, int64_t pes) {
@@ -205,11 +205,18 @@ int64_t BestTileSize(const std::vector<Matrix>& ms, int64_t floor, int64_t pes) 
   for (int64_t size = largest; size == largest || size > floor; size /= 2) {
     double cells = 0, tiles = 0;
     for (const Matrix& m : ms) {
-      cells += static_cast<double>(m.rows * m.cols * m.copies) * static_cast<double>(pes);
-      tiles += static_cast<double>(CeilDiv(m.rows, size) * CeilDiv(m.cols, size) * m.copies);
+      // In doubles: a user graph's FC layer can have 2^60 inputs.
+      cells += static_cast<double>(m.rows) * static_cast<double>(m.cols) *
+               static_cast<double>(m.copies) * static_cast<double>(pes);
+      tiles += static_cast<double>(CeilDiv(m.rows, size)) *
+               static_cast<double>(CeilDiv(m.cols, size)) * static_cast<double>(m.copies);
     }
-    const double use = cells / (tiles * static_cast<double>(size * size * pes));
-    if (use > best_use) best = size, best_use = use;
+    const double use = cells / (tiles * static_cast<double>(size) * static_cast<double>(size) *
+                                static_cast<double>(pes));
+    if (use > best_use) {
+      best = size;
+      best_use = use;
+    }
   }
   return best;
 }

@@ -16,7 +16,8 @@
 // sub-array read of numColMuxed sensing cycles, then the adder tree over the row arrays):
 //
 //   t_read  = pixels * input_bits * columns_per_adc * read_pulse * sensing_latency_factor
-//   t_shift = pixels * input_bits * (columns_per_adc + columns_per_adc / cells per weight) / clock
+//   t_shift = pixels * input_bits * (columns_per_adc + ceil(columns_per_adc / cells_per_weight))
+//             / clock
 //   t_accum = pixels * columns_per_adc * ceil(log2(row arrays)) / clock
 //
 // t_shift: after each input bit's sensing cycles the sub-array shifts and adds the cells of a

@@ -64,10 +64,11 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
                                                           LoadReport* report);
 
 // The form every row of the shipped length datasets has, "123<TAB>45", at the start of `text`:
-// both counts and the length of that text, or 0 for anything else (spaces, a third field, 19 or
-// more digits), which the general path (TableReader::Split, with its errors) then reads. The
-// dataset reader's one-pass path; the caller checks that a line ends there
-// (TableReader::TakeLine).
+// both counts and the length of that text, or 0 where the text does not start that way (19 or more
+// digits, no tab). Whatever follows the form (a third field, trailing spaces) is left to the
+// caller, which takes the row only if a line ends there (TableReader::TakeLine) and else reads
+// it on the general path (TableReader::Split, with its errors). The dataset reader's one-pass
+// path.
 size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second);
 
 // The same on a table already open (fuzzing, tests): errors name table.path().
