@@ -25,7 +25,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "absl/base/options.h"
@@ -35,7 +34,7 @@
 
 namespace {
 
-// "absl::<inline namespace>::<name>" mangled, e.g. Member("5Mutex4LockEv") is
+// "absl::<inline namespace>::<name>" mangled, e.g. Mangled("5Mutex4LockEv") is
 // _ZN4absl7debian35Mutex4LockEv; `konst` for a const member function (_ZNK...).
 std::string Mangled(const char* member, bool konst = false) {
 #define NEUPIMS_STR2(x) #x
@@ -72,7 +71,8 @@ template <typename F>
 auto Locking(Mutex* mu, unsigned flags, F&& real) {
   __tsan_mutex_pre_lock(mu, flags);
   const auto taken = real();
-  __tsan_mutex_post_lock(mu, flags | (taken ? 0 : __tsan_mutex_try_lock_failed), 0);
+  const bool failed = (flags & __tsan_mutex_try_lock) != 0 && !taken;
+  __tsan_mutex_post_lock(mu, flags | (failed ? __tsan_mutex_try_lock_failed : 0), 0);
   return taken;
 }
 

@@ -101,7 +101,7 @@ std::vector<std::string> BuiltinCimNames() { return BuiltinConfigNames("cim"); }
 
 ArrayMapping CimModel::Map(const MvmOp& op) const {
   ArrayMapping m;
-  const int64_t columns_per_weight = spec_.weight_bits / spec_.cell_bits;
+  const int64_t columns_per_weight = spec_.cells_per_weight();
   const int64_t oc_per_group = CeilDiv(op.out_channels, op.groups);
   m.row_arrays = op.kernel_h * op.kernel_w * CeilDiv(op.in_channels, spec_.array_rows);
   m.col_arrays = CeilDiv(oc_per_group * columns_per_weight, spec_.array_cols);
@@ -121,7 +121,7 @@ absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
   const double pixels = static_cast<double>(op.out_pixels);
   const double bit_reads = pixels * spec_.input_bits;  // NeuroSim's numInVector
   c.read_s = bit_reads * spec_.columns_per_adc * spec_.read_pulse_s * spec_.sensing_latency_factor;
-  const int cells_per_weight = spec_.weight_bits / spec_.cell_bits;
+  const int64_t cells_per_weight = spec_.cells_per_weight();
   const double shift_cycles =
       spec_.columns_per_adc +
       std::ceil(static_cast<double>(spec_.columns_per_adc) / cells_per_weight);
@@ -133,8 +133,8 @@ absl::StatusOr<CimCost> CimModel::Mvm(const MvmOp& op) const {
 
   // Only the mapped part of each sub-array is driven and converted (NeuroSim maps the weight
   // matrix onto numRowMatrix x numColMatrix of a sub-array).
-  const double weight_columns =
-      static_cast<double>(op.out_channels) * (spec_.weight_bits / spec_.cell_bits);  // all groups
+  const double weight_columns = static_cast<double>(op.out_channels) *
+                                static_cast<double>(spec_.cells_per_weight());  // all groups
   const double cells =
       static_cast<double>(op.kernel_h * op.kernel_w * op.in_channels) * weight_columns;
   c.cell_energy_j = bit_reads * cells * spec_.input_activity * spec_.cell_read_energy_j();
@@ -225,7 +225,7 @@ int64_t BestTileSize(const std::vector<Matrix>& ms, int64_t floor, int64_t pes) 
 
 std::vector<ChipLayer> CimModel::Floorplan(const std::vector<MvmOp>& layers) const {
   const int64_t pes = MostCommonKernelArea(layers);
-  const int64_t columns_per_weight = spec_.weight_bits / spec_.cell_bits;
+  const int64_t columns_per_weight = spec_.cells_per_weight();
   std::vector<ChipLayer> out(layers.size());
   std::vector<Matrix> nm, cm;  // novel mapping: IC rows per PE; conventional: IC*K^2 rows
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -88,6 +88,8 @@ struct CimSpec {
   int buffer_line_bits = 128;      // a global buffer core's line, moved in one cycle
   double buffer_bit_energy_j = 0;  // per bit read from or written to a buffer
 
+  // Cells (array columns) one weight spans; validation makes it whole.
+  int64_t cells_per_weight() const { return weight_bits / cell_bits; }
   // Mean cell conductance (cells spread evenly over the levels between G_off and G_on).
   double mean_conductance_s() const { return 0.5 * (1 / r_on_ohm + 1 / r_off_ohm); }
   double cell_read_energy_j() const {
