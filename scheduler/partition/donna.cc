@@ -1,6 +1,7 @@
 #include "scheduler/partition/donna.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "scheduler/partition/donna_bounds.h"
 
 namespace neupims::scheduler::partition {
 namespace {
@@ -138,6 +140,20 @@ DeviceClasses Classify(const Profile& p) {
   return dc;
 }
 
+// For each used-state, the profile column of each device it leaves free (RestBounds).
+std::vector<std::vector<int>> FreeColumns(const DeviceClasses& classes) {
+  std::vector<std::vector<int>> columns(classes.states);
+  for (int used = 0; used < classes.states; ++used) {
+    for (size_t c = 0; c < classes.members.size(); ++c) {
+      const int cls = static_cast<int>(c);
+      for (int k = classes.count(used, cls); k < classes.size(cls); ++k) {
+        columns[used].push_back(classes.rep(cls));
+      }
+    }
+  }
+  return columns;
+}
+
 class Search {
  public:
   Search(const Profile& p, double alpha, bool pareto, bool bounded)
@@ -145,21 +161,26 @@ class Search {
         costs_(p),
         classes_(Classify(p)),
         norm_(NormalisationOf(p)),
-        alpha_(alpha),
+        weight_t_(alpha / norm_.time_s),
+        weight_e_((1 - alpha) / norm_.energy_j),
+        bounds_(p, weight_t_, weight_e_, FreeColumns(classes_)),
         pareto_(pareto),
         bounded_(bounded),
+        front_(pareto && !bounded),
         layers_(static_cast<int>(p.layers.size())),
         kinds_(static_cast<int>(classes_.members.size())),
         labels_(pareto ? static_cast<size_t>(layers_) * classes_.states * kinds_ : 0),
         single_(pareto ? 0 : static_cast<size_t>(layers_) * classes_.states * kinds_,
                 Label{kInf, kInf, kInf, -1, -1}),
+        single_c_(single_.size(), kInf),
         free_(classes_.states, 0) {
     for (int used = 0; used < classes_.states; ++used) {
       for (int c = 0; c < kinds_; ++c) {
         if (classes_.count(used, c) < classes_.size(c)) free_[used] |= 1u << c;
       }
     }
-    Bounds();
+    stage_t_.assign(layers_ + 1, 0);
+    stage_e_.assign(layers_ + 1, 0);
     // Transfer time and energy of every cut between every two classes, once.
     comm_.resize(static_cast<size_t>(kinds_) * kinds_ * layers_);
     for (int u = 0; u < kinds_; ++u) {
@@ -171,6 +192,7 @@ class Search {
         }
       }
     }
+    GroupByIncomingLinks();
   }
 
   void set_bound(double c) { best_c_ = c; }
@@ -180,18 +202,44 @@ class Search {
   void Run(Done done) {
     for (int u = 0; u < kinds_; ++u) {
       if (p_.input_device && ClassOfDevice(*p_.input_device) != u) continue;
-      Offer(Index(0, 0, u), Label{});
+      Offer(Slot(Index(0, 0, u)), Label{});
     }
     for (int i = 0; i < layers_; ++i) {
       for (int used = 0; used < classes_.states; ++used) {
         for (int u = 0; u < kinds_; ++u) {
           const int state = Index(i, used, u);
           for (int k = 0; k < Labels(state); ++k) {
+            if (pareto_ && DominatedByFewerDevices(i, used, u, LabelAt(state, k))) continue;
             Expand(i, used, u, state, k, done);
           }
         }
       }
     }
+  }
+
+  // Whether a label of state (i, used, u) is dominated by one of a state (i, sub, u) whose used
+  // devices are a strict subset of `used`'s (fewer of some class, no more of any): every
+  // completion of this label completes that one too, each device free here being free there, at
+  // no higher cost. Skipping it keeps every optimal plan (and, for the front, every
+  // Pareto-optimal one).
+  bool DominatedByFewerDevices(int i, int used, int u, const Label& l) const {
+    int sub = used;
+    while (PreviousSubState(used, &sub)) {
+      if (Dominated(labels_[Slot(Index(i, sub, u))], l)) return true;
+    }
+    return false;
+  }
+  // Steps *sub to the next used-state below `used` class by class (an odometer over the
+  // classes' counts, each from used's count down to 0); false after the last (all zero).
+  bool PreviousSubState(int used, int* sub) const {
+    for (int c = 0; c < kinds_; ++c) {
+      if (classes_.count(*sub, c) > 0) {
+        *sub -= classes_.stride[c];
+        return true;
+      }
+      *sub += classes_.count(used, c) * classes_.stride[c];  // wrap this class back to used's
+    }
+    return false;
   }
 
   // Walks a complete label back into stages (device, last layer), giving each class's stages
@@ -222,54 +270,57 @@ class Search {
     return stages;
   }
 
-  double Cost(double t, double e) const {
-    return alpha_ * t / norm_.time_s + (1 - alpha_) * e / norm_.energy_j;
-  }
+  double Cost(double t, double e) const { return weight_t_ * t + weight_e_ * e; }
 
  private:
   // States (layers placed i, used-state, class of the next stage): i innermost, so the offers
   // of one expansion (j = i+1.. for each next class) walk memory in order.
   int Index(int i, int used, int u) const { return (used * kinds_ + u) * layers_ + i; }
+
+  // Where a state's labels are kept. Two next classes v and v' that every class reaches over
+  // the same links (GroupByIncomingLinks) receive the same offers in every state where both are
+  // free: the offers come from the same stages and pay the same cuts. So their states share one
+  // slot, the group's, and an expansion offers once per group instead of once per class (with
+  // one default link medium, once instead of up to 7 times). The start states (i = 0) are not
+  // shared: only the input's class may begin.
+  int Slot(int state) const {
+    const int i = state % layers_;
+    if (i == 0) return state;
+    const int u = state / layers_ % kinds_;
+    return state + (group_[u] - u) * layers_;
+  }
+  // group_[v]: the least class whose incoming cut costs equal v's from every class that can ship
+  // to both (a class of one device never ships to itself).
+  void GroupByIncomingLinks() {
+    group_.resize(kinds_);
+    for (int v = 0; v < kinds_; ++v) {
+      group_[v] = v;
+      for (int w = 0; w < v; ++w) {
+        if (group_[w] == w && SameIncoming(w, v)) {
+          group_[v] = w;
+          break;
+        }
+      }
+    }
+  }
+  bool SameIncoming(int v, int w) const {
+    for (int u = 0; u < kinds_; ++u) {
+      if ((u == v || u == w) && classes_.size(u) < 2) continue;
+      const auto* a = &comm_[(u * kinds_ + v) * layers_];
+      const auto* b = &comm_[(u * kinds_ + w) * layers_];
+      if (!std::equal(a + 1, a + layers_, b + 1)) return false;
+    }
+    return true;
+  }
   int LayerOf(int state) const { return state % layers_; }
   int Labels(int state) const {
-    return pareto_ ? static_cast<int>(labels_[state].size()) : (single_[state].c < kInf ? 1 : 0);
+    const int slot = Slot(state);
+    return pareto_ ? static_cast<int>(labels_[slot].size()) : (single_c_[slot] < kInf ? 1 : 0);
   }
   const Label& LabelAt(int state, int k) const {
-    return pareto_ ? labels_[state][k] : single_[state];
+    return pareto_ ? labels_[Slot(state)][k] : single_[Slot(state)];
   }
 
-  // Lower bounds on what layers [j, L) still cost, whatever devices run them: each layer at
-  // least its cheapest energy and time on any device; the slowest such layer bounds T, and so
-  // does their total spread over the devices still free. They only prune (a partial plan whose
-  // bound already reaches the best complete plan's C cannot improve on it), so the search stays
-  // exact; they are what keeps 8 all-different devices fast.
-  void Bounds() {
-    min_e_.assign(layers_ + 1, 0);
-    min_t_sum_.assign(layers_ + 1, 0);
-    min_t_max_.assign(layers_ + 1, 0);
-    for (int l = layers_ - 1; l >= 0; --l) {
-      double t = kInf, e = kInf;
-      for (size_t d = 0; d < p_.devices.size(); ++d) {
-        if (!std::isfinite(p_.time_s[l][d]) || !std::isfinite(p_.energy_j[l][d])) continue;
-        t = std::min(t, p_.time_s[l][d]);
-        e = std::min(e, p_.energy_j[l][d]);
-      }
-      if (!std::isfinite(t)) t = e = 0;  // runs nowhere: no plan reaches it anyway
-      min_e_[l] = min_e_[l + 1] + e;
-      min_t_sum_[l] = min_t_sum_[l + 1] + t;
-      min_t_max_[l] = std::max(min_t_max_[l + 1], t);
-    }
-    free_devices_.assign(classes_.states, 0);
-    for (int used = 0; used < classes_.states; ++used) {
-      for (int c = 0; c < kinds_; ++c)
-        free_devices_[used] += classes_.size(c) - classes_.count(used, c);
-    }
-  }
-  // C's lower bound for a partial plan (t, e) that has placed j layers and used `used`.
-  double Bound(double t, double e, int j, int used) const {
-    const int free = std::max(free_devices_[used], 1);
-    return Cost(std::max({t, min_t_max_[j], min_t_sum_[j] / free}), e + min_e_[j]);
-  }
   int ClassOf(int state) const { return state / layers_ % kinds_; }
   bool Free(int used, int c) const { return (free_[used] >> c) & 1u; }
   int ClassOfDevice(int d) const {
@@ -281,65 +332,122 @@ class Search {
     return -1;
   }
 
+  // Expands one label of state (i layers placed, `used`, next class u): a stage [i, j) on u's
+  // device for every end j it can run to, then the cut to every next class v still free. The
+  // stage's (T, E) per end is computed once (phase 1) and the offers to one next class walk the
+  // states (j, used + u, v) in memory order (phase 2).
   template <typename Done>
   void Expand(int i, int used, int u, int state, int k, Done& done) {
     if (!Free(used, u)) return;
     const Label from = LabelAt(state, k);
-    const int d = classes_.rep(u);
+    const int end = StageEnds(i, used, u, from);
+    if (end == layers_ && (!bounded_ || Cost(stage_t_[end], stage_e_[end]) < best_c_)) {
+      done(state, k, u, stage_t_[end], stage_e_[end]);
+    }
     const int now_used = used + classes_.stride[u];
-    for (int j = i + 1; j <= layers_; ++j) {
-      if (!costs_.Runs(d, i, j)) break;  // a longer stage cannot run either
-      const double t_comp = std::max(from.t, costs_.TimeS(d, i, j));
-      const double e_comp = from.e + costs_.EnergyJ(d, i, j);
-      // Only grows with j: the stage's energy on d is at least the cheapest the bound assumed.
-      if (bounded_ && Cost(t_comp, e_comp + min_e_[j]) >= best_c_) break;
-      if (j == layers_) {
-        if (!bounded_ || Cost(t_comp, e_comp) < best_c_) done(state, k, u, t_comp, e_comp);
-        continue;
-      }
-      for (uint32_t left = free_[now_used]; left != 0; left &= left - 1) {
-        const int v = __builtin_ctz(left);
-        const auto [comm_s, comm_j] = comm_[(u * kinds_ + v) * layers_ + j];
-        Label next{std::max(t_comp, comm_s), e_comp + comm_j, 0, state, k};
-        next.c = Cost(next.t, next.e);
-        if (bounded_ && Bound(next.t, next.e, j, now_used) >= best_c_) continue;
-        Offer(Index(j, now_used, v), next);
+    const int last_cut = std::min(end, layers_ - 1);
+    uint32_t offered = 0;  // groups of next classes (GroupByIncomingLinks) offered to
+    for (uint32_t left = free_[now_used]; left != 0; left &= left - 1) {
+      const int v = __builtin_ctz(left);
+      if (offered & (1u << group_[v])) continue;
+      offered |= 1u << group_[v];
+      const std::pair<double, double>* comm = &comm_[(u * kinds_ + v) * layers_];
+      const int to = Slot(Index(1, now_used, v)) - 1;
+      for (int j = i + 1; j <= last_cut; ++j) {
+        const double t = std::max(stage_t_[j], comm[j].first);
+        const double e = stage_e_[j] + comm[j].second;
+        const double c = Cost(t, e);
+        if (!pareto_ && !(c < single_c_[to + j])) continue;  // cheap test first
+        if (bounded_ && bounds_.Reaches(t, e, j, now_used, best_c_)) continue;
+        Offer(to + j, Label{t, e, c, state, k});
       }
     }
   }
 
-  // Keeps the label of least C (published) or every non-dominated label (exact).
-  void Offer(int state, const Label& l) {
+  // Fills stage_t_[j] / stage_e_[j] with (T, E) after a stage [i, j) on class u's device, for
+  // j = i+1 .. the returned last end: as far as the stage can run and, when bounded, as long as
+  // the bound with the cheapest energies of the layers after j stays below the best plan.
+  int StageEnds(int i, int used, int u, const Label& from) {
+    const int d = classes_.rep(u);
+    const double spread = weight_t_ / bounds_.Free(used);  // >= 1 free: u is
+    int j = i + 1;
+    for (; j <= layers_; ++j) {
+      if (!costs_.Runs(d, i, j)) break;  // a longer stage cannot run either
+      const double stage_s = costs_.TimeS(d, i, j);
+      stage_t_[j] = std::max(from.t, stage_s);
+      stage_e_[j] = from.e + costs_.EnergyJ(d, i, j);
+      if (!bounded_) continue;
+      // Both bounds only grow with j, since d is free in `used`: a layer's energy (or its
+      // alpha-weighted mix of time spread over the free devices and energy) on d is at least the
+      // cheapest on a device free in `used`, which the bound assumed for it after j.
+      if (Cost(stage_t_[j], stage_e_[j] + bounds_.EnergyAfter(used, j)) >= best_c_ ||
+          weight_e_ * stage_e_[j] + spread * stage_s + bounds_.JointAfter(used, j) >= best_c_) {
+        break;
+      }
+    }
+    return j - 1;
+  }
+
+  // The order and dominance of the exact searches' labels. The front (every alpha) keeps the
+  // labels no other beats in both T and E. At one alpha a label A does at least as well as B in
+  // every continuation (which takes T to max(T, X) and adds Y to E) iff E_A <= E_B and
+  // C_A <= C_B: the difference of the two C's is monotone in X, and those are its two ends
+  // (X = 0 and X large). So the exact search keeps the labels no other beats in both E and C:
+  // fewer than in (T, E), with the same optimum.
+  double Primary(const Label& l) const { return front_ ? l.t : l.e; }
+  double Secondary(const Label& l) const { return front_ ? l.e : l.c; }
+  // Labels are kept sorted by increasing Primary, so by decreasing Secondary.
+  bool Before(const Label& a, const Label& b) const { return Primary(a) < Primary(b); }
+  bool Dominated(const std::vector<Label>& ls, const Label& l) const {
+    // The labels with Primary <= l's end at `after`; the last has the least Secondary of them.
+    const auto after = std::upper_bound(
+        ls.begin(), ls.end(), l, [this](const Label& a, const Label& b) { return Before(a, b); });
+    return after != ls.begin() && Secondary(*std::prev(after)) <= Secondary(l);
+  }
+
+  // Keeps the label of least C (published) or every non-dominated label (exact) in a slot.
+  void Offer(int slot, const Label& l) {
     if (!pareto_) {
-      if (l.c < single_[state].c) single_[state] = l;
+      if (l.c < single_c_[slot]) {
+        single_[slot] = l;
+        single_c_[slot] = l.c;
+      }
       return;
     }
-    std::vector<Label>& ls = labels_[state];
-    for (const Label& o : ls) {
-      if (o.t <= l.t && o.e <= l.e) return;
-    }
+    std::vector<Label>& ls = labels_[slot];
+    if (Dominated(ls, l)) return;
+    // Those l dominates: a run from the first with Primary >= l's while Secondary >= l's.
+    const auto first = std::lower_bound(
+        ls.begin(), ls.end(), l, [this](const Label& a, const Label& b) { return Before(a, b); });
+    auto last = first;
+    while (last != ls.end() && Secondary(*last) >= Secondary(l)) ++last;
     // Offers only reach states ahead of the sweep (more layers done), which have not been
-    // expanded yet, so no successor points at a label removed here.
-    ls.erase(std::remove_if(ls.begin(), ls.end(),
-                            [&](const Label& o) { return l.t <= o.t && l.e <= o.e; }),
-             ls.end());
-    ls.push_back(l);
+    // expanded yet, so no successor points at a label moved or removed here.
+    if (first != last) {
+      *first = l;
+      ls.erase(std::next(first), last);
+    } else {
+      ls.insert(first, l);
+    }
   }
 
   const Profile& p_;
   StageCosts costs_;
   DeviceClasses classes_;
   Normalisation norm_;
-  double alpha_;
+  double weight_t_, weight_e_;  // C = weight_t_ T + weight_e_ E (eq. 1 on normalised terms)
+  RestBounds bounds_;           // what the layers not yet placed still cost, at least
   bool pareto_;
   bool bounded_;
+  bool front_;  // the Pareto front over every alpha: (T, E) labels (Primary())
   int layers_, kinds_;
-  std::vector<std::vector<Label>> labels_;       // exact: every non-dominated label per state
-  std::vector<Label> single_;                    // published: one label per state (c = inf: none)
-  std::vector<uint32_t> free_;                   // per used-state: the classes with a device left
+  std::vector<std::vector<Label>> labels_;  // exact: every non-dominated label per state
+  std::vector<Label> single_;               // published: one label per state
+  std::vector<double> single_c_;  // its C (inf: none), apart: the offers' test reads only this
+  std::vector<uint32_t> free_;    // per used-state: the classes with a device left
   std::vector<std::pair<double, double>> comm_;  // [u][v][j]: seconds, joules
-  std::vector<double> min_e_, min_t_sum_, min_t_max_;  // Bounds(): per layers placed
-  std::vector<int> free_devices_;                      // per used-state
+  std::vector<int> group_;                       // GroupByIncomingLinks(): per class
+  std::vector<double> stage_t_, stage_e_;        // StageEnds(): per end of the stage being expanded
   double best_c_ = kInf;
 };
 
@@ -537,6 +645,9 @@ absl::StatusOr<Plan> DonnaPublished(const Profile& p, double alpha) {
 }
 
 absl::StatusOr<Plan> DonnaExact(const Profile& p, double alpha) {
+  // At alpha 0 (1) C is E (T) alone and the least-C label of a state does at least as well as
+  // any other in every continuation, so the published programme is already exact.
+  if (alpha == 0 || alpha == 1) return DonnaPublished(p, alpha);
   // The published programme's plan is achievable, so its cost bounds the exact search.
   absl::StatusOr<Plan> seed = DonnaPublished(p, alpha);
   if (!seed.ok()) return seed.status();
