@@ -1,11 +1,17 @@
 // Speed of the CNN partitioners (docs/benchmarks.md). The bounds: ResNet152 over 8
-// devices, the exact DP < 1 s and the published DP < 50 ms on one core. The profile here is
-// synthetic with ResNet152's shape (209 layers) so the benchmark does not depend on the device
-// models; `neupims cnn pareto` runs both on the real profiles.
+// devices, the exact DP < 1 s and the published DP < 50 ms on one core. Two kinds of problem:
+//  - synthetic profiles with ResNet152's shape (209 layers) and a chosen number of device
+//    kinds, independent of the device models;
+//  - the real ResNet152 profile on configs/clusters/eight-kinds.json (eight all-different
+//    devices: every subset of them is a distinct state) with each of DONNA's link media.
 #include <cmath>
 #include <random>
 
 #include "benchmark/benchmark.h"
+#include "engine/cnn/profiler.h"
+#include "hw/cluster/cluster.h"
+#include "hw/link/link.h"
+#include "models/cnn/graph.h"
 #include "scheduler/partition/donna.h"
 
 namespace {
@@ -58,6 +64,42 @@ void BM_Exact(benchmark::State& state) {
 // {devices, kinds}: 8 devices of 3 kinds (DONNA-like), 4 and 8 all different.
 BENCHMARK(BM_Published)->Args({8, 3})->Args({4, 4})->Args({8, 8})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Exact)->Args({8, 3})->Args({4, 4})->Args({8, 8})->Unit(benchmark::kMillisecond);
+
+const char* const kMedia[] = {"pcie5", "hb-wcc", "lb-wcc"};
+
+// ResNet152 on eight-kinds with every link on medium range(0) of kMedia.
+Profile EightKinds(int medium) {
+  auto graph = neupims::models::cnn::LoadGraph("resnet152");
+  auto cluster = neupims::hw::cluster::LoadCluster("eight-kinds");
+  auto link = neupims::hw::link::BuiltinMedium(kMedia[medium]);
+  if (!graph.ok() || !cluster.ok() || !link.ok()) std::abort();
+  for (auto& row : cluster->link) {
+    for (auto& l : row) l = *link;
+  }
+  auto profile = neupims::engine::cnn::BuildProfile(*graph, *cluster);
+  if (!profile.ok()) std::abort();
+  return *profile;
+}
+
+// range(0): medium (0 pcie5, 1 hb-wcc, 2 lb-wcc); range(1): alpha in tenths.
+template <bool kExact>
+void BM_ResNet152EightKinds(benchmark::State& state) {
+  const Profile p = EightKinds(static_cast<int>(state.range(0)));
+  const double alpha = static_cast<double>(state.range(1)) / 10;
+  state.SetLabel(std::string(kMedia[state.range(0)]) + " alpha " + std::to_string(alpha));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kExact ? neupims::scheduler::partition::DonnaExact(p, alpha)
+                                    : neupims::scheduler::partition::DonnaPublished(p, alpha));
+  }
+}
+void Media(benchmark::internal::Benchmark* b) {
+  for (int medium = 0; medium < 3; ++medium) {
+    for (int alpha : {2, 5, 8, 10}) b->Args({medium, alpha});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_ResNet152EightKinds<false>)->Apply(Media)->Name("BM_RealPublished");
+BENCHMARK(BM_ResNet152EightKinds<true>)->Apply(Media)->Name("BM_RealExact");
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <utility>
 
 namespace neupims::scheduler::partition {
 namespace {
@@ -40,50 +41,56 @@ bool Runs(const Profile& p, int l, int d) {
 }  // namespace
 
 RestBounds::RestBounds(const Profile& p, double weight_t, double weight_e,
-                       const std::vector<std::vector<int>>& free_columns)
-    : layers_(static_cast<int>(p.layers.size())), weight_t_(weight_t), weight_e_(weight_e) {
-  const CutFloors cuts = CutFloorsOf(p);
+                       std::vector<std::vector<int>> free_columns)
+    : p_(p),
+      columns_(std::move(free_columns)),
+      layers_(static_cast<int>(p.layers.size())),
+      weight_t_(weight_t),
+      weight_e_(weight_e) {
+  CutFloors cuts = CutFloorsOf(p);
+  cut_e_ = std::move(cuts.energy_j);
+  cut_t_ = std::move(cuts.time_s);
   size_t rows = 0;
-  for (const std::vector<int>& columns : free_columns) {
+  for (const std::vector<int>& columns : columns_) {
     free_.push_back(static_cast<int>(columns.size()));
     first_.push_back(rows);
     rows += static_cast<size_t>(layers_ + 1) * columns.size();
   }
-  per_stages_.resize(rows);
-  stage_floor_.resize(free_columns.size() * (layers_ + 1));
-  for (size_t s = 0; s < free_columns.size(); ++s) {
-    FillState(p, static_cast<int>(s), free_columns[s], cuts.energy_j, cuts.time_s);
-  }
+  filled_.assign(columns_.size(), 0);
+  per_stages_.reset(new PerStages[rows]);
+  stage_floor_.reset(new StageFloor[columns_.size() * (layers_ + 1)]);
 }
 
 // Sweeps the layers from the last to the first, keeping the sums over the layers left, and
 // writes every j's floors for m = 1 .. free devices.
-void RestBounds::FillState(const Profile& p, int s, const std::vector<int>& columns,
-                           const std::vector<double>& cut_e, const std::vector<double>& cut_t) {
+void RestBounds::FillState(int s) const {
+  const std::vector<int>& columns = columns_[s];
   const int free = static_cast<int>(columns.size());
   double e_sum = 0, t_sum = 0, t_max = 0;
   std::vector<double> joint(free + 1, 0);    // [m]
   std::vector<double> slowdown(free, kInf);  // per free device
   std::vector<double> speed(free);
+  StageFloor* floors = &stage_floor_[static_cast<size_t>(s) * (layers_ + 1)];
   for (int j = layers_; j >= 0; --j) {
     if (j < layers_) {
       double t = kInf, e = kInf;
       for (int d : columns) {
-        if (!Runs(p, j, d)) continue;
-        t = std::min(t, p.time_s[j][d]);
-        e = std::min(e, p.energy_j[j][d]);
+        if (!Runs(p_, j, d)) continue;
+        t = std::min(t, p_.time_s[j][d]);
+        e = std::min(e, p_.energy_j[j][d]);
       }
       for (int m = 1; m <= free; ++m) {
+        const double w_t = weight_t_ / m;
         double mix = kInf;
         for (int d : columns) {
-          if (Runs(p, j, d))
-            mix = std::min(mix, weight_t_ / m * p.time_s[j][d] + weight_e_ * p.energy_j[j][d]);
+          if (Runs(p_, j, d))
+            mix = std::min(mix, w_t * p_.time_s[j][d] + weight_e_ * p_.energy_j[j][d]);
         }
         joint[m] += mix;
       }
       for (int k = 0; k < free && t > 0 && std::isfinite(t); ++k) {
-        if (Runs(p, j, columns[k]))
-          slowdown[k] = std::min(slowdown[k], p.time_s[j][columns[k]] / t);
+        if (Runs(p_, j, columns[k]))
+          slowdown[k] = std::min(slowdown[k], p_.time_s[j][columns[k]] / t);
       }
       e_sum += e;
       t_sum += t;
@@ -91,28 +98,42 @@ void RestBounds::FillState(const Profile& p, int s, const std::vector<int>& colu
     }
     for (int k = 0; k < free; ++k) speed[k] = std::isfinite(slowdown[k]) ? 1 / slowdown[k] : 0;
     std::sort(speed.begin(), speed.end(), std::greater<>());
-    stage_floor_[Row(s) + j] = {e_sum, joint[free > 0 ? free : 0]};
+    floors[j] = {e_sum, joint[free]};
     double capacity = 0;
     for (int m = 1; m <= free; ++m) {
       capacity += speed[m - 1];
-      const double cuts = m > 1 ? (m - 1) * cut_e[j] : 0;
+      const double cuts = m > 1 ? (m - 1) * cut_e_[j] : 0;
       const double spread = t_sum > 0 ? t_sum / capacity : 0;
-      PerStages& f = per_stages_[first_[s] + static_cast<size_t>(j) * free + m - 1];
-      f.t_s = std::max({t_max, spread, m > 1 ? cut_t[j] : 0});
-      f.e_j = e_sum + cuts;
-      f.joint = joint[m] + weight_e_ * cuts;
+      per_stages_[first_[s] + static_cast<size_t>(j) * free + m - 1] = {
+          std::max({t_max, spread, m > 1 ? cut_t_[j] : 0}), e_sum + cuts,
+          joint[m] + weight_e_ * cuts};
     }
   }
+  filled_[s] = 1;
 }
 
-bool RestBounds::Reaches(double t, double e, int j, int s, double best) const {
-  const PerStages* f = &per_stages_[first_[s] + static_cast<size_t>(j) * free_[s]];
-  const int stages = std::min(free_[s], layers_ - j);
+RestBounds::State RestBounds::Of(int s) const {
+  if (!filled_[s]) FillState(s);
+  State state;
+  state.rows_ = &per_stages_[first_[s]];
+  state.floors_ = &stage_floor_[static_cast<size_t>(s) * (layers_ + 1)];
+  state.free_ = free_[s];
+  state.layers_ = layers_;
+  state.w_t_ = weight_t_;
+  state.w_e_ = weight_e_;
+  return state;
+}
+
+double RestBounds::State::Floor(double t, double e, int j) const {
+  const PerStages* f = &rows_[static_cast<size_t>(j) * free_];
+  const int stages = std::min(free_, layers_ - j);
+  double floor = kInf;
   for (int m = 0; m < stages; ++m) {
-    const double split = weight_t_ * std::max(t, f[m].t_s) + weight_e_ * (e + f[m].e_j);
-    if (std::max(split, weight_e_ * e + f[m].joint) < best) return false;
+    const double split = w_t_ * std::max(t, f[m].t_s) + w_e_ * (e + f[m].e_j);
+    const double c = std::max(split, w_e_ * e + f[m].joint);
+    if (c < floor) floor = c;  // a NaN (0 x infinity: that m cannot be) is never less
   }
-  return true;
+  return floor;
 }
 
 }  // namespace neupims::scheduler::partition

@@ -20,6 +20,8 @@
 #ifndef NEUPIMS_SCHEDULER_PARTITION_DONNA_BOUNDS_H_
 #define NEUPIMS_SCHEDULER_PARTITION_DONNA_BOUNDS_H_
 
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "scheduler/partition/profile.h"
@@ -29,43 +31,73 @@ namespace neupims::scheduler::partition {
 class RestBounds {
  public:
   // free_columns[s]: for used-state s, the profile column of each free device (a device that
-  // stands for several interchangeable ones is listed once per free device).
+  // stands for several interchangeable ones is listed once per free device). `p` must outlive
+  // the bounds.
   RestBounds(const Profile& p, double weight_t, double weight_e,
-             const std::vector<std::vector<int>>& free_columns);
+             std::vector<std::vector<int>> free_columns);
 
-  // Whether a partial plan (t, e) with j < L layers placed in used-state s cannot end below C =
-  // `best`: its bound reaches it. True when a layer left runs on no free device.
-  bool Reaches(double t, double e, int j, int s, double best) const;
-
-  // For a stage that starts at some i < j on a free device of s and ends at j: the floors of the
-  // layers after j with every free device of s (m = all of them) that only grow as the stage
-  // grows, since its layers on its device cost at least as much as the floors assumed for them.
-  // C >= w_t max(t, stage) + w_e (e + stage_e + EnergyAfter) and
-  // C >= w_e (e + stage_e) + w_t stage / free + JointAfter.
-  double EnergyAfter(int s, int j) const { return stage_floor_[Row(s) + j].energy_j; }
-  double JointAfter(int s, int j) const { return stage_floor_[Row(s) + j].joint; }
-  int Free(int s) const { return free_[s]; }
-
- private:
-  struct PerStages {   // the floors of the layers from j on, for m more stages
-    double t_s = 0;    // T >= max(t, t_s)
-    double e_j = 0;    // E >= e + e_j (the cuts included)
-    double joint = 0;  // C >= w_e e + joint (the cuts included)
+  // A used-state's floors per j (and m). Left uninitialised until FillState writes them (no
+  // default member values).
+  struct PerStages {  // the floors of the layers from j on, for m more stages
+    double t_s;       // T >= max(t, t_s)
+    double e_j;       // E >= e + e_j (the cuts included)
+    double joint;     // C >= w_e e + joint (the cuts included)
   };
   struct StageFloor {
-    double energy_j = 0;
-    double joint = 0;
+    double energy_j;
+    double joint;
   };
-  size_t Row(int s) const { return static_cast<size_t>(s) * (layers_ + 1); }
-  void FillState(const Profile& p, int s, const std::vector<int>& columns,
-                 const std::vector<double>& cut_e, const std::vector<double>& cut_t);
+  // One used-state's floors: what the searches' inner loops read (Of()).
+  class State {
+   public:
+    // Whether a partial plan (t, e) with j < L layers placed cannot end below C = `best`: its
+    // bound reaches it. True when a layer left runs on no free device.
+    bool Reaches(double t, double e, int j, double best) const {
+      const PerStages* f = &rows_[static_cast<size_t>(j) * free_];
+      const int stages = std::min(free_, layers_ - j);
+      for (int m = 0; m < stages; ++m) {
+        const double split = w_t_ * std::max(t, f[m].t_s) + w_e_ * (e + f[m].e_j);
+        if (std::max(split, w_e_ * e + f[m].joint) < best) return false;
+      }
+      return true;
+    }
+    // The bound itself (infinite when a layer left runs on no free device).
+    double Floor(double t, double e, int j) const;
 
+    // For a stage that starts at some i < j on a free device and ends at j: the floors of the
+    // layers after j with every free device (m = all of them) that only grow as the stage grows,
+    // since its layers on its device cost at least as much as the floors assumed for them:
+    // C >= w_t max(t, stage) + w_e (e + stage_e + EnergyAfter) and
+    // C >= w_e (e + stage_e) + w_t stage / free + JointAfter.
+    double EnergyAfter(int j) const { return floors_[j].energy_j; }
+    double JointAfter(int j) const { return floors_[j].joint; }
+    int free() const { return free_; }
+
+   private:
+    friend class RestBounds;
+    const PerStages* rows_ = nullptr;
+    const StageFloor* floors_ = nullptr;
+    int free_ = 0, layers_ = 0;
+    double w_t_ = 0, w_e_ = 0;
+  };
+  // Used-state s's floors, computed on first use (a search prunes most used-states before it
+  // reaches them).
+  State Of(int s) const;
+
+ private:
+  void FillState(int s) const;
+
+  const Profile& p_;
+  std::vector<std::vector<int>> columns_;  // per used-state: the free devices' columns
   int layers_;
   double weight_t_, weight_e_;
-  std::vector<int> free_;                // per used-state: free devices
-  std::vector<size_t> first_;            // per used-state: its rows in per_stages_
-  std::vector<PerStages> per_stages_;    // [first_[s] + j * free_[s] + m - 1]
-  std::vector<StageFloor> stage_floor_;  // [Row(s) + j]
+  std::vector<double> cut_e_, cut_t_;  // per j: the cheapest cut after some k > j
+  std::vector<int> free_;              // per used-state: free devices
+  std::vector<size_t> first_;          // per used-state: its rows in per_stages_
+  // The memo FillState fills (mutable: a cache of what the constructor's arguments define).
+  mutable std::vector<char> filled_;                   // per used-state
+  mutable std::unique_ptr<PerStages[]> per_stages_;    // [first_[s] + j * free_[s] + m - 1]
+  mutable std::unique_ptr<StageFloor[]> stage_floor_;  // [s * (L + 1) + j]
 };
 
 }  // namespace neupims::scheduler::partition
