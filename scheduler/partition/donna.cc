@@ -36,7 +36,22 @@ class StageCosts {
       }
     }
     for (size_t l = 0; l < n; ++l) weights_[l + 1] = weights_[l] + p.layers[l].weight_bytes;
+    last_end_.assign(p.devices.size(), std::vector<int>(n, 0));
+    for (size_t d = 0; d < p.devices.size(); ++d) {
+      int j = 0;  // Runs(d, i, j) only turns false as j grows, and stays true as i grows
+      for (int i = 0; i < static_cast<int>(n); ++i) {
+        j = std::max(j, i);
+        while (j < static_cast<int>(n) && Runs(static_cast<int>(d), i, j + 1)) ++j;
+        last_end_[d][i] = j;
+      }
+    }
   }
+
+  // The largest j with Runs(d, i, j) (i itself if layer i cannot run on d).
+  int LastEnd(int d, int i) const { return last_end_[d][i]; }
+  // Prefix sums: TimeS(d, i, j) = TimeRow(d)[j] - TimeRow(d)[i], EnergyJ likewise.
+  const double* TimeRow(int d) const { return time_[d].data(); }
+  const double* EnergyRow(int d) const { return energy_[d].data(); }
 
   // Layers [i, j) on device d: false if one cannot run there or the weights do not fit.
   bool Runs(int d, int i, int j) const {
@@ -55,6 +70,7 @@ class StageCosts {
   std::vector<std::vector<double>> time_, energy_;
   std::vector<std::vector<int>> blocked_;
   std::vector<int64_t> weights_;
+  std::vector<std::vector<int>> last_end_;  // [d][i]
 };
 
 // A partial plan: (T, E) so far in seconds and joules, and where it came from.
@@ -422,12 +438,14 @@ class Search {
     const int d = classes_.rep(u);
     const RestBounds::State floors = bounds_.Of(used);
     const double spread = weight_t_ / floors.free();  // >= 1 free: u is
+    const double* time = costs_.TimeRow(d);
+    const double* energy = costs_.EnergyRow(d);
+    const int last = costs_.LastEnd(d, i);  // a longer stage cannot run
     int j = i + 1;
-    for (; j <= layers_; ++j) {
-      if (!costs_.Runs(d, i, j)) break;  // a longer stage cannot run either
-      const double stage_s = costs_.TimeS(d, i, j);
+    for (; j <= last; ++j) {
+      const double stage_s = time[j] - time[i];
       stage_t_[j] = std::max(from.t, stage_s);
-      stage_e_[j] = from.e + costs_.EnergyJ(d, i, j);
+      stage_e_[j] = from.e + (energy[j] - energy[i]);
       if (!bounded_) continue;
       // Both bounds only grow with j, since d is free in `used`: a layer's energy (or its
       // alpha-weighted mix of time spread over the free devices and energy) on d is at least the

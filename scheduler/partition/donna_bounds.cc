@@ -70,27 +70,33 @@ void RestBounds::FillState(int s) const {
   std::vector<double> joint(free + 1, 0);    // [m]
   std::vector<double> slowdown(free, kInf);  // per free device
   std::vector<double> speed(free);
+  std::vector<double> layer_t(free), layer_e(free);  // per free device that runs layer j
+  std::vector<int> runs_on(free);                    // its index in `columns`
   StageFloor* floors = &stage_floor_[static_cast<size_t>(s) * (layers_ + 1)];
   for (int j = layers_; j >= 0; --j) {
     if (j < layers_) {
+      // Layer j's time and energy on the free devices that run it.
+      int runs = 0;
+      for (int k = 0; k < free; ++k) {
+        if (!Runs(p_, j, columns[k])) continue;
+        layer_t[runs] = p_.time_s[j][columns[k]];
+        layer_e[runs] = p_.energy_j[j][columns[k]];
+        runs_on[runs++] = k;
+      }
       double t = kInf, e = kInf;
-      for (int d : columns) {
-        if (!Runs(p_, j, d)) continue;
-        t = std::min(t, p_.time_s[j][d]);
-        e = std::min(e, p_.energy_j[j][d]);
+      for (int r = 0; r < runs; ++r) {
+        t = std::min(t, layer_t[r]);
+        e = std::min(e, layer_e[r]);
       }
       for (int m = 1; m <= free; ++m) {
         const double w_t = weight_t_ / m;
         double mix = kInf;
-        for (int d : columns) {
-          if (Runs(p_, j, d))
-            mix = std::min(mix, w_t * p_.time_s[j][d] + weight_e_ * p_.energy_j[j][d]);
-        }
+        for (int r = 0; r < runs; ++r)
+          mix = std::min(mix, w_t * layer_t[r] + weight_e_ * layer_e[r]);
         joint[m] += mix;
       }
-      for (int k = 0; k < free && t > 0 && std::isfinite(t); ++k) {
-        if (Runs(p_, j, columns[k]))
-          slowdown[k] = std::min(slowdown[k], p_.time_s[j][columns[k]] / t);
+      for (int r = 0; r < runs && t > 0; ++r) {
+        slowdown[runs_on[r]] = std::min(slowdown[runs_on[r]], layer_t[r] / t);
       }
       e_sum += e;
       t_sum += t;
