@@ -1,0 +1,137 @@
+#include "scheduler/partition/donna_bounds.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "scheduler/partition/donna.h"
+#include "tests/scheduler/partition/random_profile.h"
+
+namespace neupims::scheduler::partition {
+namespace {
+
+// Used-states as bitmasks of used devices (every device its own class): state s leaves free
+// the devices not in s.
+std::vector<std::vector<int>> FreeColumnsByMask(int devices) {
+  std::vector<std::vector<int>> columns(1 << devices);
+  for (int s = 0; s < (1 << devices); ++s) {
+    for (int d = 0; d < devices; ++d) {
+      if (!(s >> d & 1)) columns[s].push_back(d);
+    }
+  }
+  return columns;
+}
+
+// Every plan (distinct devices in order, every set of cut points) that PricePlan accepts.
+void ForEachPlan(const Profile& p, const std::function<void(const Plan&)>& visit) {
+  const int layers = static_cast<int>(p.layers.size());
+  const int devices = static_cast<int>(p.devices.size());
+  std::vector<Stage> stages;
+  std::vector<bool> used(devices, false);
+  auto recurse = [&](auto& self, int first) -> void {
+    if (first == layers) {
+      absl::StatusOr<Plan> plan = PricePlan(p, stages, 0.5);
+      if (plan.ok()) visit(*plan);
+      return;
+    }
+    for (int d = 0; d < devices; ++d) {
+      if (used[d]) continue;
+      used[d] = true;
+      for (int last = first; last < layers; ++last) {
+        Stage s;
+        s.device = d;
+        s.last_layer = last;
+        stages.push_back(s);
+        self(self, last + 1);
+        stages.pop_back();
+      }
+      used[d] = false;
+    }
+  };
+  recurse(recurse, 0);
+}
+
+// The property the searches' exactness rests on: at every point of every complete plan (after
+// its first k stages and the cut to stage k+1, with those k devices used), the floor of what
+// the rest costs is no more than the plan's C.
+TEST(RestBoundsTest, TheFloorOfEveryPartialPlanIsAtMostItsCompletionsCost) {
+  std::mt19937_64 rng(11);
+  int checked = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const int devices = 1 + trial % 4;
+    const Profile p = RandomProfile(rng, 1 + trial % 7, devices);
+    const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
+    const Normalisation n = NormalisationOf(p);
+    const double w_t = alpha / n.time_s, w_e = (1 - alpha) / n.energy_j;
+    const RestBounds bounds(p, w_t, w_e, FreeColumnsByMask(devices));
+    ForEachPlan(p, [&](const Plan& plan) {
+      const double c = w_t * plan.bottleneck_s + w_e * plan.energy_j;
+      EXPECT_LE(bounds.Of(0).Floor(0, 0, 0), c * (1 + 1e-12)) << "trial " << trial;
+      double t = 0, e = 0;
+      int used = 0;
+      for (size_t k = 0; k + 1 < plan.stages.size(); ++k) {
+        const Stage& s = plan.stages[k];
+        t = std::max(t, s.time_s());
+        e += s.compute_energy_j + s.transfer_energy_j;
+        used |= 1 << s.device;
+        EXPECT_LE(bounds.Of(used).Floor(t, e, s.last_layer + 1), c * (1 + 1e-12))
+            << "trial " << trial << " after stage " << k;
+        EXPECT_FALSE(bounds.Of(used).Reaches(t, e, s.last_layer + 1, c * (1 + 1e-9)));
+        ++checked;
+      }
+    });
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+// The floors also hold stage by stage (the searches stop growing a stage once they reach the
+// best plan): for a stage [i, j) on a free device, C >= w_e (e + stage_e) + w_t stage / free +
+// JointAfter(j) and C >= w_t max(t, stage) + w_e (e + stage_e + EnergyAfter(j)).
+TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 120; ++trial) {
+    const int devices = 1 + trial % 4;
+    const Profile p = RandomProfile(rng, 1 + trial % 7, devices);
+    const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
+    const Normalisation n = NormalisationOf(p);
+    const double w_t = alpha / n.time_s, w_e = (1 - alpha) / n.energy_j;
+    const RestBounds bounds(p, w_t, w_e, FreeColumnsByMask(devices));
+    ForEachPlan(p, [&](const Plan& plan) {
+      const double c = w_t * plan.bottleneck_s + w_e * plan.energy_j;
+      double t = 0, e = 0;
+      int used = 0;
+      for (const Stage& s : plan.stages) {
+        const RestBounds::State floors = bounds.Of(used);
+        const int j = s.last_layer + 1;
+        const double stage_t = std::max(t, s.compute_s);
+        const double stage_e = e + s.compute_energy_j;
+        EXPECT_LE(w_t * stage_t + w_e * (stage_e + floors.EnergyAfter(j)), c * (1 + 1e-12));
+        EXPECT_LE(w_e * stage_e + w_t * s.compute_s / floors.free() + floors.JointAfter(j),
+                  c * (1 + 1e-12))
+            << "trial " << trial;
+        t = std::max(t, s.time_s());
+        e += s.compute_energy_j + s.transfer_energy_j;
+        used |= 1 << s.device;
+      }
+    });
+  }
+}
+
+TEST(RestBoundsTest, ALayerNoFreeDeviceRunsMakesTheFloorInfinite) {
+  std::mt19937_64 rng(17);
+  Profile p = RandomProfile(rng, 4, 2);
+  for (int l = 0; l < 4; ++l) {
+    for (int d = 0; d < 2; ++d) p.time_s[l][d] = p.energy_j[l][d] = 1e-3;
+  }
+  p.time_s[2][1] = p.energy_j[2][1] = kCannotRun;  // layer 2 runs on device 0 only
+  const RestBounds bounds(p, 0.5, 0.5, FreeColumnsByMask(2));
+  EXPECT_TRUE(std::isinf(bounds.Of(0b01).Floor(0, 0, 1)));  // device 0 used: layer 2 stranded
+  EXPECT_TRUE(bounds.Of(0b01).Reaches(0, 0, 1, 1e300));
+  EXPECT_FALSE(std::isinf(bounds.Of(0b10).Floor(0, 0, 1)));
+  EXPECT_TRUE(std::isfinite(bounds.Of(0b01).Floor(0, 0, 3)));  // past layer 2: device 1 runs it
+}
+
+}  // namespace
+}  // namespace neupims::scheduler::partition
