@@ -543,8 +543,8 @@ absl::Status NoPlan(const Profile& p) {
                    "device set holds the weights"));
 }
 
-absl::StatusOr<Plan> Solve(const Profile& p, double alpha, bool pareto, double bound) {
-  RETURN_IF_ERROR(CheckProblem(p, alpha));
+// The stages of the best plan the search finds below C = `bound` (none: empty).
+std::vector<Stage> BestStages(const Profile& p, double alpha, bool pareto, double bound) {
   Search search(p, alpha, pareto, /*bounded=*/true);
   double best = kInf;
   std::vector<Stage> stages;
@@ -564,8 +564,53 @@ absl::StatusOr<Plan> Solve(const Profile& p, double alpha, bool pareto, double b
       stages = search.Trace(state, label, u);
     }
   });
+  return stages;
+}
+
+absl::StatusOr<Plan> Solve(const Profile& p, double alpha, bool pareto, double bound) {
+  RETURN_IF_ERROR(CheckProblem(p, alpha));
+  const std::vector<Stage> stages = BestStages(p, alpha, pareto, bound);
   if (stages.empty()) return NoPlan(p);
   return PricePlan(p, stages, alpha);
+}
+
+// The model cut only after every k-th layer: blocks of k layers (the last may be shorter), each
+// block's costs and weights the sums of its layers', runnable where all its layers are.
+Profile Coarsened(const Profile& p, int k) {
+  Profile c = p;
+  const int layers = static_cast<int>(p.layers.size());
+  const int blocks = (layers + k - 1) / k;
+  c.layers.assign(blocks, {});
+  c.time_s.assign(blocks, std::vector<double>(p.devices.size(), 0));
+  c.energy_j = c.time_s;
+  c.cut_bytes.clear();
+  for (int l = 0; l < layers; ++l) {
+    ProfiledLayer& block = c.layers[l / k];
+    block.name = p.layers[l].name;
+    block.output_bytes = p.layers[l].output_bytes;
+    block.weight_bytes += p.layers[l].weight_bytes;
+    for (size_t d = 0; d < p.devices.size(); ++d) {
+      c.time_s[l / k][d] += p.time_s[l][d];  // kCannotRun (infinite) stays so
+      c.energy_j[l / k][d] += p.energy_j[l][d];
+    }
+    if (l % k == k - 1 && l + 1 < layers) c.cut_bytes.push_back(p.cut_bytes[l]);
+  }
+  return c;
+}
+
+// An upper bound on C for the published programme's pruning: the programme on the coarsened
+// model (about kCoarseBlocks blocks, so ~(L / kCoarseBlocks)^2 times less work). A plan of the
+// coarsened model is a plan of the model, cut at fewer places, so its C is achievable.
+// Infinite when the model is small or the coarse model has no plan.
+constexpr int kCoarseBlocks = 26;
+double CoarseUpperBound(const Profile& p, double alpha) {
+  const int layers = static_cast<int>(p.layers.size());
+  if (layers < 2 * kCoarseBlocks) return kInf;
+  const int k = (layers + kCoarseBlocks - 1) / kCoarseBlocks;
+  std::vector<Stage> stages = BestStages(Coarsened(p, k), alpha, /*pareto=*/false, kInf);
+  for (Stage& s : stages) s.last_layer = std::min((s.last_layer + 1) * k, layers) - 1;
+  absl::StatusOr<Plan> plan = PricePlan(p, stages, alpha);
+  return plan.ok() ? plan->objective : kInf;
 }
 
 }  // namespace
@@ -719,6 +764,23 @@ absl::StatusOr<Plan> PricePlan(const Profile& p, const std::vector<Stage>& stage
 }
 
 absl::StatusOr<Plan> DonnaPublished(const Profile& p, double alpha) {
+  RETURN_IF_ERROR(CheckProblem(p, alpha));
+  // Pruning starts from the coarsened model's plan (CoarseUpperBound) rather than waiting for
+  // the sweep's own late, multi-stage plans. Any label on the path to the plan the programme
+  // finds without it has a lower bound below that plan's C, so when the coarse plan is no
+  // better, the same path survives. When it is better, the programme finds nothing below it and
+  // runs again from scratch: the coarse plan itself is never returned, since it would hide what
+  // the programme as published finds (PublishedDpIsNotExactBetweenZeroAndOne).
+  std::vector<Stage> stages;
+  if (const double coarse = CoarseUpperBound(p, alpha); coarse < kInf) {
+    stages = BestStages(p, alpha, /*pareto=*/false, coarse * (1 + 1e-9));
+  }
+  if (stages.empty()) stages = BestStages(p, alpha, /*pareto=*/false, kInf);
+  if (stages.empty()) return NoPlan(p);
+  return PricePlan(p, stages, alpha);
+}
+
+absl::StatusOr<Plan> DonnaPublishedUnseeded(const Profile& p, double alpha) {
   return Solve(p, alpha, /*pareto=*/false, kInf);
 }
 

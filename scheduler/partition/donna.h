@@ -79,6 +79,9 @@ absl::StatusOr<Plan> PricePlan(const Profile& profile, const std::vector<Stage>&
                                double alpha, DeviceReuse reuse = DeviceReuse::kDistinct);
 
 absl::StatusOr<Plan> DonnaPublished(const Profile& profile, double alpha);
+// The published programme pruned only by the plans its own sweep finds, without the coarsened
+// model's plan DonnaPublished starts from: the same plans, more slowly (tests, benchmarks).
+absl::StatusOr<Plan> DonnaPublishedUnseeded(const Profile& profile, double alpha);
 absl::StatusOr<Plan> DonnaExact(const Profile& profile, double alpha);
 absl::StatusOr<Plan> BruteForcePartition(const Profile& profile, double alpha);
 

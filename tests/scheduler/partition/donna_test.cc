@@ -33,6 +33,25 @@ TEST(DonnaTest, PublishedDpEqualsBruteForceAtAlphaZeroAndOne) {
   }
 }
 
+// DonnaPublished prunes from the start with the plan of the model cut every k-th layer (models
+// of 52 layers or more); that must not change what the programme returns.
+TEST(DonnaTest, TheCoarsePlansBoundDoesNotChangeThePublishedPlan) {
+  std::mt19937_64 rng(7);
+  int compared = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Profile p = RandomProfile(rng, 52 + trial % 40, 2 + trial % 5);
+    for (double alpha : {0.2, 0.5, 0.8, 1.0}) {
+      absl::StatusOr<Plan> seeded = DonnaPublished(p, alpha);
+      absl::StatusOr<Plan> unseeded = DonnaPublishedUnseeded(p, alpha);
+      ASSERT_EQ(seeded.ok(), unseeded.ok()) << trial;
+      if (!seeded.ok()) continue;
+      EXPECT_EQ(seeded->objective, unseeded->objective) << "trial " << trial << " alpha " << alpha;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40);
+}
+
 TEST(DonnaTest, ExactDpEqualsBruteForceForEveryAlpha) {
   std::mt19937_64 rng(5);
   int published_worse = 0;
