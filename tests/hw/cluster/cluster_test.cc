@@ -1,5 +1,6 @@
 #include "hw/cluster/cluster.h"
 
+#include <set>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -26,7 +27,16 @@ TEST(ClusterTest, EveryBuiltinLoads) {
     EXPECT_EQ(c->name, name);
     EXPECT_EQ(c->link.size(), c->devices.size());
   }
-  EXPECT_EQ(BuiltinClusterNames().size(), 3u);
+  EXPECT_EQ(BuiltinClusterNames().size(), 4u);
+}
+
+TEST(ClusterTest, EightKindsHasEveryShippedDeviceConfigurationOnce) {
+  absl::StatusOr<Cluster> c = LoadCluster("eight-kinds");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->devices.size(), 8u);
+  std::set<std::string> configs;
+  for (const Device& d : c->devices) EXPECT_TRUE(configs.insert(d.config).second) << d.config;
+  EXPECT_EQ(c->link[0][7].medium, "hb-wcc");
 }
 
 TEST(ClusterTest, DonnaHeteroHasTwoCpusAGpuAndACimOverHighBandwidthWireless) {
