@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -794,18 +795,16 @@ absl::StatusOr<Plan> DonnaExact(const Profile& p, double alpha) {
   return Solve(p, alpha, /*pareto=*/true, seed->objective * (1 + 1e-12));
 }
 
-absl::StatusOr<Plan> BruteForcePartition(const Profile& p, double alpha) {
-  RETURN_IF_ERROR(CheckProblem(p, alpha));
+void ForEachPlan(const Profile& p, double alpha, const std::function<void(const Plan&)>& visit) {
   const int layers = static_cast<int>(p.layers.size());
   const int devices = static_cast<int>(p.devices.size());
-  std::optional<Plan> best;
   std::vector<Stage> stages;
   std::vector<bool> used(devices, false);
   // Every ordered sequence of distinct devices with every set of cut points.
   auto recurse = [&](auto& self, int first) -> void {
     if (first == layers) {
       absl::StatusOr<Plan> plan = PricePlan(p, stages, alpha);
-      if (plan.ok() && (!best || plan->objective < best->objective)) best = *plan;
+      if (plan.ok()) visit(*plan);
       return;
     }
     for (int d = 0; d < devices; ++d) {
@@ -823,6 +822,14 @@ absl::StatusOr<Plan> BruteForcePartition(const Profile& p, double alpha) {
     }
   };
   recurse(recurse, 0);
+}
+
+absl::StatusOr<Plan> BruteForcePartition(const Profile& p, double alpha) {
+  RETURN_IF_ERROR(CheckProblem(p, alpha));
+  std::optional<Plan> best;
+  ForEachPlan(p, alpha, [&](const Plan& plan) {
+    if (!best || plan.objective < best->objective) best = plan;
+  });
   if (!best) return NoPlan(p);
   return *best;
 }

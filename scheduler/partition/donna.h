@@ -25,6 +25,7 @@
 #ifndef NEUPIMS_SCHEDULER_PARTITION_DONNA_H_
 #define NEUPIMS_SCHEDULER_PARTITION_DONNA_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,11 @@ absl::StatusOr<Plan> DonnaPublished(const Profile& profile, double alpha);
 absl::StatusOr<Plan> DonnaPublishedUnseeded(const Profile& profile, double alpha);
 absl::StatusOr<Plan> DonnaExact(const Profile& profile, double alpha);
 absl::StatusOr<Plan> BruteForcePartition(const Profile& profile, double alpha);
+// Every plan the profile allows (distinct devices in order, every set of cut points, the first
+// stage on the input's device if set), priced at `alpha`: the oracle's enumeration, exponential
+// in the layers and devices (tests).
+void ForEachPlan(const Profile& profile, double alpha,
+                 const std::function<void(const Plan&)>& visit);
 
 // The Pareto front over all plans (DonnaExact without the alpha bound): every plan no other plan
 // beats in both T and E, by increasing T.

@@ -1,7 +1,7 @@
 #include "scheduler/partition/donna_bounds.h"
 
 #include <cmath>
-#include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -24,33 +24,23 @@ std::vector<std::vector<int>> FreeColumnsByMask(int devices) {
   return columns;
 }
 
-// Every plan (distinct devices in order, every set of cut points) that PricePlan accepts.
-void ForEachPlan(const Profile& p, const std::function<void(const Plan&)>& visit) {
-  const int layers = static_cast<int>(p.layers.size());
-  const int devices = static_cast<int>(p.devices.size());
-  std::vector<Stage> stages;
-  std::vector<bool> used(devices, false);
-  auto recurse = [&](auto& self, int first) -> void {
-    if (first == layers) {
-      absl::StatusOr<Plan> plan = PricePlan(p, stages, 0.5);
-      if (plan.ok()) visit(*plan);
-      return;
-    }
-    for (int d = 0; d < devices; ++d) {
-      if (used[d]) continue;
-      used[d] = true;
-      for (int last = first; last < layers; ++last) {
-        Stage s;
-        s.device = d;
-        s.last_layer = last;
-        stages.push_back(s);
-        self(self, last + 1);
-        stages.pop_back();
-      }
-      used[d] = false;
-    }
-  };
-  recurse(recurse, 0);
+// A random problem at a random alpha, with its weights and bounds.
+struct Problem {
+  Profile p;
+  double w_t = 0, w_e = 0;
+  std::unique_ptr<RestBounds> bounds;
+  double C(const Plan& plan) const { return w_t * plan.bottleneck_s + w_e * plan.energy_j; }
+};
+Problem RandomProblem(std::mt19937_64& rng, int trial) {
+  const int devices = 1 + trial % 4;
+  Problem pr;
+  pr.p = RandomProfile(rng, 1 + trial % 7, devices);
+  const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
+  const Normalisation n = NormalisationOf(pr.p);
+  pr.w_t = alpha / n.time_s;
+  pr.w_e = (1 - alpha) / n.energy_j;
+  pr.bounds = std::make_unique<RestBounds>(pr.p, pr.w_t, pr.w_e, FreeColumnsByMask(devices));
+  return pr;
 }
 
 // The property the searches' exactness rests on: at every point of every complete plan (after
@@ -60,14 +50,10 @@ TEST(RestBoundsTest, TheFloorOfEveryPartialPlanIsAtMostItsCompletionsCost) {
   std::mt19937_64 rng(11);
   int checked = 0;
   for (int trial = 0; trial < 120; ++trial) {
-    const int devices = 1 + trial % 4;
-    const Profile p = RandomProfile(rng, 1 + trial % 7, devices);
-    const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
-    const Normalisation n = NormalisationOf(p);
-    const double w_t = alpha / n.time_s, w_e = (1 - alpha) / n.energy_j;
-    const RestBounds bounds(p, w_t, w_e, FreeColumnsByMask(devices));
-    ForEachPlan(p, [&](const Plan& plan) {
-      const double c = w_t * plan.bottleneck_s + w_e * plan.energy_j;
+    const Problem pr = RandomProblem(rng, trial);
+    const RestBounds& bounds = *pr.bounds;
+    ForEachPlan(pr.p, 0.5, [&](const Plan& plan) {
+      const double c = pr.C(plan);
       EXPECT_LE(bounds.Of(0).Floor(0, 0, 0), c * (1 + 1e-12)) << "trial " << trial;
       double t = 0, e = 0;
       int used = 0;
@@ -92,14 +78,10 @@ TEST(RestBoundsTest, TheFloorOfEveryPartialPlanIsAtMostItsCompletionsCost) {
 TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
   std::mt19937_64 rng(13);
   for (int trial = 0; trial < 120; ++trial) {
-    const int devices = 1 + trial % 4;
-    const Profile p = RandomProfile(rng, 1 + trial % 7, devices);
-    const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
-    const Normalisation n = NormalisationOf(p);
-    const double w_t = alpha / n.time_s, w_e = (1 - alpha) / n.energy_j;
-    const RestBounds bounds(p, w_t, w_e, FreeColumnsByMask(devices));
-    ForEachPlan(p, [&](const Plan& plan) {
-      const double c = w_t * plan.bottleneck_s + w_e * plan.energy_j;
+    const Problem pr = RandomProblem(rng, trial);
+    const RestBounds& bounds = *pr.bounds;
+    ForEachPlan(pr.p, 0.5, [&](const Plan& plan) {
+      const double c = pr.C(plan);
       double t = 0, e = 0;
       int used = 0;
       for (const Stage& s : plan.stages) {
@@ -107,8 +89,8 @@ TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
         const int j = s.last_layer + 1;
         const double stage_t = std::max(t, s.compute_s);
         const double stage_e = e + s.compute_energy_j;
-        EXPECT_LE(w_t * stage_t + w_e * (stage_e + floors.EnergyAfter(j)), c * (1 + 1e-12));
-        EXPECT_LE(w_e * stage_e + w_t * s.compute_s / floors.free() + floors.JointAfter(j),
+        EXPECT_LE(pr.w_t * stage_t + pr.w_e * (stage_e + floors.EnergyAfter(j)), c * (1 + 1e-12));
+        EXPECT_LE(pr.w_e * stage_e + pr.w_t * s.compute_s / floors.free() + floors.JointAfter(j),
                   c * (1 + 1e-12))
             << "trial " << trial;
         t = std::max(t, s.time_s());
