@@ -420,7 +420,7 @@ class Search {
       if (offered & (1u << group_[v])) continue;
       offered |= 1u << group_[v];
       const std::pair<double, double>* comm = &comm_[(u * kinds_ + v) * layers_];
-      const int to = Slot(Index(1, now_used, v)) - 1;
+      const int to = Slot(Index(1, now_used, v)) - 1;  // to + j: layer j's slot (j >= 1)
       for (int j = i + 1; j <= last_cut; ++j) {
         const double t = std::max(stage_t_[j], comm[j].first);
         const double e = stage_e_[j] + comm[j].second;
