@@ -861,6 +861,13 @@ TEST_F(ServerTest, MetricsEndpointCountsWhatWasServed) {
   ++finished;
   EXPECT_EQ(Generate(LengthRequest(8, 0)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
+  // The load gauges are sampled (under fast pacing every 64 event batches and when the engine
+  // goes idle, docs/metrics.md): wait for the idle engine's sample. Counters are exact at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Metric(ScrapeMetrics(server_->metrics_port()), "neupims:num_requests_running") != 0 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   const std::string http = HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_EQ(http.rfind("HTTP/1.", 0), 0u) << http;
   EXPECT_NE(http.find(" 200 "), std::string::npos) << http.substr(0, http.find('\n'));
