@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace neupims::engine {
@@ -54,10 +55,148 @@ double Duration(const ScheduleNode& node, bool shares_bandwidth, double pim_left
                                         : pim_left + (node.dur_ns - pim_left * rate);
 }
 
+// A point in the event loop: a time and the pass at that time (a zero-duration node started in
+// pass q is retired in pass q + 1 at the same time), ordered by time, then pass. Times are
+// finite and >= 0 (Replay checks), so the bits of the double order them as integers below
+// 2^63, and a point of pass 1 or 2 is one 64-bit integer: twice the bits plus the pass - 1
+// (Replay refuses a third pass, which needs a zero-duration node after a zero-duration node).
+using Point = uint64_t;
+Point At(double t, int pass) {
+  uint64_t bits;
+  std::memcpy(&bits, &t, sizeof(bits));
+  return (bits << 1) | static_cast<uint64_t>(pass - 1);
+}
+int PassOf(Point p) { return static_cast<int>(p & 1) + 1; }
+double TimeOf(Point p) {
+  const uint64_t bits = p >> 1;
+  double t;
+  std::memcpy(&t, &bits, sizeof(t));
+  return t;
+}
+
+// The lanes in the order they decide within a pass (the PIM first: a GEMM that starts at the
+// same time sees it busy).
+constexpr int kPim = static_cast<int>(Lane::kPim);
+constexpr int kSystolic = static_cast<int>(Lane::kSystolic);
+constexpr int kOrder[kNumLanes] = {kPim, kSystolic, static_cast<int>(Lane::kVector),
+                                   static_cast<int>(Lane::kInterconnect)};
+constexpr int kRank[kNumLanes] = {1, 2, 0, 3};  // position of each lane in kOrder
+static_assert(kOrder[kRank[0]] == 0 && kOrder[kRank[1]] == 1 && kOrder[kRank[2]] == 2 &&
+              kOrder[kRank[3]] == 3);
+
 }  // namespace
 
 double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {
+  ++calls_;
+  // Blocked mode couples the PIM and systolic lanes' free times; it always runs the loop.
+  Memory* memory = blocked ? nullptr : Find(nodes.size(), barriers);
+  if (memory != nullptr) {
+    memory->last_used = calls_;
+    double makespan = 0;
+    if (Replay(nodes, memory->order, barriers, &makespan)) {
+      ++replays_;
+      return makespan;
+    }
+  }
+  ++event_loop_runs_;
+  const double makespan = RunEventLoop(nodes, blocked, barriers);
+  // Every node started (a DAG): remember the order, in place of a failed one or else of the
+  // least recently used.
+  if (blocked || order_.size() != nodes.size()) return makespan;
+  if (memory == nullptr) {
+    memory = &*std::min_element(
+        memories_.begin(), memories_.end(),
+        [](const Memory& a, const Memory& b) { return a.last_used < b.last_used; });
+    memory->barriers = barriers;
+    memory->last_used = calls_;
+  }
+  memory->order.swap(order_);
+  return makespan;
+}
+
+ListScheduler::Memory* ListScheduler::Find(size_t n, bool barriers) {
+  for (Memory& m : memories_) {
+    if (m.last_used > 0 && m.order.size() == n && m.barriers == barriers) return &m;
+  }
+  return nullptr;
+}
+
+// Takes the nodes in a remembered start order and checks, by induction over it, that the event
+// loop on these nodes would start them in that order at the same times. Nothing else is taken
+// from the remembered call: lanes, priorities, stages and dependencies are the current nodes',
+// and an order that does not start every node once after its dependencies is refused. If
+// every earlier decision is the loop's, node i (lane L) is its next decision on L, at point
+// D = max(i's ready point, the point L became free), when
+//   - D is after the previous decision's point (same point: L decides later in the pass);
+//     otherwise the order itself changed;
+//   - no node of L that was ready by an earlier decision point of L has a better (or equal)
+//     priority than the node started there: checked when that node comes up, as its ready
+//     point is then known, and a node whose dependencies are not all started yet is ready
+//     only after D;
+//   - no node of L was ready before a point at which L had idled up to then.
+// The start, end and bandwidth-sharing duration are the event loop's expressions.
+bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int> order,
+                           bool barriers, double* makespan) {
   const int n = static_cast<int>(nodes.size());
+  constexpr Point kUnset = ~Point{0};  // not yet started: no finite time has these bits
+  retire_.assign(n, kUnset);
+  for (auto& d : decisions_) d.clear();
+  const Point origin = At(0, 1);                                   // the first pass at time 0
+  Point lane_free[kNumLanes] = {origin, origin, origin, origin};   // last node's retire point
+  Point idle_start[kNumLanes] = {origin, origin, origin, origin};  // latest decision after idling
+  Point last = 0;      // the previous decision's point...
+  int last_rank = -1;  // ...and its lane's position in the pass
+  double pim_end = 0;  // end of the last PIM node started (the event loop's lane_free)
+  Point retired_max = origin, stage_open = origin;  // barriers: latest retire; stage opened
+  int stage = -1;
+  double span = 0;
+  for (int k = 0; k < n; ++k) {
+    const int i = order[k];
+    // `order` must start each node once, after its dependencies.
+    if (i < 0 || i >= n || retire_[i] != kUnset) return false;
+    ScheduleNode& node = nodes[i];
+    const int lane = static_cast<int>(node.lane);
+    Point ready = origin;
+    for (int d : node.deps) ready = std::max(ready, retire_[d]);
+    if (ready == kUnset) return false;
+    if (barriers) {
+      if (node.stage < stage) return false;
+      // Every node of a lower stage started earlier in this order, and is retired by the time
+      // the stage opens (the event loop's open_stage).
+      if (node.stage > stage) stage_open = retired_max;
+      stage = node.stage;
+      ready = std::max(ready, stage_open);
+    }
+    const Point at = std::max(ready, lane_free[lane]);
+    if (at < last || (at == last && kRank[lane] <= last_rank)) return false;
+    if (ready < idle_start[lane]) return false;
+    const std::vector<Decision>& taken = decisions_[lane];
+    for (size_t r = taken.size(); r-- > 0 && taken[r].at >= ready;) {
+      if (taken[r].priority >= node.priority) return false;  // ties: the loop's ready order
+    }
+    if (lane_free[lane] < at) idle_start[lane] = at;
+    const double t = TimeOf(at);
+    const double end = t + Duration(node, lane == kSystolic, pim_end - t);
+    if (!(end >= t) || !std::isfinite(end)) return false;  // points need finite times >= 0
+    node.start_ns = t;
+    node.end_ns = end;
+    if (lane == kPim) pim_end = end;
+    span = std::max(span, end);
+    if (end <= t && PassOf(at) == 2) return false;  // its retire point would be a third pass
+    retire_[i] = end > t ? At(end, 1) : At(t, PassOf(at) + 1);
+    lane_free[lane] = retire_[i];
+    retired_max = std::max(retired_max, retire_[i]);
+    decisions_[lane].push_back({at, node.priority});
+    last = at;
+    last_rank = kRank[lane];
+  }
+  *makespan = span;
+  return true;
+}
+
+double ListScheduler::RunEventLoop(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {
+  const int n = static_cast<int>(nodes.size());
+  order_.clear();
   // Users of each node in CSR form (deps point backwards).
   user_begin_.assign(n + 1, 0);
   for (const ScheduleNode& node : nodes) {
@@ -89,10 +228,6 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
     waiting_[i] = static_cast<int>(nodes[i].deps.size());
     if (waiting_[i] == 0) ready_[static_cast<int>(nodes[i].lane)].push_back(i);
   }
-  constexpr int kPim = static_cast<int>(Lane::kPim);
-  constexpr int kSystolic = static_cast<int>(Lane::kSystolic);
-  constexpr int kOrder[kNumLanes] = {kPim, kSystolic, static_cast<int>(Lane::kVector),
-                                     static_cast<int>(Lane::kInterconnect)};
   double lane_free[kNumLanes] = {0, 0, 0, 0};
   // The node each lane runs (-1: none; it ends at lane_free). A lane starts a node only once its
   // previous one has ended and been retired, so one slot per lane holds everything running.
@@ -143,6 +278,7 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
         makespan = std::max(makespan, node.end_ns);
         lane_node[lane] = i;
         again |= node.end_ns <= t;
+        order_.push_back(i);
       }
       if (lane_node[lane] >= 0) next = std::min(next, lane_free[lane]);
     }

@@ -10,6 +10,15 @@
 //     the PIM computes progresses at `dur_ns / dur_shared_ns` of full speed until the PIM frees
 //     the channels, then at full speed.
 //
+// Replay: the start order of the last few event-loop calls is remembered (one per node count;
+// a graph whose shape repeats with new durations usually starts its nodes in the same order).
+// Unless blocked, a call first replays the remembered order of its node count in one pass:
+// each node starts when both its dependencies and its lane are done, and the pass checks that
+// the greedy would have made each decision (no better-priority node of the lane was ready by
+// then, no node of the lane was ready while it idled, the order starts each node once after
+// its dependencies). Any failed check falls back to the event loop, so the result is the event
+// loop's bit for bit either way (ListScheduler.ReplayEqualsTheEventLoopOnRandomGraphs).
+//
 // Contract: deps index earlier nodes (a DAG in topological order). Reuses its scratch buffers
 // between calls (allocation-free in steady state); not thread-safe.
 #ifndef NEUPIMS_ENGINE_LIST_SCHEDULER_H_
@@ -77,11 +86,43 @@ class ListScheduler {
   // for every node of a lower stage (ScheduleNode::stage).
   double Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers = false);
 
+  // Calls answered by replaying the previous decisions, and by the event loop.
+  int64_t replays() const { return replays_; }
+  int64_t event_loop_runs() const { return event_loop_runs_; }
+
  private:
+  // An event-loop call remembered for replay: the order its nodes started in.
+  struct Memory {
+    bool barriers = false;
+    std::vector<int> order;
+    int64_t last_used = 0;  // calls_ when last found or stored; 0: empty
+  };
+  // A replayed decision of one lane: when it was taken (a point, Replay), and the node's
+  // priority.
+  struct Decision {
+    uint64_t at = 0;
+    int priority = 0;
+  };
+
+  double RunEventLoop(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers);
+  // The memory of a call with `n` nodes, or null.
+  Memory* Find(size_t n, bool barriers);
+  // Replays `order` on `nodes`; false (nodes' times unspecified) if the greedy would decide
+  // otherwise.
+  bool Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int> order, bool barriers,
+              double* makespan);
+
   // Scratch, reused between calls.
   std::vector<int> user_begin_, users_, waiting_;
   std::vector<int> stage_left_;                    // barriers: nodes of each stage not yet retired
   std::array<std::vector<int>, kNumLanes> ready_;  // per lane
+  // A few graph sizes alternate (decode and prefill stages on one model): one memory each.
+  std::array<Memory, 4> memories_;
+  std::vector<int> order_;  // the event loop's start order
+  // Replay scratch: each node's retire point, each lane's decisions.
+  std::vector<uint64_t> retire_;
+  std::array<std::vector<Decision>, kNumLanes> decisions_;
+  int64_t calls_ = 0, replays_ = 0, event_loop_runs_ = 0;
 };
 
 }  // namespace neupims::engine

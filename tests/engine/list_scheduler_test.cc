@@ -1,5 +1,7 @@
 #include "engine/list_scheduler.h"
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -99,6 +101,111 @@ TEST(ListScheduler, ReusedSchedulerGivesTheSameResult) {
   const double first = s.Run(absl::MakeSpan(a), false);
   EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(b), false), first);
   EXPECT_DOUBLE_EQ(first, 22);
+}
+
+TEST(ListScheduler, ReplayRefusesAnOrderTheNewDurationsChange) {
+  // Vector lane: A (priority 0) waits for a systolic node X, B (priority 1) for a PIM node Y.
+  // With X = 10 ns B runs first (ready at 1); with X = 0.5 ns A is ready first and runs first.
+  std::vector<ScheduleNode> nodes = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 1),
+                                     N(Lane::kVector, 2, 5, {0}), N(Lane::kVector, 3, 5, {1})};
+  ListScheduler s;
+  s.Run(absl::MakeSpan(nodes), false);
+  EXPECT_DOUBLE_EQ(nodes[3].start_ns, 1);
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 10);
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 0.5;
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false), 10.5);
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 0.5);
+  EXPECT_DOUBLE_EQ(nodes[3].start_ns, 5.5);
+  EXPECT_EQ(s.replays(), 0);
+  EXPECT_EQ(s.event_loop_runs(), 2);
+  // Durations that keep the order are replayed.
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 0.25;
+  EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), false), 10.25);
+  EXPECT_EQ(s.replays(), 1);
+}
+
+// A random DAG in topological order: lanes, unique priorities (a random permutation), up to
+// four earlier dependencies, stages never below a dependency's, some zero-duration nodes
+// (joins) and GEMMs slowed under the PIM.
+std::vector<ScheduleNode> RandomGraph(std::mt19937_64& rng, int n) {
+  std::vector<int> priority(n);
+  for (int i = 0; i < n; ++i) priority[i] = i;
+  std::shuffle(priority.begin(), priority.end(), rng);
+  std::vector<ScheduleNode> nodes(n);
+  for (int i = 0; i < n; ++i) {
+    ScheduleNode& node = nodes[i];
+    node.lane = static_cast<Lane>(rng() % kNumLanes);
+    node.priority = priority[i];
+    const int deps = i == 0 ? 0 : static_cast<int>(rng() % 4);
+    for (int d = 0; d < deps; ++d) {
+      const int dep = static_cast<int>(rng() % i);
+      if (std::find(node.deps.begin(), node.deps.end(), dep) == node.deps.end()) {
+        node.deps.push_back(dep);
+      }
+    }
+    for (int d : node.deps) node.stage = std::max(node.stage, nodes[d].stage);
+    node.stage += static_cast<int>(rng() % 3 == 0);
+  }
+  return nodes;
+}
+
+// New durations for the same graph: `spread` = 0 keeps the first draw (the same durations),
+// small values move them a little, large values reorder the schedule.
+void DrawDurations(std::mt19937_64& rng, double spread, std::vector<ScheduleNode>* nodes,
+                   std::vector<double>* base) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  if (base->empty()) {
+    for (const ScheduleNode& node : *nodes) {
+      const bool zero = node.lane == Lane::kInterconnect && rng() % 2 == 0;
+      base->push_back(zero ? 0.0 : 1.0 + 99.0 * unit(rng));
+    }
+  }
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    ScheduleNode& node = (*nodes)[i];
+    node.dur_ns = (*base)[i] * (1.0 + spread * unit(rng));
+    node.dur_shared_ns = node.lane == Lane::kSystolic && rng() % 2 == 0
+                             ? node.dur_ns * (1.0 + 2.0 * unit(rng))
+                             : node.dur_ns;
+  }
+}
+
+TEST(ListScheduler, ReplayEqualsTheEventLoopOnRandomGraphs) {
+  std::mt19937_64 rng(20261127);
+  ListScheduler replaying;
+  int64_t calls = 0;
+  for (int graph = 0; graph < 60; ++graph) {
+    std::vector<ScheduleNode> nodes = RandomGraph(rng, 10 + static_cast<int>(rng() % 90));
+    std::vector<double> base;
+    const bool barriers = graph % 3 == 0;
+    for (int draw = 0; draw < 40; ++draw) {
+      const double spread = draw % 4 == 3 ? 1.0 : (draw % 4 == 0 ? 0.0 : 1e-3);
+      DrawDurations(rng, spread, &nodes, &base);
+      std::vector<ScheduleNode> fresh_nodes = nodes;
+      ListScheduler fresh;
+      const double want = fresh.Run(absl::MakeSpan(fresh_nodes), false, barriers);
+      ASSERT_EQ(fresh.replays(), 0);
+      const double got = replaying.Run(absl::MakeSpan(nodes), false, barriers);
+      ++calls;
+      ASSERT_EQ(got, want) << "graph " << graph << " draw " << draw;
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        ASSERT_EQ(nodes[i].start_ns, fresh_nodes[i].start_ns) << "graph " << graph << " node " << i;
+        ASSERT_EQ(nodes[i].end_ns, fresh_nodes[i].end_ns) << "graph " << graph << " node " << i;
+      }
+    }
+  }
+  EXPECT_EQ(replaying.replays() + replaying.event_loop_runs(), calls);
+  // Both paths were taken: replays, and event-loop runs beyond each graph's first call.
+  EXPECT_GT(replaying.replays(), calls / 10);
+  EXPECT_GT(replaying.event_loop_runs(), 60 + calls / 20);
+}
+
+TEST(ListScheduler, BlockedModeNeverReplays) {
+  std::vector<ScheduleNode> nodes = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 8),
+                                     N(Lane::kVector, 2, 3, {0, 1})};
+  ListScheduler s;
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(s.Run(absl::MakeSpan(nodes), true), 21);
+  EXPECT_EQ(s.replays(), 0);
+  EXPECT_EQ(s.event_loop_runs(), 3);
 }
 
 }  // namespace
