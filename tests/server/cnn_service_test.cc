@@ -22,7 +22,6 @@
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/server.h"
 #include "tests/server/server_test_util.h"
-#include "tests/server/tsan_skip.h"
 
 namespace neupims::server {
 namespace {
@@ -72,9 +71,6 @@ ModelInferRequest InferRequest(int64_t images, bool raw = false) {
 
 class CnnServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
-  }
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown();
   }
