@@ -7,24 +7,30 @@
 // every access of ours (and of gRPC's header-only C++ code, compiled into our objects) on the two
 // sides of a batch looked like a race (843 reports in one run of the server suites).
 //
-// As tsan_absl_sync.cc does for Abseil's locks, this file defines gRPC core's entry points in
-// the executable, where they interpose on libgrpc's (libgrpc++ calls them through its PLT),
-// forwards each to the library (dlsym RTLD_NEXT), and adds the edge gRPC guarantees:
+// As tsan_absl_sync.cc does for Abseil's locks, this file defines gRPC's entry points in the
+// executable, where they interpose on the libraries' (libgrpc++, and libgrpc itself, call them
+// through their PLTs), forwards each to the library (dlsym RTLD_NEXT), and adds the edge gRPC
+// guarantees:
 //  - a batch's tag is released when the batch is started (grpc_call_start_batch, the server's
-//    request-call functions, grpc_cq_end_op) and acquired when its completion is handed back:
-//    by grpc_completion_queue_next / _pluck, or, for a callback completion queue, on entry to the
-//    tag's functor (gRPC calls tag->functor_run; see SwapFunctor);
+//    request-call functions) and acquired when its completion is handed back: by
+//    grpc_completion_queue_next / _pluck, or, for a callback completion queue, on entry to the
+//    tag's functor (gRPC calls tag->functor_run; see SwapFunctor). grpc_cq_end_op, where every
+//    completion passes, only releases the tag;
 //  - the callback API's server call schedules OnDone once its count of outstanding reactions
 //    drops to zero (ServerCallbackCall::ScheduleOnDone): the scheduling thread acquires the
-//    count, whose decrements inside libgrpc++ TSan cannot see;
+//    count's atomic, which every decrement in gRPC's headers (compiled into our code, so seen by
+//    TSan) released; the decrements inside libgrpc++ are not seen, which is why our reactors
+//    publish their OnCancel themselves (server/tsan_handover.h);
 //  - the last grpc_call_unref frees the call's arena, which holds the callback API's reactor
 //    objects: every unref releases the call and then acquires it, so the thread that frees has
 //    seen every other thread's accesses (as a reference count's acq_rel decrement does).
 //
-// Limits: only entry points called across a shared-library boundary can be interposed (libgrpc
-// calls itself directly); the callback functors recognised are the four StaticRun functions of
-// gRPC 1.51's C++ API found by name (another gRPC version: update kFunctorNames, which a missing
-// name only leaves unannotated, never breaks).
+// Limits: the callback functors recognised are the four StaticRun functions of gRPC 1.51's C++
+// API, found by name (CMakeLists.txt exports the executable's copies; another gRPC version:
+// update kFunctorNames, where a missing name leaves its tags unannotated, never broken); the
+// client's callback reactors are covered only through their tags (their own counters live in
+// gRPC's headers, which TSan sees); member functions are forwarded with the Itanium ABI's
+// `this`-first calling convention, as tsan_absl_sync.cc does.
 #include <dlfcn.h>
 #include <grpc/grpc.h>
 #include <grpcpp/support/server_callback.h>
