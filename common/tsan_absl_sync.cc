@@ -28,6 +28,7 @@
 #include <string>
 
 #include "absl/base/options.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/internal/kernel_timeout.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -206,6 +207,18 @@ void Notification::WaitForNotification() const {
       Real<void (*)(const Notification*)>("12Notification19WaitForNotificationEv", /*konst=*/true);
   real(this);
   __tsan_acquire(const_cast<Notification*>(this));
+}
+
+// A non-inlined Status (an error with a message or payloads) is reference counted; the copy that
+// drops the last reference frees it, often on another thread than the one that made or read it
+// (a gRPC completion, an engine callback). The count is decremented inside the library: every
+// decrement releases the rep and then acquires it, so the freeing thread has seen every earlier
+// holder's accesses (the edge an acq_rel decrement gives, which TSan cannot see here).
+void Status::UnrefNonInlined(uintptr_t rep) {
+  static const auto real = Real<void (*)(uintptr_t)>("6Status15UnrefNonInlinedEm");
+  __tsan_release(reinterpret_cast<void*>(rep));
+  __tsan_acquire(reinterpret_cast<void*>(rep));
+  real(rep);
 }
 
 ABSL_NAMESPACE_END

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/generate_request.h"
 #include "server/status_map.h"
+#include "server/tsan_handover.h"
 
 namespace neupims::server {
 namespace {
@@ -278,9 +279,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
 
   void OnWriteDone(bool ok) override { state_->WriteDone(ok); }
 
-  void OnCancel() override { state_->AbortRequest(); }
+  // gRPC orders OnCancel before OnDone with an atomic TSan cannot see (tsan_handover.h).
+  void OnCancel() override {
+    state_->AbortRequest();
+    HandOver(this);
+  }
 
   void OnDone() override {
+    TakeOver(this);
     state_->Detach();
     delete this;
   }
@@ -300,11 +306,18 @@ class CompleteReactor : public grpc::ServerUnaryReactor {
   // Called once the engine has accepted the request; a cancel that came first aborts it now.
   void set_request_id(const std::string& id) { abort_.SetId(id); }
 
-  void OnCancel() override { abort_.Abort(); }
+  // gRPC orders OnCancel before OnDone with an atomic TSan cannot see (tsan_handover.h).
+  void OnCancel() override {
+    abort_.Abort();
+    HandOver(this);
+  }
   // The request ended (CompleteSink): a later cancel aborts nothing.
   void Disarm() { abort_.Disarm(); }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TakeOver(this);
+    delete this;
+  }
 
  private:
   AbortLatch abort_;

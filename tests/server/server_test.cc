@@ -45,7 +45,6 @@
 #include "server/tokenizer.h"
 #include "tests/server/grpc_bytes.h"
 #include "tests/server/server_test_util.h"
-#include "tests/server/tsan_skip.h"
 
 namespace neupims::server {
 namespace {
@@ -231,10 +230,6 @@ std::vector<Sample> ScrapeMetrics(int port) {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
-  }
-
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown();
   }

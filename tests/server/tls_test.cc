@@ -22,7 +22,6 @@
 #include "server/server.h"
 #include "tests/server/grpc_bytes.h"
 #include "tests/server/test_pki.h"
-#include "tests/server/tsan_skip.h"
 
 namespace neupims::server {
 namespace {
@@ -184,7 +183,6 @@ class TlsTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_FALSE(pki_->ca_cert.empty()) << "no test PKI (see the set-up failure above)";
-    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
   }
 
   void TearDown() override {

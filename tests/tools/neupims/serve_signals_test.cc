@@ -29,7 +29,6 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
-#include "tests/server/tsan_skip.h"
 
 namespace neupims::cli {
 namespace {
@@ -43,14 +42,7 @@ using neupims::v1::LlmService;
 using neupims::v1::ServerInfo;
 using ::testing::HasSubstr;
 
-// As the server suites: uninstrumented gRPC and Abseil make ThreadSanitizer report false races,
-// in this process and in the server's (whose exit code they would change).
-class ServeSignals : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (testing_util::SkipServerTestsUnderTsan()) GTEST_SKIP() << testing_util::kTsanSkipReason;
-  }
-};
+class ServeSignals : public ::testing::Test {};
 
 // `neupims serve ARGS` as a child process, its stderr collected by a thread.
 class ServeProcess {
