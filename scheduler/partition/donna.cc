@@ -769,9 +769,12 @@ absl::StatusOr<Plan> DonnaPublished(const Profile& p, double alpha) {
   // Pruning starts from the coarsened model's plan (CoarseUpperBound) rather than waiting for
   // the sweep's own late, multi-stage plans. Any label on the path to the plan the programme
   // finds without it has a lower bound below that plan's C, so when the coarse plan is no
-  // better, the same path survives. When it is better, the programme finds nothing below it and
-  // runs again from scratch: the coarse plan itself is never returned, since it would hide what
-  // the programme as published finds (PublishedDpIsNotExactBetweenZeroAndOne).
+  // better, the same path survives. When it is better and 0 < alpha < 1, pruning can change
+  // which single label a state keeps, so the programme may then return another, cheaper plan
+  // than without the seed (never a costlier one); if it finds nothing below the bound it runs
+  // again from scratch. The coarse plan itself is never returned, since it would hide what the
+  // programme finds (PublishedDpIsNotExactBetweenZeroAndOne). At alpha 0 and 1 pruning is exact
+  // and the plan is the same either way.
   std::vector<Stage> stages;
   if (const double coarse = CoarseUpperBound(p, alpha); coarse < kInf) {
     stages = BestStages(p, alpha, /*pareto=*/false, coarse * (1 + 1e-9));
@@ -792,7 +795,11 @@ absl::StatusOr<Plan> DonnaExact(const Profile& p, double alpha) {
   // The published programme's plan is achievable, so its cost bounds the exact search.
   absl::StatusOr<Plan> seed = DonnaPublished(p, alpha);
   if (!seed.ok()) return seed.status();
-  return Solve(p, alpha, /*pareto=*/true, seed->objective * (1 + 1e-12));
+  const std::vector<Stage> stages =
+      BestStages(p, alpha, /*pareto=*/true, seed->objective * (1 + 1e-12));
+  // Nothing below the bound: the seed is optimal (e.g. an objective of 0, whose bound is 0).
+  if (stages.empty()) return seed;
+  return PricePlan(p, stages, alpha);
 }
 
 void ForEachPlan(const Profile& p, double alpha, const std::function<void(const Plan&)>& visit) {

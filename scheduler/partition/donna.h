@@ -81,7 +81,9 @@ absl::StatusOr<Plan> PricePlan(const Profile& profile, const std::vector<Stage>&
 
 absl::StatusOr<Plan> DonnaPublished(const Profile& profile, double alpha);
 // The published programme pruned only by the plans its own sweep finds, without the coarsened
-// model's plan DonnaPublished starts from: the same plans, more slowly (tests, benchmarks).
+// model's plan DonnaPublished starts from: the same plans at alpha 0 and 1, between them the same
+// or a costlier one (the seed can only prune towards a cheaper plan), more slowly (tests,
+// benchmarks).
 absl::StatusOr<Plan> DonnaPublishedUnseeded(const Profile& profile, double alpha);
 absl::StatusOr<Plan> DonnaExact(const Profile& profile, double alpha);
 absl::StatusOr<Plan> BruteForcePartition(const Profile& profile, double alpha);

@@ -135,6 +135,23 @@ TEST(DonnaTest, AlphaZeroPutsEverythingOnTheMostEfficientDevice) {
   EXPECT_LT(fast->bottleneck_s, plan->bottleneck_s);
 }
 
+// Free layers (no time, no energy) give every plan an objective of 0, so the exact search's
+// bound (the published plan's objective) is 0 too and nothing lies below it: the published plan
+// is then optimal and returned, not "no partition fits" (found in review).
+TEST(DonnaTest, ExactSearchReturnsTheSeedWhenNothingIsBelowIt) {
+  Profile p;
+  p.model = "free";
+  p.layers = {{"a", 100, 10}, {"b", 100, 10}};
+  p.devices = {{"gpu", "gpu", 1000}, {"cpu", "cpu", 1000}};
+  p.time_s = {{0, 0}, {0, 0}};
+  p.energy_j = {{0, 0}, {0, 0}};
+  p.cut_bytes = {0};
+  p.link.assign(2, std::vector<LinkCost>(2, Link(1e9, 0)));
+  absl::StatusOr<Plan> exact = DonnaExact(p, 0.5);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->objective, 0);
+}
+
 // Two orders of X and Y reach the same state (2 layers done on {X, Y}, Z next). At alpha 0.5 the
 // single label kept there is Y-then-X, (T, E) = (1, 3), cheaper so far than X-then-Y's (5, 2);
 // Z's 5 s stage then absorbs the time difference and X-then-Y wins, but it is gone.
