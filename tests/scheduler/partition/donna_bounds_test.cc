@@ -27,6 +27,7 @@ std::vector<std::vector<int>> FreeColumnsByMask(int devices) {
 // A random problem at a random alpha, with its weights and bounds.
 struct Problem {
   Profile p;
+  double alpha = 0;
   double w_t = 0, w_e = 0;
   std::unique_ptr<RestBounds> bounds;
   double C(const Plan& plan) const { return w_t * plan.bottleneck_s + w_e * plan.energy_j; }
@@ -35,10 +36,12 @@ Problem RandomProblem(std::mt19937_64& rng, int trial) {
   const int devices = 1 + trial % 4;
   Problem pr;
   pr.p = RandomProfile(rng, 1 + trial % 7, devices);
-  const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
+  // Alpha 0 and 1 (one of the two weights is 0) in one trial of five each.
+  const double drawn = std::uniform_real_distribution<double>(0, 1)(rng);
+  pr.alpha = trial % 5 == 0 ? 0.0 : trial % 5 == 1 ? 1.0 : drawn;
   const Normalisation n = NormalisationOf(pr.p);
-  pr.w_t = alpha / n.time_s;
-  pr.w_e = (1 - alpha) / n.energy_j;
+  pr.w_t = pr.alpha / n.time_s;
+  pr.w_e = (1 - pr.alpha) / n.energy_j;
   pr.bounds = std::make_unique<RestBounds>(pr.p, pr.w_t, pr.w_e, FreeColumnsByMask(devices));
   return pr;
 }
@@ -52,7 +55,7 @@ TEST(RestBoundsTest, TheFloorOfEveryPartialPlanIsAtMostItsCompletionsCost) {
   for (int trial = 0; trial < 120; ++trial) {
     const Problem pr = RandomProblem(rng, trial);
     const RestBounds& bounds = *pr.bounds;
-    ForEachPlan(pr.p, 0.5, [&](const Plan& plan) {
+    ForEachPlan(pr.p, pr.alpha, [&](const Plan& plan) {
       const double c = pr.C(plan);
       EXPECT_LE(bounds.Of(0).Floor(0, 0, 0), c * (1 + 1e-12)) << "trial " << trial;
       double t = 0, e = 0;
@@ -80,7 +83,7 @@ TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
   for (int trial = 0; trial < 120; ++trial) {
     const Problem pr = RandomProblem(rng, trial);
     const RestBounds& bounds = *pr.bounds;
-    ForEachPlan(pr.p, 0.5, [&](const Plan& plan) {
+    ForEachPlan(pr.p, pr.alpha, [&](const Plan& plan) {
       const double c = pr.C(plan);
       double t = 0, e = 0;
       int used = 0;

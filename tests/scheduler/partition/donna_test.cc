@@ -1,10 +1,12 @@
 #include "scheduler/partition/donna.h"
 
+#include <cmath>
 #include <random>
 #include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/scheduler/partition/plain_donna.h"
 #include "tests/scheduler/partition/random_profile.h"
 
 namespace neupims::scheduler::partition {
@@ -33,47 +35,6 @@ TEST(DonnaTest, PublishedDpEqualsBruteForceAtAlphaZeroAndOne) {
   }
 }
 
-// DonnaPublished prunes from the start with the plan of the model cut every k-th layer (models
-// of 52 layers or more); that must not change what the programme returns.
-TEST(DonnaTest, TheCoarsePlansBoundDoesNotChangeThePublishedPlan) {
-  std::mt19937_64 rng(7);
-  int compared = 0;
-  for (int trial = 0; trial < 60; ++trial) {
-    const Profile p = RandomProfile(rng, 52 + trial % 40, 2 + trial % 5);
-    for (double alpha : {0.2, 0.5, 0.8, 1.0}) {
-      absl::StatusOr<Plan> seeded = DonnaPublished(p, alpha);
-      absl::StatusOr<Plan> unseeded = DonnaPublishedUnseeded(p, alpha);
-      ASSERT_EQ(seeded.ok(), unseeded.ok()) << trial;
-      if (!seeded.ok()) continue;
-      EXPECT_EQ(seeded->objective, unseeded->objective) << "trial " << trial << " alpha " << alpha;
-      ++compared;
-    }
-  }
-  EXPECT_GT(compared, 40);
-}
-
-TEST(DonnaTest, ExactDpEqualsBruteForceForEveryAlpha) {
-  std::mt19937_64 rng(5);
-  int published_worse = 0;
-  for (int trial = 0; trial < 150; ++trial) {
-    const Profile p = RandomProfile(rng, 1 + trial % 8, 1 + trial % 4);
-    for (double alpha : {0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0}) {
-      absl::StatusOr<Plan> exact = DonnaExact(p, alpha);
-      absl::StatusOr<Plan> brute = BruteForcePartition(p, alpha);
-      ASSERT_EQ(exact.ok(), brute.ok()) << trial;
-      if (!exact.ok()) continue;
-      EXPECT_NEAR(exact->objective, brute->objective, 1e-12 + 1e-9 * brute->objective)
-          << "trial " << trial << " alpha " << alpha;
-      ExpectOneStagePerDevice(*exact);
-      absl::StatusOr<Plan> published = DonnaPublished(p, alpha);
-      ASSERT_TRUE(published.ok());
-      EXPECT_GE(published->objective, exact->objective * (1 - 1e-12));
-      if (published->objective > exact->objective * (1 + 1e-9)) ++published_worse;
-    }
-  }
-  RecordProperty("published_worse", published_worse);
-}
-
 // Devices 1..n-1 become copies of device 0 or 1 (same costs, memory and links), so the search
 // runs over how many of each kind are used.
 Profile WithRepeatedKinds(Profile p) {
@@ -92,6 +53,97 @@ Profile WithRepeatedKinds(Profile p) {
     for (int b = 0; b < n; ++b) p.link[a][b] = (a % 2 == b % 2) ? same : cross;
   }
   return p;
+}
+
+// One of four kinds of random problem: links per pair, one medium, two media (next devices
+// sharing states), or repeated device kinds; every third with the input on the last device.
+Profile RandomVariant(std::mt19937_64& rng, int trial, int layers, int devices) {
+  Profile p = RandomProfile(rng, layers, devices);
+  switch (trial % 4) {
+    case 1:
+      p = WithMedia(p, rng, 1);
+      break;
+    case 2:
+      p = WithMedia(p, rng, 2);
+      break;
+    case 3:
+      if (devices >= 3) p = WithRepeatedKinds(p);
+      break;
+  }
+  if (trial % 3 == 2) p.input_device = devices - 1;
+  return p;
+}
+
+// Between alpha 0 and 1 the programme as published is not exact, and what it returns depends on
+// every label it keeps; DonnaPublished prunes, and must still return the plain sweep's plan.
+TEST(DonnaTest, PublishedDpReturnsThePlainSweepsPlanForEveryAlpha) {
+  std::mt19937_64 rng(29);
+  int inexact = 0;  // cases where the plain sweep misses the optimum: the ones that matter
+  for (int trial = 0; trial < 600; ++trial) {
+    const Profile p = RandomVariant(rng, trial, 1 + trial % 10, 1 + trial % 5);
+    const double drawn = std::uniform_real_distribution<double>(0, 1)(rng);
+    for (double alpha : {0.0, 1.0, drawn, 0.5}) {
+      const double plain = PlainPublishedObjective(p, alpha);
+      absl::StatusOr<Plan> dp = DonnaPublished(p, alpha);
+      ASSERT_EQ(dp.ok(), std::isfinite(plain)) << "trial " << trial;
+      if (!dp.ok()) continue;
+      EXPECT_NEAR(dp->objective, plain, 1e-9 * plain + 1e-15)
+          << "trial " << trial << " alpha " << alpha;
+      if (plain > DonnaExact(p, alpha)->objective * (1 + 1e-9)) ++inexact;
+    }
+  }
+  EXPECT_GE(inexact, 5);
+}
+
+// DonnaPublished starts pruning from the plan of the model cut every k-th layer (models of 52
+// layers or more), which can be cheaper than the programme's own plan; it must still return the
+// plain sweep's plan. In trials 162 and 173 the coarse plan is the cheaper one, so the pruned
+// sweep finds nothing within it and sweeps again (seen with a trace; the other trials keep
+// the seeded sweep's plan).
+TEST(DonnaTest, TheCoarsePlansSeedDoesNotChangeThePublishedPlan) {
+  std::mt19937_64 rng(7);
+  int compared = 0;
+  for (int trial = 0; trial < 176; ++trial) {
+    Profile p = RandomVariant(rng, trial, 52 + trial % 40, 2 + trial % 4);
+    // Long models need most layers to run on most devices, or nothing fits: keep 1 in 10 of the
+    // layers a device cannot run.
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      for (size_t d = 0; d < p.devices.size(); ++d) {
+        if (std::isinf(p.time_s[l][d]) && l % 10 != 0) p.time_s[l][d] = p.energy_j[l][d] = 1e-3;
+      }
+    }
+    for (double alpha : {0.0, 0.2, 0.5, 0.8, 1.0}) {
+      const double plain = PlainPublishedObjective(p, alpha);
+      absl::StatusOr<Plan> dp = DonnaPublished(p, alpha);
+      ASSERT_EQ(dp.ok(), std::isfinite(plain)) << "trial " << trial;
+      if (!dp.ok()) continue;
+      EXPECT_NEAR(dp->objective, plain, 1e-9 * plain) << "trial " << trial << " alpha " << alpha;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 500);
+}
+
+TEST(DonnaTest, ExactDpEqualsBruteForceForEveryAlpha) {
+  std::mt19937_64 rng(5);
+  int published_worse = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const Profile p = RandomVariant(rng, trial, 1 + trial % 8, 1 + trial % 4);
+    for (double alpha : {0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0}) {
+      absl::StatusOr<Plan> exact = DonnaExact(p, alpha);
+      absl::StatusOr<Plan> brute = BruteForcePartition(p, alpha);
+      ASSERT_EQ(exact.ok(), brute.ok()) << trial;
+      if (!exact.ok()) continue;
+      EXPECT_NEAR(exact->objective, brute->objective, 1e-12 + 1e-9 * brute->objective)
+          << "trial " << trial << " alpha " << alpha;
+      ExpectOneStagePerDevice(*exact);
+      absl::StatusOr<Plan> published = DonnaPublished(p, alpha);
+      ASSERT_TRUE(published.ok());
+      EXPECT_GE(published->objective, exact->objective * (1 - 1e-12));
+      if (published->objective > exact->objective * (1 + 1e-9)) ++published_worse;
+    }
+  }
+  RecordProperty("published_worse", published_worse);
 }
 
 TEST(DonnaTest, RepeatedDevicesAreSearchedByCountAndStayExact) {
