@@ -19,7 +19,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kMaxDevices = 10;  // the state space grows as 2^devices
 // Relative slack of a bound taken from a plan's cost: the search and PricePlan sum the same
 // costs in other orders, and Pruning::kOwnCost's key in a third. Far above the rounding of a few
-// hundred layers' sums (~1e-14), far below any difference between plans that matters.
+// hundred layers' sums (~1e-14), far below any difference between plans that matters. A stage's
+// cost is a difference of prefix sums over its device, whose rounding scales with the prefix:
+// it would exceed the slack only if one device's costs over the layers before a stage were some
+// 1e7 times the plan's C, far from any real profile.
 constexpr double kBoundSlack = 1e-9;
 
 // O(1) stage costs from prefix sums over the layers, per device.
@@ -435,7 +438,8 @@ class Search {
   template <typename Done>
   void Expand(int i, int used, int u, int state, int k, Done& done) {
     const Label from = LabelAt(state, k);
-    // The best plan may have improved since this label was offered.
+    // The best plan may have improved since this label was offered. (For Pruning::kOwnCost this
+    // re-check is part of the argument, not only a saving: see OverLimit.)
     if (i > 0 && Dropped(from, used, i)) return;
     const int end = StageEnds(i, used, u, from);
     if (end == layers_ && Completes(Cost(stage_t_[end], stage_e_[end]))) {
@@ -457,19 +461,16 @@ class Search {
         const double e = stage_e_[j] + comm[j].second;
         const double c = Cost(t, e);
         if (!pareto_ && !(c < single_c_[to + j])) continue;  // cheap test first
-        if (pruning_ == Pruning::kRestBounds
-                ? next_floors.Reaches(t, e, j, best_c_)
-                : pruning_ == Pruning::kOwnCost && OverLimit(c, next_floors, j)) {
-          continue;
-        }
+        if (OfferDropped(Label{t, e, c}, next_floors, j)) continue;
         Offer(to + j, Label{t, e, c, state, k});
       }
     }
   }
 
   // Fills stage_t_[j] / stage_e_[j] with (T, E) after a stage [i, j) on class u's device, for
-  // j = i+1 .. the returned last end: as far as the stage can run and, when bounded, as long as
-  // the bound with the cheapest energies of the layers after j stays below the best plan.
+  // j = i+1 .. the returned last end: as far as the stage can run and, when pruning, as long as
+  // a plan through the end j can still be kept: its lower bound stays below the best plan
+  // (Pruning::kRestBounds) or its key within the limit (kOwnCost).
   int StageEnds(int i, int used, int u, const Label& from) {
     const int d = classes_.rep(u);
     const RestBounds::State floors =
@@ -487,7 +488,7 @@ class Search {
       // alpha-weighted mix of time spread over the free devices and energy) on d is at least the
       // cheapest on a device free in `used`, which the bound assumed for it after j. Every offer
       // and plan from the end j costs at least as much (its cut only adds; fewer devices are free
-      // after it), so OverLimit here drops exactly what it would drop there.
+      // after it), so OverLimit here drops only what it would drop there.
       if (pruning_ == Pruning::kRestBounds &&
           (Cost(stage_t_[j], stage_e_[j] + floors.EnergyAfter(j)) >= best_c_ ||
            weight_e_ * stage_e_[j] + spread * stage_s + floors.JointAfter(j) >= best_c_)) {
@@ -512,6 +513,19 @@ class Search {
     }
     return false;
   }
+  // Whether an offer of (t, e, c) to a state with the layers from j on left, whose free devices'
+  // floors are `floors`, is dropped.
+  bool OfferDropped(const Label& l, const RestBounds::State& floors, int j) const {
+    switch (pruning_) {
+      case Pruning::kNone:
+        return false;
+      case Pruning::kRestBounds:
+        return floors.Reaches(l.t, l.e, j, best_c_);
+      case Pruning::kOwnCost:
+        return OverLimit(l.c, floors, j);
+    }
+    return false;
+  }
   // Whether a complete plan of cost c is reported.
   bool Completes(double c) const {
     switch (pruning_) {
@@ -525,17 +539,24 @@ class Search {
     return true;
   }
   // Pruning::kOwnCost: whether a label of cost c whose layers from j on are still to be placed
-  // on the devices `floors` leaves free is over the limit. The key c + w_e x (the least energy
-  // those layers can cost) never decreases along a path (a stage adds at least its layers' least
-  // energy on a device that was free, and fewer free devices only raise the floor), grows with c
-  // among one state's labels, and is C itself for a complete plan. So, for any limit at least
-  // the cost F of the plan the plain sweep (no pruning) returns, dropping the labels whose key
-  // exceeds it changes no label whose key does not: such a label's predecessors are kept too,
-  // its state receives the same offers with keys within the limit, in the same order, and keeps
-  // the same least-C one (any label it kept instead, or lost, has a larger C, so a larger key).
-  // The plain sweep's plan is among them. The limit is the best plan this sweep has found (one
-  // of the plain sweep's plans, by the same argument) or a caller's seed; a seed below F leaves
-  // nothing to find, and the caller sweeps again without it. The slack absorbs rounding.
+  // on the devices `floors` leaves free is over the limit. Its key, c + w_e x (the least energy
+  // of those layers on those devices),
+  //  - never decreases along a path: a stage adds at least its layers' least energy over the
+  //    devices free before it (its device is one), its cut only adds, and fewer free devices only
+  //    raise the floor (StageEnds' break tests the stage with the floors before it, for that);
+  //  - grows with c among one state's labels (the floor is the state's, not the label's);
+  //  - is C itself for a complete plan.
+  // Let F be the C of the plan the plain sweep (no pruning) returns; the limit starts at least F.
+  // Invariant: every label this sweep expands is the plain sweep's label for its state. A state
+  // whose plain label has a key of at most the limit receives that label, since its predecessors
+  // are plain labels with smaller keys, and keeps it, since any other offer there has a larger C
+  // (ties: the same first one, as offers come in the same order). A state whose plain label was
+  // dropped (key above the limit at that time) can keep another, costlier label, but its key is
+  // larger still and the limit never grows, so the re-check before expansion (Dropped) drops it.
+  // So every plan found is one of the plain sweep's (C >= F): the limit, the best plan found,
+  // never falls below F, and the plain sweep's plan, whose keys are at most F, is found. A seed
+  // below F leaves nothing to find (every plan found costs at least F); the caller then sweeps
+  // again without it. The slack (kBoundSlack) absorbs rounding.
   bool OverLimit(double c, const RestBounds::State& floors, int j) const {
     return c + weight_e_ * floors.EnergyAfter(j) > limit_;
   }
@@ -852,6 +873,8 @@ absl::StatusOr<Plan> DonnaPublished(const Profile& p, double alpha) {
   // the seed. The coarse plan itself is never returned.
   std::vector<Stage> stages;
   if (const double coarse = CoarseUpperBound(p, alpha); coarse < kInf) {
+    // The slack here is for the lower bounds at alpha 0 and 1, which compare with the bound
+    // itself; set_bound adds kOwnCost's own on top, which only keeps more.
     stages = BestStages(p, alpha, Mode::kPublished, coarse * (1 + kBoundSlack));
   }
   if (stages.empty()) stages = BestStages(p, alpha, Mode::kPublished, kInf);

@@ -1,5 +1,6 @@
 #include "scheduler/partition/donna_bounds.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -102,6 +103,47 @@ TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
       }
     });
   }
+}
+
+// What makes DonnaPublished's pruning between alpha 0 and 1 leave the plain sweep's plan alone
+// (donna.cc, OverLimit): the key C + w_e EnergyAfter never decreases along a plan, neither as a
+// stage grows layer by layer (with the floors of the devices free before it, as StageEnds uses
+// them) nor across the cut to the next stage (with the floors after it, as the offers use them),
+// and it ends at the plan's C.
+TEST(RestBoundsTest, TheOwnCostKeyNeverDecreasesAlongAPlan) {
+  std::mt19937_64 rng(19);
+  int steps = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const Problem pr = RandomProblem(rng, trial);
+    const RestBounds& bounds = *pr.bounds;
+    const int layers = static_cast<int>(pr.p.layers.size());
+    ForEachPlan(pr.p, pr.alpha, [&](const Plan& plan) {
+      double t = 0, e = 0, key = 0;
+      int used = 0;
+      auto step = [&](double next) {
+        EXPECT_GE(next, key * (1 - 1e-12)) << "trial " << trial;
+        key = next;
+        ++steps;
+      };
+      for (const Stage& s : plan.stages) {
+        const RestBounds::State before = bounds.Of(used);
+        double stage_t = 0, stage_e = 0;
+        for (int l = s.first_layer; l <= s.last_layer; ++l) {
+          stage_t += pr.p.time_s[l][s.device];
+          stage_e += pr.p.energy_j[l][s.device];
+          step(pr.w_t * std::max(t, stage_t) + pr.w_e * (e + stage_e + before.EnergyAfter(l + 1)));
+        }
+        t = std::max(t, s.time_s());
+        e += s.compute_energy_j + s.transfer_energy_j;
+        used |= 1 << s.device;
+        if (s.last_layer + 1 < layers) {
+          step(pr.w_t * t + pr.w_e * (e + bounds.Of(used).EnergyAfter(s.last_layer + 1)));
+        }
+      }
+      EXPECT_NEAR(key, pr.C(plan), 1e-12 * pr.C(plan) + 1e-300) << "trial " << trial;
+    });
+  }
+  EXPECT_GT(steps, 10000);
 }
 
 TEST(RestBoundsTest, ALayerNoFreeDeviceRunsMakesTheFloorInfinite) {

@@ -1,7 +1,7 @@
 // DONNA's programme (paper 003, sec. II-B, Algorithm 1) written plainly, as the oracle of what
 // DonnaPublished must return: one label (T, E) per state (layers placed, set of devices used,
 // device of the next stage), the one of least C = w_t T + w_e E, no pruning, no classes of
-// interchangeable devices, no shared slots. O(L^2 2^D D^2): for tests only.
+// interchangeable devices, no shared slots, no bounds. O(L^2 2^D D^2): for tests only.
 #ifndef NEUPIMS_TESTS_SCHEDULER_PARTITION_PLAIN_DONNA_H_
 #define NEUPIMS_TESTS_SCHEDULER_PARTITION_PLAIN_DONNA_H_
 
@@ -10,15 +10,18 @@
 #include <limits>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "scheduler/partition/donna.h"
 #include "scheduler/partition/profile.h"
 
 namespace neupims::scheduler::partition {
 
-// The C of the plain sweep's plan; infinite when no plan fits. Stage costs are differences of
-// per-device prefix sums, as in the solvers, so that the two round alike.
-inline double PlainPublishedObjective(const Profile& p, double alpha) {
+// The plain sweep's plan, priced by PricePlan (NotFound when no plan fits). Stage costs are
+// differences of per-device prefix sums, as in the solvers, so that the two round alike.
+inline absl::StatusOr<Plan> PlainPublished(const Profile& p, double alpha) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
   const int layers = static_cast<int>(p.layers.size());
   const int devices = static_cast<int>(p.devices.size());
   const Normalisation n = NormalisationOf(p);
@@ -34,6 +37,7 @@ inline double PlainPublishedObjective(const Profile& p, double alpha) {
   }
   struct Label {
     double t = kInf, e = kInf, c = kInf;
+    size_t pred = kNone;  // the state whose label's stage led here
   };
   const int masks = 1 << devices;
   auto at = [&](int i, int mask, int u) -> size_t {
@@ -41,9 +45,10 @@ inline double PlainPublishedObjective(const Profile& p, double alpha) {
   };
   std::vector<Label> best(static_cast<size_t>(layers) * masks * devices);
   for (int u = 0; u < devices; ++u) {
-    if (!p.input_device || *p.input_device == u) best[at(0, 0, u)] = {0, 0, 0};
+    if (!p.input_device || *p.input_device == u) best[at(0, 0, u)] = {0, 0, 0, kNone};
   }
   double answer = kInf;
+  size_t answer_state = kNone;
   for (int i = 0; i < layers; ++i) {
     for (int mask = 0; mask < masks; ++mask) {
       for (int u = 0; u < devices; ++u) {
@@ -60,7 +65,10 @@ inline double PlainPublishedObjective(const Profile& p, double alpha) {
           const double t = std::max(from.t, time[u][j] - time[u][i]);
           const double e = from.e + (energy[u][j] - energy[u][i]);
           if (j == layers) {
-            answer = std::min(answer, w_t * t + w_e * e);
+            if (w_t * t + w_e * e < answer) {
+              answer = w_t * t + w_e * e;
+              answer_state = at(i, mask, u);
+            }
             continue;
           }
           for (int v = 0; v < devices; ++v) {
@@ -70,13 +78,24 @@ inline double PlainPublishedObjective(const Profile& p, double alpha) {
             const double e2 = e + link.EnergyJ(p.cut_bytes[j - 1]);
             const double c2 = w_t * t2 + w_e * e2;
             Label& to = best[at(j, mask | 1 << u, v)];
-            if (c2 < to.c) to = {t2, e2, c2};
+            if (c2 < to.c) to = {t2, e2, c2, at(i, mask, u)};
           }
         }
       }
     }
   }
-  return answer;
+  if (answer_state == kNone) return absl::NotFoundError("no plan fits");
+  // Walk back: state (i, mask, u) holds the plan up to layer i, whose next stage runs on u.
+  std::vector<Stage> stages;
+  int last = layers - 1;
+  for (size_t state = answer_state; state != kNone; state = best[state].pred) {
+    Stage s;
+    s.device = static_cast<int>(state % devices);
+    s.last_layer = last;
+    stages.insert(stages.begin(), s);
+    last = static_cast<int>(state / devices / masks) - 1;
+  }
+  return PricePlan(p, stages, alpha);
 }
 
 }  // namespace neupims::scheduler::partition
