@@ -1,7 +1,6 @@
 #include "scheduler/partition/donna.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -18,6 +17,13 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kMaxDevices = 10;  // the state space grows as 2^devices
+// Relative slack of a bound taken from a plan's cost: the search and PricePlan sum the same
+// costs in other orders, and Pruning::kOwnCost's key in a third. Far above the rounding of a few
+// hundred layers' sums (~1e-14), far below any difference between plans that matters. A stage's
+// cost is a difference of prefix sums over its device, whose rounding scales with the prefix:
+// it would exceed the slack only if one device's costs over the layers before a stage were some
+// 1e7 times the plan's C, far from any real profile.
+constexpr double kBoundSlack = 1e-9;
 
 // O(1) stage costs from prefix sums over the layers, per device.
 class StageCosts {
@@ -172,9 +178,33 @@ std::vector<std::vector<int>> FreeColumns(const DeviceClasses& classes) {
   return columns;
 }
 
+// What a search computes. kPublished keeps one label per state, the others every label no other
+// beats (kExact: in E and C at one alpha; kFront: in T and E, for every alpha).
+enum class Mode { kPublished, kExact, kFront };
+
+// How a search drops partial plans; each rule keeps what its mode computes exactly.
+enum class Pruning {
+  kNone,  // the front: every Pareto-optimal plan is needed
+  // A label whose lower bound (RestBounds) reaches the best plan found: it cannot lead to a
+  // cheaper one. Exact for the exact search, and for the single label at alpha 0 or 1, where the
+  // label of least C does at least as well as any other in every continuation.
+  kRestBounds,
+  // The single label between alpha 0 and 1, where the programme as published is not exact and
+  // what it returns depends on which label each state keeps: a label that cannot lead to a
+  // cheaper plan still decides what its successors keep. So only the labels a plain sweep would
+  // also drop without effect are dropped (OverLimit).
+  kOwnCost,
+};
+
+Pruning PruningOf(Mode mode, double alpha) {
+  if (mode == Mode::kFront) return Pruning::kNone;
+  if (mode == Mode::kPublished && alpha != 0 && alpha != 1) return Pruning::kOwnCost;
+  return Pruning::kRestBounds;
+}
+
 class Search {
  public:
-  Search(const Profile& p, double alpha, bool pareto, bool bounded)
+  Search(const Profile& p, double alpha, Mode mode)
       : p_(p),
         costs_(p),
         classes_(Classify(p)),
@@ -182,14 +212,13 @@ class Search {
         weight_t_(alpha / norm_.time_s),
         weight_e_((1 - alpha) / norm_.energy_j),
         bounds_(p, weight_t_, weight_e_, FreeColumns(classes_)),
-        pareto_(pareto),
-        bounded_(bounded),
-        front_(pareto && !bounded),
-        single_exact_(!pareto && (alpha == 0 || alpha == 1)),
+        pareto_(mode != Mode::kPublished),
+        front_(mode == Mode::kFront),
+        pruning_(PruningOf(mode, alpha)),
         layers_(static_cast<int>(p.layers.size())),
         kinds_(static_cast<int>(classes_.members.size())),
-        labels_(pareto ? static_cast<size_t>(layers_) * classes_.states * kinds_ : 0),
-        single_(pareto ? 0 : static_cast<size_t>(layers_) * classes_.states * kinds_,
+        labels_(pareto_ ? static_cast<size_t>(layers_) * classes_.states * kinds_ : 0),
+        single_(pareto_ ? 0 : static_cast<size_t>(layers_) * classes_.states * kinds_,
                 Label{kInf, kInf, kInf, -1, -1}),
         single_c_(single_.size(), kInf),
         free_(classes_.states, 0) {
@@ -214,7 +243,11 @@ class Search {
     GroupByIncomingLinks();
   }
 
-  void set_bound(double c) { best_c_ = c; }
+  // The cost of the best plan found (or of a plan known to exist): what pruning compares with.
+  void set_bound(double c) {
+    best_c_ = c;
+    limit_ = c + std::abs(c) * kBoundSlack;
+  }
 
   // Runs the recursion; complete plans are reported to `done(state, label, last_class, t, e)`.
   template <typename Done>
@@ -226,6 +259,7 @@ class Search {
     for (int i = 0; i < layers_; ++i) {
       for (int used = 0; used < classes_.states; ++used) {
         for (int u = 0; u < kinds_; ++u) {
+          if (!Free(used, u)) continue;  // no device of u's class left for the next stage
           const int state = Index(i, used, u);
           for (int k = 0; k < Labels(state); ++k) {
             if (DominatedByFewerDevices(i, used, u, LabelAt(state, k))) continue;
@@ -244,7 +278,7 @@ class Search {
   // label does this only where it is exact (alpha 0 or 1: there the label of least C does at
   // least as well as any other in every continuation).
   bool DominatedByFewerDevices(int i, int used, int u, const Label& l) const {
-    if (!pareto_ && !single_exact_) return false;
+    if (pruning_ == Pruning::kOwnCost) return false;
     for (int c = 0; c < kinds_; ++c) {
       if (classes_.count(used, c) == 0) continue;
       const int slot = Slot(Index(i, used - classes_.stride[c], u));
@@ -403,16 +437,17 @@ class Search {
   // states (j, used + u, v) in memory order (phase 2).
   template <typename Done>
   void Expand(int i, int used, int u, int state, int k, Done& done) {
-    if (!Free(used, u)) return;
     const Label from = LabelAt(state, k);
-    // The best plan may have improved since this label was offered.
-    if (bounded_ && i > 0 && bounds_.Of(used).Reaches(from.t, from.e, i, best_c_)) return;
+    // The best plan may have improved since this label was offered. (For Pruning::kOwnCost this
+    // re-check is part of the argument, not only a saving: see OverLimit.)
+    if (i > 0 && Dropped(from, used, i)) return;
     const int end = StageEnds(i, used, u, from);
-    if (end == layers_ && (!bounded_ || Cost(stage_t_[end], stage_e_[end]) < best_c_)) {
+    if (end == layers_ && Completes(Cost(stage_t_[end], stage_e_[end]))) {
       done(state, k, u, stage_t_[end], stage_e_[end]);
     }
     const int now_used = used + classes_.stride[u];
-    const RestBounds::State next_floors = bounds_.Of(now_used);
+    const RestBounds::State next_floors =
+        pruning_ == Pruning::kNone ? RestBounds::State() : bounds_.Of(now_used);
     const int last_cut = std::min(end, layers_ - 1);
     uint32_t offered = 0;  // groups of next classes (GroupByIncomingLinks) offered to
     for (uint32_t left = free_[now_used]; left != 0; left &= left - 1) {
@@ -426,19 +461,21 @@ class Search {
         const double e = stage_e_[j] + comm[j].second;
         const double c = Cost(t, e);
         if (!pareto_ && !(c < single_c_[to + j])) continue;  // cheap test first
-        if (bounded_ && next_floors.Reaches(t, e, j, best_c_)) continue;
+        if (OfferDropped(Label{t, e, c}, next_floors, j)) continue;
         Offer(to + j, Label{t, e, c, state, k});
       }
     }
   }
 
   // Fills stage_t_[j] / stage_e_[j] with (T, E) after a stage [i, j) on class u's device, for
-  // j = i+1 .. the returned last end: as far as the stage can run and, when bounded, as long as
-  // the bound with the cheapest energies of the layers after j stays below the best plan.
+  // j = i+1 .. the returned last end: as far as the stage can run and, when pruning, as long as
+  // a plan through the end j can still be kept: its lower bound stays below the best plan
+  // (Pruning::kRestBounds) or its key within the limit (kOwnCost).
   int StageEnds(int i, int used, int u, const Label& from) {
     const int d = classes_.rep(u);
-    const RestBounds::State floors = bounds_.Of(used);
-    const double spread = weight_t_ / floors.free();  // >= 1 free: u is
+    const RestBounds::State floors =
+        pruning_ == Pruning::kNone ? RestBounds::State() : bounds_.Of(used);
+    const double spread = weight_t_ / std::max(floors.free(), 1);  // >= 1 free when pruning: u
     const double* time = costs_.TimeRow(d);
     const double* energy = costs_.EnergyRow(d);
     const int last = costs_.LastEnd(d, i);  // a longer stage cannot run
@@ -447,16 +484,81 @@ class Search {
       const double stage_s = time[j] - time[i];
       stage_t_[j] = std::max(from.t, stage_s);
       stage_e_[j] = from.e + (energy[j] - energy[i]);
-      if (!bounded_) continue;
       // Both bounds only grow with j, since d is free in `used`: a layer's energy (or its
       // alpha-weighted mix of time spread over the free devices and energy) on d is at least the
-      // cheapest on a device free in `used`, which the bound assumed for it after j.
-      if (Cost(stage_t_[j], stage_e_[j] + floors.EnergyAfter(j)) >= best_c_ ||
-          weight_e_ * stage_e_[j] + spread * stage_s + floors.JointAfter(j) >= best_c_) {
+      // cheapest on a device free in `used`, which the bound assumed for it after j. Every offer
+      // and plan from the end j costs at least as much (its cut only adds; fewer devices are free
+      // after it), so OverLimit here drops only what it would drop there.
+      if (pruning_ == Pruning::kRestBounds &&
+          (Cost(stage_t_[j], stage_e_[j] + floors.EnergyAfter(j)) >= best_c_ ||
+           weight_e_ * stage_e_[j] + spread * stage_s + floors.JointAfter(j) >= best_c_)) {
+        break;
+      }
+      if (pruning_ == Pruning::kOwnCost && OverLimit(Cost(stage_t_[j], stage_e_[j]), floors, j)) {
         break;
       }
     }
     return j - 1;
+  }
+
+  // Whether a label of state (j layers placed, `used`) is dropped before its expansion.
+  bool Dropped(const Label& l, int used, int j) const {
+    switch (pruning_) {
+      case Pruning::kNone:
+        return false;
+      case Pruning::kRestBounds:
+        return bounds_.Of(used).Reaches(l.t, l.e, j, best_c_);
+      case Pruning::kOwnCost:
+        return OverLimit(l.c, bounds_.Of(used), j);
+    }
+    return false;
+  }
+  // Whether an offer of (t, e, c) to a state with the layers from j on left, whose free devices'
+  // floors are `floors`, is dropped.
+  bool OfferDropped(const Label& l, const RestBounds::State& floors, int j) const {
+    switch (pruning_) {
+      case Pruning::kNone:
+        return false;
+      case Pruning::kRestBounds:
+        return floors.Reaches(l.t, l.e, j, best_c_);
+      case Pruning::kOwnCost:
+        return OverLimit(l.c, floors, j);
+    }
+    return false;
+  }
+  // Whether a complete plan of cost c is reported.
+  bool Completes(double c) const {
+    switch (pruning_) {
+      case Pruning::kNone:
+        return true;
+      case Pruning::kRestBounds:
+        return c < best_c_;
+      case Pruning::kOwnCost:
+        return c <= limit_;
+    }
+    return true;
+  }
+  // Pruning::kOwnCost: whether a label of cost c whose layers from j on are still to be placed
+  // on the devices `floors` leaves free is over the limit. Its key, c + w_e x (the least energy
+  // of those layers on those devices),
+  //  - never decreases along a path: a stage adds at least its layers' least energy over the
+  //    devices free before it (its device is one), its cut only adds, and fewer free devices only
+  //    raise the floor (StageEnds' break tests the stage with the floors before it, for that);
+  //  - grows with c among one state's labels (the floor is the state's, not the label's);
+  //  - is C itself for a complete plan.
+  // Let F be the C of the plan the plain sweep (no pruning) returns; the limit starts at least F.
+  // Invariant: every label this sweep expands is the plain sweep's label for its state. A state
+  // whose plain label has a key of at most the limit receives that label, since its predecessors
+  // are plain labels with smaller keys, and keeps it, since any other offer there has a larger C
+  // (ties: the same first one, as offers come in the same order). A state whose plain label was
+  // dropped (key above the limit at that time) can keep another, costlier label, but its key is
+  // larger still and the limit never grows, so the re-check before expansion (Dropped) drops it.
+  // So every plan found is one of the plain sweep's (C >= F): the limit, the best plan found,
+  // never falls below F, and the plain sweep's plan, whose keys are at most F, is found. A seed
+  // below F leaves nothing to find (every plan found costs at least F); the caller then sweeps
+  // again without it. The slack (kBoundSlack) absorbs rounding.
+  bool OverLimit(double c, const RestBounds::State& floors, int j) const {
+    return c + weight_e_ * floors.EnergyAfter(j) > limit_;
   }
 
   // The order and dominance of the exact searches' labels. The front (every alpha) keeps the
@@ -508,10 +610,9 @@ class Search {
   Normalisation norm_;
   double weight_t_, weight_e_;  // C = weight_t_ T + weight_e_ E (eq. 1 on normalised terms)
   RestBounds bounds_;           // what the layers not yet placed still cost, at least
-  bool pareto_;
-  bool bounded_;
-  bool front_;         // the Pareto front over every alpha: (T, E) labels (Primary())
-  bool single_exact_;  // one label per state, and alpha 0 or 1: the least C is exact
+  bool pareto_;                 // every non-dominated label per state, not one
+  bool front_;                  // the Pareto front over every alpha: (T, E) labels (Primary())
+  Pruning pruning_;
   int layers_, kinds_;
   std::vector<std::vector<Label>> labels_;  // exact: every non-dominated label per state
   std::vector<Label> single_;               // published: one label per state
@@ -521,6 +622,7 @@ class Search {
   std::vector<int> group_;                       // GroupByIncomingLinks(): per class
   std::vector<double> stage_t_, stage_e_;        // StageEnds(): per end of the stage being expanded
   double best_c_ = kInf;
+  double limit_ = kInf;  // best_c_ with kBoundSlack
 };
 
 absl::Status CheckProblem(const Profile& p, double alpha) {
@@ -544,15 +646,16 @@ absl::Status NoPlan(const Profile& p) {
                    "device set holds the weights"));
 }
 
-// The stages of the best plan the search finds below C = `bound` (none: empty).
-std::vector<Stage> BestStages(const Profile& p, double alpha, bool pareto, double bound) {
-  Search search(p, alpha, pareto, /*bounded=*/true);
+// The stages of the best plan the search finds within C = `bound` (none: empty): below it
+// (Pruning::kRestBounds), or at most it (kOwnCost).
+std::vector<Stage> BestStages(const Profile& p, double alpha, Mode mode, double bound) {
+  Search search(p, alpha, mode);
   double best = kInf;
   std::vector<Stage> stages;
   // The exact search also starts from a greedy plan when it beats the bound it was given. Not
   // the published one: a better plan found before its sweep would hide what the programme as
   // published finds (PublishedDpIsNotExactBetweenZeroAndOne).
-  if (pareto) {
+  if (mode == Mode::kExact) {
     if (auto [c, dived] = search.Dive(); c < bound)
       std::tie(best, bound, stages) = std::tuple(c, c, dived);
   }
@@ -566,13 +669,6 @@ std::vector<Stage> BestStages(const Profile& p, double alpha, bool pareto, doubl
     }
   });
   return stages;
-}
-
-absl::StatusOr<Plan> Solve(const Profile& p, double alpha, bool pareto, double bound) {
-  RETURN_IF_ERROR(CheckProblem(p, alpha));
-  const std::vector<Stage> stages = BestStages(p, alpha, pareto, bound);
-  if (stages.empty()) return NoPlan(p);
-  return PricePlan(p, stages, alpha);
 }
 
 // The model cut only after every k-th layer: blocks of k layers (the last may be shorter), each
@@ -599,16 +695,18 @@ Profile Coarsened(const Profile& p, int k) {
   return c;
 }
 
-// An upper bound on C for the published programme's pruning: the programme on the coarsened
-// model (about kCoarseBlocks blocks, so ~(L / kCoarseBlocks)^2 times less work). A plan of the
-// coarsened model is a plan of the model, cut at fewer places, so its C is achievable.
-// Infinite when the model is small or the coarse model has no plan.
+// An achievable C to start the published programme's pruning from: the programme's plan on the
+// model coarsened to at most kCoarseBlocks blocks of ceil(L / kCoarseBlocks) layers (ResNet152's
+// 209 layers: 24 blocks of 9, so ~1/76 of the work). A plan of the coarsened model is a plan of
+// the model, cut at fewer places. Infinite when the model has fewer than kMinCoarsenedLayers
+// layers (too little to gain) or the coarse model has no plan.
 constexpr int kCoarseBlocks = 26;
+constexpr int kMinCoarsenedLayers = 2 * kCoarseBlocks;
 double CoarseUpperBound(const Profile& p, double alpha) {
   const int layers = static_cast<int>(p.layers.size());
-  if (layers < 2 * kCoarseBlocks) return kInf;
+  if (layers < kMinCoarsenedLayers) return kInf;
   const int k = (layers + kCoarseBlocks - 1) / kCoarseBlocks;
-  std::vector<Stage> stages = BestStages(Coarsened(p, k), alpha, /*pareto=*/false, kInf);
+  std::vector<Stage> stages = BestStages(Coarsened(p, k), alpha, Mode::kPublished, kInf);
   for (Stage& s : stages) s.last_layer = std::min((s.last_layer + 1) * k, layers) - 1;
   absl::StatusOr<Plan> plan = PricePlan(p, stages, alpha);
   return plan.ok() ? plan->objective : kInf;
@@ -767,25 +865,21 @@ absl::StatusOr<Plan> PricePlan(const Profile& p, const std::vector<Stage>& stage
 absl::StatusOr<Plan> DonnaPublished(const Profile& p, double alpha) {
   RETURN_IF_ERROR(CheckProblem(p, alpha));
   // Pruning starts from the coarsened model's plan (CoarseUpperBound) rather than waiting for
-  // the sweep's own late, multi-stage plans. Any label on the path to the plan the programme
-  // finds without it has a lower bound below that plan's C, so when the coarse plan is no
-  // better, the same path survives. When it is better and 0 < alpha < 1, pruning can change
-  // which single label a state keeps, so the programme may then return another, cheaper plan
-  // than without the seed (never a costlier one); if it finds nothing below the bound it runs
-  // again from scratch. The coarse plan itself is never returned, since it would hide what the
-  // programme finds (PublishedDpIsNotExactBetweenZeroAndOne). At alpha 0 and 1 pruning is exact
-  // and the plan is the same either way.
+  // the sweep's own late, multi-stage plans. At alpha 0 and 1 the single label is exact and any
+  // achievable bound keeps the optimum. Between them the sweep drops only what the plain sweep
+  // would drop without effect (Pruning::kOwnCost), so it returns the plain sweep's plan whenever
+  // that plan is within the bound, and nothing when it is not (the coarse plan can be cheaper
+  // than the programme's own: the programme is not exact there); then it sweeps again without
+  // the seed. The coarse plan itself is never returned.
   std::vector<Stage> stages;
   if (const double coarse = CoarseUpperBound(p, alpha); coarse < kInf) {
-    stages = BestStages(p, alpha, /*pareto=*/false, coarse * (1 + 1e-9));
+    // The slack here is for the lower bounds at alpha 0 and 1, which compare with the bound
+    // itself; set_bound adds kOwnCost's own on top, which only keeps more.
+    stages = BestStages(p, alpha, Mode::kPublished, coarse * (1 + kBoundSlack));
   }
-  if (stages.empty()) stages = BestStages(p, alpha, /*pareto=*/false, kInf);
+  if (stages.empty()) stages = BestStages(p, alpha, Mode::kPublished, kInf);
   if (stages.empty()) return NoPlan(p);
   return PricePlan(p, stages, alpha);
-}
-
-absl::StatusOr<Plan> DonnaPublishedUnseeded(const Profile& p, double alpha) {
-  return Solve(p, alpha, /*pareto=*/false, kInf);
 }
 
 absl::StatusOr<Plan> DonnaExact(const Profile& p, double alpha) {
@@ -796,10 +890,13 @@ absl::StatusOr<Plan> DonnaExact(const Profile& p, double alpha) {
   absl::StatusOr<Plan> seed = DonnaPublished(p, alpha);
   if (!seed.ok()) return seed.status();
   const std::vector<Stage> stages =
-      BestStages(p, alpha, /*pareto=*/true, seed->objective * (1 + 1e-12));
+      BestStages(p, alpha, Mode::kExact, seed->objective * (1 + kBoundSlack));
   // Nothing below the bound: the seed is optimal (e.g. an objective of 0, whose bound is 0).
   if (stages.empty()) return seed;
-  return PricePlan(p, stages, alpha);
+  absl::StatusOr<Plan> plan = PricePlan(p, stages, alpha);
+  // Within the slack the seed may still be the cheaper of the two.
+  if (plan.ok() && plan->objective > seed->objective) return seed;
+  return plan;
 }
 
 void ForEachPlan(const Profile& p, double alpha, const std::function<void(const Plan&)>& visit) {
@@ -843,7 +940,7 @@ absl::StatusOr<Plan> BruteForcePartition(const Profile& p, double alpha) {
 
 absl::StatusOr<std::vector<Plan>> ParetoFront(const Profile& p) {
   RETURN_IF_ERROR(CheckProblem(p, 1.0));
-  Search search(p, 1.0, /*pareto=*/true, /*bounded=*/false);
+  Search search(p, 1.0, Mode::kFront);
   std::vector<std::pair<double, double>> points;
   std::vector<std::vector<Stage>> plans;
   search.Run([&](int state, int label, int u, double t, double e) {

@@ -14,12 +14,15 @@
 //
 // Three solvers over the same Profile:
 //  - DonnaPublished: the dynamic programme as published, one label (T, E) per state
-//    (layers done, devices used, next device). Keeping only the label of least C is exact when C
-//    is monotone in one label, i.e. alpha in {0, 1}; for 0 < alpha < 1 a label discarded early
-//    (larger C now) can end cheaper, because the max() in T absorbs later stages.
-//  - DonnaExact: the same recursion keeping every Pareto-optimal (T, E) label per state: exact
-//    for every alpha. Both prune with the cost of the best complete plan found so far (C never
-//    decreases along a path).
+//    (layers done, devices used, next device), the one of least C. That is exact when C is
+//    monotone in one label, i.e. alpha in {0, 1}; for 0 < alpha < 1 a label discarded early
+//    (larger C now) can end cheaper, because the max() in T absorbs later stages. It returns the
+//    plain sweep's plan: between 0 and 1 it prunes only labels whose own C plus the least energy
+//    of the layers left exceeds a plan's, which changes no label the plain sweep's plan depends
+//    on (donna.cc, Pruning::kOwnCost); at 0 and 1 it prunes like DonnaExact.
+//  - DonnaExact: the same recursion keeping every label no other beats (in E and C): exact for
+//    every alpha. It prunes with lower bounds on the layers left (donna_bounds.h) against the
+//    best complete plan found so far, starting from the published plan's cost.
 //  - BruteForcePartition: every ordered choice of distinct devices and cut points; the oracle.
 // A stage's weights must fit its device's memory.
 #ifndef NEUPIMS_SCHEDULER_PARTITION_DONNA_H_
@@ -80,11 +83,6 @@ absl::StatusOr<Plan> PricePlan(const Profile& profile, const std::vector<Stage>&
                                double alpha, DeviceReuse reuse = DeviceReuse::kDistinct);
 
 absl::StatusOr<Plan> DonnaPublished(const Profile& profile, double alpha);
-// The published programme pruned only by the plans its own sweep finds, without the coarsened
-// model's plan DonnaPublished starts from: the same plans at alpha 0 and 1, between them the same
-// or a costlier one (the seed can only prune towards a cheaper plan), more slowly (tests,
-// benchmarks).
-absl::StatusOr<Plan> DonnaPublishedUnseeded(const Profile& profile, double alpha);
 absl::StatusOr<Plan> DonnaExact(const Profile& profile, double alpha);
 absl::StatusOr<Plan> BruteForcePartition(const Profile& profile, double alpha);
 // Every plan the profile allows (distinct devices in order, every set of cut points, the first

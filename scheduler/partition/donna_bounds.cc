@@ -61,8 +61,21 @@ RestBounds::RestBounds(const Profile& p, double weight_t, double weight_e,
   stage_floor_.reset(new StageFloor[columns_.size() * (layers_ + 1)]);
 }
 
-// Sweeps the layers from the last to the first, keeping the sums over the layers left, and
-// writes every j's floors for m = 1 .. free devices.
+void RestBounds::LayerCosts(const std::vector<int>& columns, int j, LayerOnFree* out) const {
+  out->t.clear();
+  out->e.clear();
+  out->device.clear();
+  for (size_t k = 0; k < columns.size(); ++k) {
+    if (!Runs(p_, j, columns[k])) continue;
+    out->t.push_back(p_.time_s[j][columns[k]]);
+    out->e.push_back(p_.energy_j[j][columns[k]]);
+    out->device.push_back(static_cast<int>(k));
+  }
+}
+
+// Sweeps the layers from the last to the first, keeping the sums over the layers left (the
+// cheapest energy and time of each, its cheapest alpha-weighted mix per m, the slowest fastest
+// time, each free device's least slowdown), and writes every j's floors for m = 1 .. free.
 void RestBounds::FillState(int s) const {
   const std::vector<int>& columns = columns_[s];
   const int free = static_cast<int>(columns.size());
@@ -70,33 +83,21 @@ void RestBounds::FillState(int s) const {
   std::vector<double> joint(free + 1, 0);    // [m]
   std::vector<double> slowdown(free, kInf);  // per free device
   std::vector<double> speed(free);
-  std::vector<double> layer_t(free), layer_e(free);  // per free device that runs layer j
-  std::vector<int> runs_on(free);                    // its index in `columns`
+  LayerOnFree layer;
   StageFloor* floors = &stage_floor_[static_cast<size_t>(s) * (layers_ + 1)];
   for (int j = layers_; j >= 0; --j) {
     if (j < layers_) {
-      // Layer j's time and energy on the free devices that run it.
-      int runs = 0;
-      for (int k = 0; k < free; ++k) {
-        if (!Runs(p_, j, columns[k])) continue;
-        layer_t[runs] = p_.time_s[j][columns[k]];
-        layer_e[runs] = p_.energy_j[j][columns[k]];
-        runs_on[runs++] = k;
-      }
-      double t = kInf, e = kInf;
-      for (int r = 0; r < runs; ++r) {
-        t = std::min(t, layer_t[r]);
-        e = std::min(e, layer_e[r]);
-      }
+      LayerCosts(columns, j, &layer);
+      const double t = layer.t.empty() ? kInf : *std::min_element(layer.t.begin(), layer.t.end());
+      const double e = layer.e.empty() ? kInf : *std::min_element(layer.e.begin(), layer.e.end());
       for (int m = 1; m <= free; ++m) {
-        const double w_t = weight_t_ / m;
         double mix = kInf;
-        for (int r = 0; r < runs; ++r)
-          mix = std::min(mix, w_t * layer_t[r] + weight_e_ * layer_e[r]);
+        for (size_t r = 0; r < layer.t.size(); ++r)
+          mix = std::min(mix, weight_t_ / m * layer.t[r] + weight_e_ * layer.e[r]);
         joint[m] += mix;
       }
-      for (int r = 0; r < runs && t > 0; ++r) {
-        slowdown[runs_on[r]] = std::min(slowdown[runs_on[r]], layer_t[r] / t);
+      for (size_t r = 0; r < layer.t.size() && t > 0; ++r) {
+        slowdown[layer.device[r]] = std::min(slowdown[layer.device[r]], layer.t[r] / t);
       }
       e_sum += e;
       t_sum += t;
@@ -105,17 +106,26 @@ void RestBounds::FillState(int s) const {
     for (int k = 0; k < free; ++k) speed[k] = std::isfinite(slowdown[k]) ? 1 / slowdown[k] : 0;
     std::sort(speed.begin(), speed.end(), std::greater<>());
     floors[j] = {e_sum, joint[free]};
-    double capacity = 0;
-    for (int m = 1; m <= free; ++m) {
-      capacity += speed[m - 1];
-      const double cuts = m > 1 ? (m - 1) * cut_e_[j] : 0;
-      const double spread = t_sum > 0 ? t_sum / capacity : 0;
-      per_stages_[first_[s] + static_cast<size_t>(j) * free + m - 1] = {
-          std::max({t_max, spread, m > 1 ? cut_t_[j] : 0}), e_sum + cuts,
-          joint[m] + weight_e_ * cuts};
-    }
+    WriteRows(s, j, t_max, t_sum, e_sum, joint, speed);
   }
   filled_[s] = 1;
+}
+
+// Used-state s's floors after j for m = 1 .. free stages: T at least the slowest layer, the
+// fastest times over the m fastest devices' capacity, and a cut if m > 1; m - 1 cheapest cuts.
+void RestBounds::WriteRows(int s, int j, double t_max, double t_sum, double e_sum,
+                           const std::vector<double>& joint,
+                           const std::vector<double>& speed) const {
+  const int free = static_cast<int>(speed.size());
+  double capacity = 0;
+  for (int m = 1; m <= free; ++m) {
+    capacity += speed[m - 1];
+    const double cuts = m > 1 ? (m - 1) * cut_e_[j] : 0;
+    const double spread = t_sum > 0 ? t_sum / capacity : 0;
+    per_stages_[first_[s] + static_cast<size_t>(j) * free + m - 1] = {
+        std::max({t_max, spread, m > 1 ? cut_t_[j] : 0}), e_sum + cuts,
+        joint[m] + weight_e_ * cuts};
+  }
 }
 
 RestBounds::State RestBounds::Of(int s) const {
@@ -135,9 +145,8 @@ double RestBounds::State::Floor(double t, double e, int j) const {
   const int stages = std::min(free_, layers_ - j);
   double floor = kInf;
   for (int m = 0; m < stages; ++m) {
-    const double split = w_t_ * std::max(t, f[m].t_s) + w_e_ * (e + f[m].e_j);
-    const double c = std::max(split, w_e_ * e + f[m].joint);
-    if (c < floor) floor = c;  // a NaN (0 x infinity: that m cannot be) is never less
+    const double c = WithStages(f[m], t, e);
+    if (c < floor) floor = c;  // a NaN (that m cannot be) is never less
   }
   return floor;
 }

@@ -56,12 +56,11 @@ class RestBounds {
       const PerStages* f = &rows_[static_cast<size_t>(j) * free_];
       const int stages = std::min(free_, layers_ - j);
       for (int m = 0; m < stages; ++m) {
-        const double split = w_t_ * std::max(t, f[m].t_s) + w_e_ * (e + f[m].e_j);
-        if (std::max(split, w_e_ * e + f[m].joint) < best) return false;
+        if (WithStages(f[m], t, e) < best) return false;
       }
       return true;
     }
-    // The bound itself (infinite when a layer left runs on no free device).
+    // The bound itself: the least over m (infinite when a layer left runs on no free device).
     double Floor(double t, double e, int j) const;
 
     // For a stage that starts at some i < j on a free device and ends at j: the floors of the
@@ -75,6 +74,11 @@ class RestBounds {
 
    private:
     friend class RestBounds;
+    // The bound for one number of stages m: the larger of the split and joint bounds (header
+    // comment). NaN (0 x infinity) when m stages cannot be: never less than anything.
+    double WithStages(const PerStages& f, double t, double e) const {
+      return std::max(w_t_ * std::max(t, f.t_s) + w_e_ * (e + f.e_j), w_e_ * e + f.joint);
+    }
     const PerStages* rows_ = nullptr;
     const StageFloor* floors_ = nullptr;
     int free_ = 0, layers_ = 0;
@@ -85,7 +89,15 @@ class RestBounds {
   State Of(int s) const;
 
  private:
+  // The costs of layer j on the free devices of a state that run it.
+  struct LayerOnFree {
+    std::vector<double> t, e;  // per device that runs it
+    std::vector<int> device;   // its index among the state's free devices
+  };
+  void LayerCosts(const std::vector<int>& columns, int j, LayerOnFree* out) const;
   void FillState(int s) const;
+  void WriteRows(int s, int j, double t_max, double t_sum, double e_sum,
+                 const std::vector<double>& joint, const std::vector<double>& speed) const;
 
   const Profile& p_;
   std::vector<std::vector<int>> columns_;  // per used-state: the free devices' columns

@@ -1,5 +1,6 @@
 #include "scheduler/partition/donna_bounds.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -27,6 +28,7 @@ std::vector<std::vector<int>> FreeColumnsByMask(int devices) {
 // A random problem at a random alpha, with its weights and bounds.
 struct Problem {
   Profile p;
+  double alpha = 0;
   double w_t = 0, w_e = 0;
   std::unique_ptr<RestBounds> bounds;
   double C(const Plan& plan) const { return w_t * plan.bottleneck_s + w_e * plan.energy_j; }
@@ -35,10 +37,12 @@ Problem RandomProblem(std::mt19937_64& rng, int trial) {
   const int devices = 1 + trial % 4;
   Problem pr;
   pr.p = RandomProfile(rng, 1 + trial % 7, devices);
-  const double alpha = std::uniform_real_distribution<double>(0, 1)(rng);
+  // Alpha 0 and 1 (one of the two weights is 0) in one trial of five each.
+  const double drawn = std::uniform_real_distribution<double>(0, 1)(rng);
+  pr.alpha = trial % 5 == 0 ? 0.0 : trial % 5 == 1 ? 1.0 : drawn;
   const Normalisation n = NormalisationOf(pr.p);
-  pr.w_t = alpha / n.time_s;
-  pr.w_e = (1 - alpha) / n.energy_j;
+  pr.w_t = pr.alpha / n.time_s;
+  pr.w_e = (1 - pr.alpha) / n.energy_j;
   pr.bounds = std::make_unique<RestBounds>(pr.p, pr.w_t, pr.w_e, FreeColumnsByMask(devices));
   return pr;
 }
@@ -52,7 +56,7 @@ TEST(RestBoundsTest, TheFloorOfEveryPartialPlanIsAtMostItsCompletionsCost) {
   for (int trial = 0; trial < 120; ++trial) {
     const Problem pr = RandomProblem(rng, trial);
     const RestBounds& bounds = *pr.bounds;
-    ForEachPlan(pr.p, 0.5, [&](const Plan& plan) {
+    ForEachPlan(pr.p, pr.alpha, [&](const Plan& plan) {
       const double c = pr.C(plan);
       EXPECT_LE(bounds.Of(0).Floor(0, 0, 0), c * (1 + 1e-12)) << "trial " << trial;
       double t = 0, e = 0;
@@ -80,7 +84,7 @@ TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
   for (int trial = 0; trial < 120; ++trial) {
     const Problem pr = RandomProblem(rng, trial);
     const RestBounds& bounds = *pr.bounds;
-    ForEachPlan(pr.p, 0.5, [&](const Plan& plan) {
+    ForEachPlan(pr.p, pr.alpha, [&](const Plan& plan) {
       const double c = pr.C(plan);
       double t = 0, e = 0;
       int used = 0;
@@ -99,6 +103,47 @@ TEST(RestBoundsTest, TheStageFloorsAreAtMostTheCostOfEveryPlanThroughTheStage) {
       }
     });
   }
+}
+
+// What makes DonnaPublished's pruning between alpha 0 and 1 leave the plain sweep's plan alone
+// (donna.cc, OverLimit): the key C + w_e EnergyAfter never decreases along a plan, neither as a
+// stage grows layer by layer (with the floors of the devices free before it, as StageEnds uses
+// them) nor across the cut to the next stage (with the floors after it, as the offers use them),
+// and it ends at the plan's C.
+TEST(RestBoundsTest, TheOwnCostKeyNeverDecreasesAlongAPlan) {
+  std::mt19937_64 rng(19);
+  int steps = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const Problem pr = RandomProblem(rng, trial);
+    const RestBounds& bounds = *pr.bounds;
+    const int layers = static_cast<int>(pr.p.layers.size());
+    ForEachPlan(pr.p, pr.alpha, [&](const Plan& plan) {
+      double t = 0, e = 0, key = 0;
+      int used = 0;
+      auto step = [&](double next) {
+        EXPECT_GE(next, key * (1 - 1e-12)) << "trial " << trial;
+        key = next;
+        ++steps;
+      };
+      for (const Stage& s : plan.stages) {
+        const RestBounds::State before = bounds.Of(used);
+        double stage_t = 0, stage_e = 0;
+        for (int l = s.first_layer; l <= s.last_layer; ++l) {
+          stage_t += pr.p.time_s[l][s.device];
+          stage_e += pr.p.energy_j[l][s.device];
+          step(pr.w_t * std::max(t, stage_t) + pr.w_e * (e + stage_e + before.EnergyAfter(l + 1)));
+        }
+        t = std::max(t, s.time_s());
+        e += s.compute_energy_j + s.transfer_energy_j;
+        used |= 1 << s.device;
+        if (s.last_layer + 1 < layers) {
+          step(pr.w_t * t + pr.w_e * (e + bounds.Of(used).EnergyAfter(s.last_layer + 1)));
+        }
+      }
+      EXPECT_NEAR(key, pr.C(plan), 1e-12 * pr.C(plan) + 1e-300) << "trial " << trial;
+    });
+  }
+  EXPECT_GT(steps, 10000);
 }
 
 TEST(RestBoundsTest, ALayerNoFreeDeviceRunsMakesTheFloorInfinite) {

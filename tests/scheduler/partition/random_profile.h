@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "scheduler/partition/profile.h"
 
@@ -50,6 +51,23 @@ inline Profile RandomProfile(std::mt19937_64& rng, int layers, int devices) {
       p.link[a][b] = Link(std::pow(10, std::uniform_real_distribution<double>(6, 10)(rng)),
                           std::pow(10, std::uniform_real_distribution<double>(-12, -8)(rng)));
     }
+  }
+  return p;
+}
+
+// The profile with its links drawn from `media` random media, link a -> b on medium
+// (a + b) % media: with one medium every device is reached over the same links, with two the
+// devices of one parity are, so the searches share their next devices' states
+// (GroupByIncomingLinks in donna.cc).
+inline Profile WithMedia(Profile p, std::mt19937_64& rng, int media) {
+  std::vector<LinkCost> drawn;
+  for (int m = 0; m < media; ++m) {
+    drawn.push_back(Link(std::pow(10, std::uniform_real_distribution<double>(6, 10)(rng)),
+                         std::pow(10, std::uniform_real_distribution<double>(-12, -8)(rng))));
+  }
+  const size_t n = p.devices.size();
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) p.link[a][b] = drawn[(a + b) % media];
   }
   return p;
 }
