@@ -2,9 +2,9 @@
 // measures a whole server and its clients, not a function).
 //
 // 1. Fast pacing: an in-process server, `--streams` concurrent Generate streams of a fixed size
-//    (prompt_length, max_new_tokens, ignore_eos) from callback-API clients on one channel.
-//    Streamed tokens/s and requests/s over the wall time from the first call to the last stream's
-//    end; `--reps` repetitions (a fresh server each), all printed, and their median.
+//    (prompt_length, max_new_tokens, ignore_eos) from callback-API clients on `--channels` channels
+//    (default 1). Streamed tokens/s and requests/s over the wall time from the first call to the
+//    last stream's end; `--reps` repetitions (a fresh server each), all printed, and their median.
 //    The same load over the OpenAI-compatible HTTP API on the same server, alternating with the
 //    gRPC repetitions: `--streams` concurrent SSE streams (POST /v1/completions, stream, token-id
 //    prompt, ignore_eos, include_usage) from blocking cpp-httplib clients, one thread and one
@@ -22,8 +22,9 @@
 //    within half the window (printed; usually microseconds).
 //
 // Usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] [--reps=3]
-//                     [--speed=1] [--realtime_streams=256,1000]
-// --reps=0 skips part 1; --realtime_streams=0 skips part 2.
+//                     [--speed=1] [--realtime_streams=256,1000] [--channels=1]
+// --reps=0 skips part 1; --realtime_streams=0 skips part 2. --channels: the gRPC clients' channels,
+// each its own TCP connection (streams assigned round-robin).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -64,6 +65,7 @@ struct BenchFlags {
   int reps = 3;
   double speed = 1;
   std::vector<int> realtime_streams = {256, 1000};  // one realtime run per count
+  int channels = 1;  // client channels, each its own TCP connection; streams round-robin
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -200,12 +202,19 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
   if (record) {
     origin = CalibrateOrigin((*server)->runner(), options.runner.speed, &out->origin_error_ms);
   }
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = neupims::v1::LlmService::NewStub(channel);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    std::fprintf(stderr, "error: cannot connect to the server\n");
-    return false;
+  std::vector<std::unique_ptr<neupims::v1::LlmService::Stub>> stubs;
+  for (int c = 0; c < f.channels; ++c) {
+    // Channels with equal arguments share one subchannel (one TCP connection); a distinct
+    // argument gives each its own.
+    grpc::ChannelArguments args;
+    args.SetInt("neupims.server_bench.channel", c);
+    auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                                             grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      std::fprintf(stderr, "error: cannot connect to the server\n");
+      return false;
+    }
+    stubs.push_back(neupims::v1::LlmService::NewStub(channel));
   }
 
   std::vector<std::unique_ptr<Stream>> all;
@@ -218,7 +227,8 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
     req.set_max_new_tokens(f.tokens);
     req.set_ignore_eos(true);
     req.set_seed(static_cast<uint64_t>(i));
-    all.push_back(std::make_unique<Stream>(stub.get(), req, record));
+    all.push_back(
+        std::make_unique<Stream>(stubs[static_cast<size_t>(i % f.channels)].get(), req, record));
   }
   Clock::time_point end = start;
   for (auto& s : all) {
@@ -362,6 +372,8 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
       ok = ok && absl::SimpleAtoi(value, &f->tokens) && f->tokens > 0;
     } else if (name == "--reps") {
       ok = ok && absl::SimpleAtoi(value, &f->reps) && f->reps >= 0;
+    } else if (name == "--channels") {
+      ok = ok && absl::SimpleAtoi(value, &f->channels) && f->channels > 0;
     } else if (name == "--speed") {
       ok = ok && absl::SimpleAtod(value, &f->speed) && f->speed > 0;
     } else if (name == "--realtime_streams") {
@@ -375,10 +387,11 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
       ok = false;
     }
     if (!ok) {
-      std::fprintf(stderr,
-                   "usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] "
-                   "[--reps=3] [--speed=1] [--realtime_streams=256,1000] (bad: %s)\n",
-                   arg.c_str());
+      std::fprintf(
+          stderr,
+          "usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] "
+          "[--reps=3] [--speed=1] [--realtime_streams=256,1000] [--channels=1] (bad: %s)\n",
+          arg.c_str());
       return false;
     }
   }
@@ -393,11 +406,11 @@ int Main(int argc, char** argv) {
   const ServerOptions fast = BenchOptions(Pacing::kFast, 1);
   const engine::EngineOptions& e = fast.runner.engine;
   std::printf(
-      "server:  in-process, %s, mode %s, max_batch %d, prefill %s; clients: gRPC on one channel "
-      "(callback-API Generate streams), HTTP one connection per stream; prompt %lld tokens, "
-      "max %lld new tokens, ignore_eos\n",
+      "server:  in-process, %s, mode %s, max_batch %d, prefill %s; clients: gRPC on %d "
+      "channel(s) (callback-API Generate streams), HTTP one connection per stream; prompt %lld "
+      "tokens, max %lld new tokens, ignore_eos\n",
       e.model.c_str(), engine::ToString(e.mode), e.max_batch, engine::ToString(e.prefill),
-      static_cast<long long>(f.prompt), static_cast<long long>(f.tokens));
+      f.channels, static_cast<long long>(f.prompt), static_cast<long long>(f.tokens));
   std::fflush(stdout);
 
   // 1. Fast pacing, gRPC and HTTP alternating (the order swaps every repetition).
@@ -458,15 +471,18 @@ int Main(int argc, char** argv) {
     }
     failed += static_cast<int>(r.failed);
     const Summary lags = Summarize(r.lags_ms);
-    std::printf("%9s %11s %9s %9s %11s %11s %11s %11s\n", "wall_s", "sim_e2e_s", "tokens",
-                "messages", "lag_p50_ms", "lag_p99_ms", "lag_min_ms", "lag_max_ms");
-    std::printf("%9.3f %11.3f %9lld %9lld %11.2f %11.2f %11.2f %11.2f\n", r.wall_s, r.max_e2e_s,
-                static_cast<long long>(r.tokens), static_cast<long long>(r.messages), lags.median,
-                lags.p99, lags.min, lags.max);
+    std::printf("%9s %11s %9s %9s %11s %11s %11s %11s %11s\n", "wall_s", "sim_e2e_s", "tokens",
+                "messages", "lag_p50_ms", "lag_p99_ms", "lag_min_ms", "lag_max_ms", "cpu_us/tok");
+    std::printf("%9.3f %11.3f %9lld %9lld %11.2f %11.2f %11.2f %11.2f %11.2f\n", r.wall_s,
+                r.max_e2e_s, static_cast<long long>(r.tokens), static_cast<long long>(r.messages),
+                lags.median, lags.p99, lags.min, lags.max,
+                r.cpu_s * 1e6 / static_cast<double>(std::max<int64_t>(1, r.tokens)));
     std::printf(
         "lag = client receipt - (engine clock origin + sim_time_s / speed), one sample per token.\n"
         "It includes the engine thread's wake-up, the server's write path, loopback transport and\n"
-        "the client's own callback scheduling. Origin calibrated to +-%.3f ms.\n",
+        "the client's own callback scheduling. Origin calibrated to +-%.3f ms.\n"
+        "cpu_us/tok: the process's CPU (server and client) from the first call to the last\n"
+        "stream's end, per token (server start-up and the clock calibration excluded).\n",
         r.origin_error_ms);
     const Summary send = Summarize(r.send_lags_ms);
     std::printf("\nsend lag (server side): %zu messages, p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",

@@ -48,14 +48,14 @@ class EngineRunner::Observer : public engine::EngineObserver {
                 engine::SimTime t) override {
     auto it = runner_->live_.find(r.id);
     if (it == runner_->live_.end()) return;
-    std::vector<GeneratedToken> tokens;
-    tokens.reserve(count);
+    // Reused across calls (engine thread only): no allocation per stream and iteration.
+    tokens_.clear();
     for (int i = 0; i < count; ++i) {
       const int64_t index = first_index + i;
-      tokens.push_back({index, SyntheticTokens::TokenId(it->second.seed, index), t / 1e9});
+      tokens_.push_back({index, SyntheticTokens::TokenId(it->second.seed, index), t / 1e9});
     }
     it->second.delivered += count;
-    it->second.sink->OnTokens(tokens);
+    it->second.sink->OnTokens(tokens_);
     if (runner_->metrics_ != nullptr) runner_->metrics_->OnGenerationTokens(count);
   }
 
@@ -104,6 +104,7 @@ class EngineRunner::Observer : public engine::EngineObserver {
 
  private:
   EngineRunner* runner_;
+  std::vector<GeneratedToken> tokens_;  // OnTokens' scratch
 };
 
 EngineRunner::EngineRunner(const RunnerOptions& options, ServerMetrics* metrics)

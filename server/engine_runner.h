@@ -78,6 +78,7 @@ struct Completion {
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
+  // `tokens` is valid for the call only (the engine thread reuses the vector): copy what is kept.
   virtual void OnTokens(const std::vector<GeneratedToken>& tokens) = 0;
   virtual void OnComplete(const Completion& completion) = 0;
 };
