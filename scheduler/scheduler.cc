@@ -285,9 +285,18 @@ absl::Status Scheduler::Finish(Request* r, SimTime now) {
   return Transition(*r, RequestState::kFinished);
 }
 
-std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now) {
+std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now,
+                                              std::vector<std::pair<Request*, int64_t>>* tokens) {
   std::vector<Request*> finished;
+  // The tokens are written through a plain pointer into room made up front and cut to length
+  // at the end (an emplace_back per token reloaded the vector's ends after every store).
+  std::vector<std::pair<Request*, int64_t>> unused;
+  std::vector<std::pair<Request*, int64_t>>& list = tokens != nullptr ? *tokens : unused;
+  const size_t before = list.size();
+  list.resize(before + (tokens != nullptr ? out.decode.size() + out.prefill.size() : 0));
+  std::pair<Request*, int64_t>* next = list.data() + before;
   auto produced = [&](Request* r) {
+    if (tokens != nullptr) *next++ = {r, r->generated};
     ++r->generated;
     if (r->first_token == kNoTime) r->first_token = now;
     r->last_token = now;
@@ -306,6 +315,7 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       produced(r);
     }
   }
+  list.resize(static_cast<size_t>(next - list.data()));
   return finished;
 }
 

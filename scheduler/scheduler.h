@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -75,7 +76,11 @@ class Scheduler {
 
   // After the engine ran `out`: local prefills produced their first token, decodes one token.
   // Requests that reached max_new_tokens are finished and their KV freed; they are returned.
-  std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now);
+  // With `tokens`, each produced token is also appended to it as (request, the token's index:
+  // `generated` before the token), decodes first, in `out`'s order (the engine's per-iteration
+  // token list, without a second pass over the batch).
+  std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now,
+                                     std::vector<std::pair<Request*, int64_t>>* tokens = nullptr);
   // A standalone prefill finished (first token produced, KV arrived): the request decodes next.
   absl::Status PrefillDone(Request* r, SimTime now);
 
