@@ -333,8 +333,22 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
 
 std::vector<double> Scheduler::ChannelLoads() {
   std::vector<double> loads(kv_->channels(), 0.0);
-  for (Request* r : running_) {
-    if (r->channel >= 0) loads[r->channel] += estimator_->EstimateFast(r->context_tokens());
+  double* const load = loads.data();
+  // EstimateFast's answer for each request, with the memo's bounds held in a local between
+  // estimates that were not memoised (through EstimateFast they were reloaded per request,
+  // since its fallback may grow the memo). Same values, same order of the sums.
+  absl::Span<const double> known = estimator_->known();
+  for (const Request* r : running_) {
+    if (r->channel < 0) continue;
+    const int64_t seq_len = r->context_tokens();
+    double estimate;
+    if (seq_len >= 1 && static_cast<size_t>(seq_len) < known.size() && known[seq_len] >= 0) {
+      estimate = known[seq_len];
+    } else {
+      estimate = estimator_->Estimate(seq_len);
+      known = estimator_->known();
+    }
+    load[r->channel] += estimate;
   }
   return loads;
 }
