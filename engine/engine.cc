@@ -361,11 +361,14 @@ absl::Status Engine::MaybeStartIteration() {
   }
   IterationInput& in = iteration_input_;  // reused: no allocation in steady state
   for (int s = 0; s < 2; ++s) {
-    in.sub_batches[s].clear();
     // The scheduler reserved this iteration's slot: the KV cache holds the whole context
-    // (kv_->TokensOf(id) == context_tokens(), without a lookup per request).
-    for (Request* r : out.sub_batch[s]) {
-      in.sub_batches[s].push_back({r->context_tokens(), r->channel});
+    // (kv_->TokensOf(id) == context_tokens(), without a lookup per request). Written by index
+    // into the resized list (a push_back per request reloaded the vector's ends each time).
+    const std::vector<Request*>& batch = out.sub_batch[s];
+    in.sub_batches[s].resize(batch.size());
+    DecodeItem* items = in.sub_batches[s].data();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      items[i] = {batch[i]->context_tokens(), batch[i]->channel};
     }
   }
   in.prefill_prompts.clear();
@@ -387,23 +390,18 @@ absl::Status Engine::EndIteration() {
   in_flight_ = false;
   const scheduler::ScheduleOutput& out = current_;
   const IterationCost& c = current_cost_;
-  // Tokens of this iteration (requests aborted meanwhile produce nothing).
-  std::vector<EmittedToken>& emitted = emitted_;  // reused scratch
-  emitted.clear();
-  for (Request* r : out.decode) {
-    if (r->state == scheduler::RequestState::kRunning) emitted.emplace_back(r, r->generated);
-  }
   const bool local = options_.prefill == PrefillPlacement::kLocal;
-  int64_t prefill_tokens = 0;
+  int64_t prefill_tokens = 0;  // of the local prefills, counted before they produce a token
   if (local) {
     for (Request* r : out.prefill) {
-      if (r->state == scheduler::RequestState::kRunning) {
-        emitted.emplace_back(r, r->generated);
-        prefill_tokens += r->context_tokens();
-      }
+      if (r->state == scheduler::RequestState::kRunning) prefill_tokens += r->context_tokens();
     }
   }
-  std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
+  // Tokens of this iteration (requests aborted meanwhile produce nothing), listed by the
+  // scheduler as it counts them: decodes, then local prefills.
+  std::vector<EmittedToken>& emitted = emitted_;  // reused scratch
+  emitted.clear();
+  std::vector<Request*> finished = scheduler_->CompleteStep(out, now_, &emitted);
   RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
     observer_->OnIterationTokens(emitted, now_);

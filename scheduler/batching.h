@@ -2,6 +2,7 @@
 #ifndef NEUPIMS_SCHEDULER_BATCHING_H_
 #define NEUPIMS_SCHEDULER_BATCHING_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <utility>
@@ -53,18 +54,65 @@ std::vector<int> RoundRobin(int channels, int requests, int* cursor,
 // half to SB1 and the rest to SB2; odd counts alternate between rounding up and down (starting
 // with up) so both sub-batches stay balanced in size and per-channel load.
 // Appends to *first and *second (which the caller may reuse between steps).
+//
+// The share of SB1 of a channel with `count` requests, channels taken in index order; `*turn`
+// starts true and carries the alternation of odd counts from one channel to the next.
+inline size_t SubBatchHalf(size_t count, bool* turn) {
+  size_t half = count / 2;
+  if (count % 2 != 0) {
+    if (*turn) ++half;  // ceil on this turn, floor on the next
+    *turn = !*turn;
+  }
+  return half;
+}
 template <typename T>
 void PartitionSubBatches(const std::vector<std::vector<T>>& per_channel, std::vector<T>* first,
                          std::vector<T>* second) {
   bool turn = true;
   for (const std::vector<T>& reqs : per_channel) {
-    size_t half = reqs.size() / 2;
-    if (reqs.size() % 2 != 0) {
-      if (turn) ++half;  // ceil on this turn, floor on the next
-      turn = !turn;
-    }
+    const size_t half = SubBatchHalf(reqs.size(), &turn);
     first->insert(first->end(), reqs.begin(), reqs.begin() + static_cast<long>(half));
     second->insert(second->end(), reqs.begin() + static_cast<long>(half), reqs.end());
+  }
+}
+
+// The same split of `items` (each in channel `channel_of(item)`, 0 <= channel < channels; a
+// channel's requests in their order in `items`) without building the per-channel lists: a count
+// per channel, then each item written straight to its place. `*first` and `*second` are
+// overwritten; `placed(item, s)` is called for each item with its sub-batch s (0 or 1).
+// `scratch` is the caller's, reused between steps (the scheduler's per-iteration path).
+template <typename T, typename ChannelOf, typename Placed>
+void PartitionSubBatchesByChannel(const std::vector<T>& items, int channels, ChannelOf channel_of,
+                                  Placed placed, std::vector<T>* first, std::vector<T>* second,
+                                  std::vector<size_t>* scratch) {
+  // Per channel: [0, channels) the count, then the next slot in SB1, then the next in SB2.
+  std::vector<size_t>& count = *scratch;
+  count.assign(3 * static_cast<size_t>(channels), 0);
+  size_t* next_first = count.data() + channels;
+  size_t* next_second = next_first + channels;
+  for (const T& item : items) ++count[static_cast<size_t>(channel_of(item))];
+  bool turn = true;
+  size_t at_first = 0, at_second = 0;
+  for (int c = 0; c < channels; ++c) {
+    const size_t half = SubBatchHalf(count[c], &turn);
+    next_first[c] = at_first;
+    next_second[c] = at_second;
+    at_first += half;
+    at_second += count[c] - half;
+    count[c] = half;  // from here on: SB1 slots left in the channel
+  }
+  first->resize(at_first);
+  second->resize(at_second);
+  for (const T& item : items) {
+    const size_t c = static_cast<size_t>(channel_of(item));
+    if (count[c] > 0) {
+      --count[c];
+      (*first)[next_first[c]++] = item;
+      placed(item, 0);
+    } else {
+      (*second)[next_second[c]++] = item;
+      placed(item, 1);
+    }
   }
 }
 template <typename T>

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "hw/pim/gemv_plan.h"
 #include "hw/pim/pim_model.h"
 
@@ -34,6 +35,9 @@ class MhaEstimator {
     }
     return Estimate(seq_len);
   }
+  // The memo EstimateFast reads, by seq_len (< 0: not known). Valid until the next Estimate
+  // call, which may grow it.
+  absl::Span<const double> known() const { return known_; }
   // The first error an estimate met (Estimate then returned 0), or OK. The scheduler reports it
   // as a fault rather than balancing channels on a made-up load.
   virtual absl::Status status() const { return absl::OkStatus(); }

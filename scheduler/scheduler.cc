@@ -97,10 +97,62 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   out.sub_batch[1].clear();
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
+  const size_t fitted = AppendAllOrStop(&out);
+  if (fitted < running_.size()) AppendWithPreemption(fitted, &out);
+
+  // 2. Admission, FCFS within priority, only when nothing had to be preempted (and, which
+  //    changes nothing but skips the per-channel counts, when someone waits and there is room).
+  std::vector<Request*>& admitted = admitted_;
+  admitted.clear();
+  if (out.preempted.empty() && !waiting_.empty() &&
+      static_cast<int64_t>(running_.size()) < options_.max_batch) {
+    Admit(now, &out);
+  }
+
+  // 3. Channels for the admitted requests.
+  if (!admitted.empty()) AssignChannels(now, &out);
+
+  // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
+  if (options_.sub_batches &&
+      static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
+    PartitionSubBatchesByChannel(
+        out.decode, kv_->channels(), [](const Request* r) { return r->channel; },
+        [](Request* r, int s) { r->sub_batch = s; }, &out.sub_batch[0], &out.sub_batch[1],
+        &partition_scratch_);
+  } else {
+    for (Request* r : out.decode) r->sub_batch = 0;
+    out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
+  }
+}
+
+size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
+  // The common step: every decoding request's append fits, nobody is preempted, and the
+  // requests are taken in running_ order as AppendWithPreemption would take them. The decode
+  // list is written through a plain pointer (a push_back per request reloaded the vector's
+  // ends after every append's stores) and cut to length at the end.
+  const size_t n = running_.size();
+  Request* const* running = running_.data();
+  out->decode.resize(n);
+  Request** decode = out->decode.data();
+  size_t taken = 0, i = 0;
+  for (; i < n; ++i) {
+    Request* r = running[i];
+    if (r->state != RequestState::kRunning || r->needs_prefill) continue;
+    if (!kv_->TryAppendSlot(r->id, r->kv_slot)) break;  // a failed append changes nothing
+    decode[taken++] = r;
+  }
+  out->decode.resize(taken);
+  return i;
+}
+
+void Scheduler::AppendWithPreemption(size_t from, ScheduleOutput* out_ptr) {
+  ScheduleOutput& out = *out_ptr;
+  // The decoding requests from running_[from] on, listed before any preemption changes
+  // running_ (a preemption removes its victim from running_).
   std::vector<Request*>& decoding = decoding_;
   decoding.clear();
-  out.decode.reserve(running_.size());
-  for (Request* r : running_) {
+  for (size_t i = from; i < running_.size(); ++i) {
+    Request* r = running_[i];
     if (r->state == RequestState::kRunning && !r->needs_prefill) decoding.push_back(r);
   }
   for (Request* r : decoding) {
@@ -121,119 +173,104 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     if (r->state != RequestState::kRunning) continue;  // it was its own channel's victim
     out.decode.push_back(r);
   }
+}
 
-  // 2. Admission, FCFS within priority, only when nothing had to be preempted.
+void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
+  ScheduleOutput& out = *out_ptr;
   std::vector<Request*>& admitted = admitted_;
-  admitted.clear();
-  if (out.preempted.empty()) {
-    int64_t budget = options_.max_prefill_tokens;
-    int64_t batch = static_cast<int64_t>(running_.size());
-    // Tentative free blocks per channel, to decide feasibility before assigning channels.
-    std::vector<int64_t> free(kv_->channels());
-    for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      Request* r = *it;
-      if (batch >= options_.max_batch) break;
-      const int64_t tokens = r->context_tokens();
-      if (!admitted.empty() && tokens > budget) break;
-      bool never = true, fits = false;
-      for (int c = 0; c < kv_->channels(); ++c) {
-        const kv_cache::AllocStatus s = kv_->CanAllocate(c, tokens);
-        if (s != kv_cache::AllocStatus::kNever) never = false;
-        if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) fits = true;
-      }
-      if (never) {
-        r->error = absl::StrCat("request needs ", kv_->BlocksFor(tokens),
-                                " KV blocks, more than any PIM channel holds");
-        r->finish_reason = FinishReason::kRejected;
-        r->finished = now;
-        Record(Transition(*r, RequestState::kFinished), "rejecting", *r);
-        out.rejected.push_back(r);
-        it = waiting_.erase(it);
-        continue;
-      }
-      if (!fits) break;  // head-of-line: wait for blocks to free up
-      // Reserve on the channel with the most free blocks for the feasibility count; the real
-      // channel is chosen below by the policy.
-      const int best = static_cast<int>(std::max_element(free.begin(), free.end()) - free.begin());
-      free[best] -= kv_->BlocksFor(tokens);
-      admitted.push_back(r);
-      budget -= tokens;
-      ++batch;
+  int64_t budget = options_.max_prefill_tokens;
+  int64_t batch = static_cast<int64_t>(running_.size());
+  // Tentative free blocks per channel, to decide feasibility before assigning channels.
+  std::vector<int64_t> free(kv_->channels());
+  for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Request* r = *it;
+    if (batch >= options_.max_batch) break;
+    const int64_t tokens = r->context_tokens();
+    if (!admitted.empty() && tokens > budget) break;
+    bool never = true, fits = false;
+    for (int c = 0; c < kv_->channels(); ++c) {
+      const kv_cache::AllocStatus s = kv_->CanAllocate(c, tokens);
+      if (s != kv_cache::AllocStatus::kNever) never = false;
+      if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) fits = true;
+    }
+    if (never) {
+      r->error = absl::StrCat("request needs ", kv_->BlocksFor(tokens),
+                              " KV blocks, more than any PIM channel holds");
+      r->finish_reason = FinishReason::kRejected;
+      r->finished = now;
+      Record(Transition(*r, RequestState::kFinished), "rejecting", *r);
+      out.rejected.push_back(r);
       it = waiting_.erase(it);
+      continue;
     }
+    if (!fits) break;  // head-of-line: wait for blocks to free up
+    // Reserve on the channel with the most free blocks for the feasibility count; the real
+    // channel is chosen below by the policy.
+    const int best = static_cast<int>(std::max_element(free.begin(), free.end()) - free.begin());
+    free[best] -= kv_->BlocksFor(tokens);
+    admitted.push_back(r);
+    budget -= tokens;
+    ++batch;
+    it = waiting_.erase(it);
   }
+}
 
-  // 3. Channels for the admitted requests.
-  if (!admitted.empty()) {
-    std::vector<double> loads;
+void Scheduler::AssignChannels(SimTime now, ScheduleOutput* out_ptr) {
+  ScheduleOutput& out = *out_ptr;
+  std::vector<Request*>& admitted = admitted_;
+  std::vector<double> loads;
+  if (options_.channel_policy == ChannelPolicy::kMinLoad) {
+    // Algorithm 2 takes the longest request first.
+    std::stable_sort(admitted.begin(), admitted.end(), [](const Request* a, const Request* b) {
+      return a->context_tokens() > b->context_tokens();
+    });
+    loads = ChannelLoads();
+  }
+  std::vector<int64_t> free(kv_->channels());
+  for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
+  auto fits = [&](int i, int c) {
+    const int64_t tokens = admitted[i]->context_tokens();
+    return kv_->CanAllocate(c, tokens) == kv_cache::AllocStatus::kOk &&
+           free[c] >= kv_->BlocksFor(tokens);
+  };
+  std::vector<int> channel(admitted.size(), -1);
+  // Assign one at a time so each choice sees the blocks the previous ones took.
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    auto one = [&](int c) { return fits(static_cast<int>(i), c); };
     if (options_.channel_policy == ChannelPolicy::kMinLoad) {
-      // Algorithm 2 takes the longest request first.
-      std::stable_sort(admitted.begin(), admitted.end(), [](const Request* a, const Request* b) {
-        return a->context_tokens() > b->context_tokens();
-      });
-      loads = ChannelLoads();
+      const double load = estimator_->Estimate(admitted[i]->context_tokens());
+      channel[i] = MinLoadChannel(loads, one);
+      if (channel[i] >= 0) loads[channel[i]] += load;
+    } else {
+      channel[i] = RoundRobinChannel(kv_->channels(), &rr_cursor_, one);
     }
-    std::vector<int64_t> free(kv_->channels());
-    for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
-    auto fits = [&](int i, int c) {
-      const int64_t tokens = admitted[i]->context_tokens();
-      return kv_->CanAllocate(c, tokens) == kv_cache::AllocStatus::kOk &&
-             free[c] >= kv_->BlocksFor(tokens);
-    };
-    std::vector<int> channel(admitted.size(), -1);
-    // Assign one at a time so each choice sees the blocks the previous ones took.
-    for (size_t i = 0; i < admitted.size(); ++i) {
-      auto one = [&](int c) { return fits(static_cast<int>(i), c); };
-      if (options_.channel_policy == ChannelPolicy::kMinLoad) {
-        const double load = estimator_->Estimate(admitted[i]->context_tokens());
-        channel[i] = MinLoadChannel(loads, one);
-        if (channel[i] >= 0) loads[channel[i]] += load;
-      } else {
-        channel[i] = RoundRobinChannel(kv_->channels(), &rr_cursor_, one);
-      }
-      if (channel[i] >= 0) free[channel[i]] -= kv_->BlocksFor(admitted[i]->context_tokens());
-    }
-    for (size_t i = 0; i < admitted.size(); ++i) {
-      Request* r = admitted[i];
-      const absl::Status allocated = channel[i] < 0
-                                         ? absl::ResourceExhaustedError("no channel fits")
-                                         : kv_->Allocate(r->id, channel[i], r->context_tokens());
-      if (!allocated.ok()) {
-        // Fragmentation across channels: try again next step. Any other error (the request
-        // already holds blocks, a bad channel) is a broken invariant.
-        if (!absl::IsResourceExhausted(allocated)) Record(allocated, "admitting", *r);
-        waiting_.insert(r);
-        continue;
-      }
-      r->channel = channel[i];
-      r->kv_slot = kv_->SlotOf(r->id);
-      r->needs_prefill = true;
-      if (r->first_admitted == kNoTime) r->first_admitted = now;
-      if (options_.standalone_prefill) {
-        Record(Transition(*r, RequestState::kPrefilling), "admitting", *r);
-        ++prefilling_;
-      } else {
-        Record(Transition(*r, RequestState::kRunning), "admitting", *r);
-      }
-      running_.push_back(r);
-      out.prefill.push_back(r);
-    }
+    if (channel[i] >= 0) free[channel[i]] -= kv_->BlocksFor(admitted[i]->context_tokens());
   }
-
-  // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
-  if (options_.sub_batches &&
-      static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
-    std::vector<std::vector<Request*>>& per_channel = per_channel_;
-    per_channel.resize(kv_->channels());
-    for (std::vector<Request*>& c : per_channel) c.clear();
-    for (Request* r : out.decode) per_channel[r->channel].push_back(r);
-    PartitionSubBatches(per_channel, &out.sub_batch[0], &out.sub_batch[1]);
-    for (Request* r : out.sub_batch[0]) r->sub_batch = 0;
-    for (Request* r : out.sub_batch[1]) r->sub_batch = 1;
-  } else {
-    for (Request* r : out.decode) r->sub_batch = 0;
-    out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    Request* r = admitted[i];
+    const absl::Status allocated = channel[i] < 0
+                                       ? absl::ResourceExhaustedError("no channel fits")
+                                       : kv_->Allocate(r->id, channel[i], r->context_tokens());
+    if (!allocated.ok()) {
+      // Fragmentation across channels: try again next step. Any other error (the request
+      // already holds blocks, a bad channel) is a broken invariant.
+      if (!absl::IsResourceExhausted(allocated)) Record(allocated, "admitting", *r);
+      waiting_.insert(r);
+      continue;
+    }
+    r->channel = channel[i];
+    r->kv_slot = kv_->SlotOf(r->id);
+    r->needs_prefill = true;
+    if (r->first_admitted == kNoTime) r->first_admitted = now;
+    if (options_.standalone_prefill) {
+      Record(Transition(*r, RequestState::kPrefilling), "admitting", *r);
+      ++prefilling_;
+    } else {
+      Record(Transition(*r, RequestState::kRunning), "admitting", *r);
+    }
+    running_.push_back(r);
+    out.prefill.push_back(r);
   }
 }
 
@@ -248,9 +285,18 @@ absl::Status Scheduler::Finish(Request* r, SimTime now) {
   return Transition(*r, RequestState::kFinished);
 }
 
-std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now) {
+std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now,
+                                              std::vector<std::pair<Request*, int64_t>>* tokens) {
   std::vector<Request*> finished;
+  // The tokens are written through a plain pointer into room made up front and cut to length
+  // at the end (an emplace_back per token reloaded the vector's ends after every store).
+  std::vector<std::pair<Request*, int64_t>> unused;
+  std::vector<std::pair<Request*, int64_t>>& list = tokens != nullptr ? *tokens : unused;
+  const size_t before = list.size();
+  list.resize(before + (tokens != nullptr ? out.decode.size() + out.prefill.size() : 0));
+  std::pair<Request*, int64_t>* next = list.data() + before;
   auto produced = [&](Request* r) {
+    if (tokens != nullptr) *next++ = {r, r->generated};
     ++r->generated;
     if (r->first_token == kNoTime) r->first_token = now;
     r->last_token = now;
@@ -269,6 +315,7 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       produced(r);
     }
   }
+  list.resize(static_cast<size_t>(next - list.data()));
   return finished;
 }
 
@@ -286,8 +333,22 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
 
 std::vector<double> Scheduler::ChannelLoads() {
   std::vector<double> loads(kv_->channels(), 0.0);
-  for (Request* r : running_) {
-    if (r->channel >= 0) loads[r->channel] += estimator_->EstimateFast(r->context_tokens());
+  double* const load = loads.data();
+  // EstimateFast's answer for each request, with the memo's bounds held in a local between
+  // estimates that were not memoised (through EstimateFast they were reloaded per request,
+  // since its fallback may grow the memo). Same values, same order of the sums.
+  absl::Span<const double> known = estimator_->known();
+  for (const Request* r : running_) {
+    if (r->channel < 0) continue;
+    const int64_t seq_len = r->context_tokens();
+    double estimate;
+    if (seq_len >= 1 && static_cast<size_t>(seq_len) < known.size() && known[seq_len] >= 0) {
+      estimate = known[seq_len];
+    } else {
+      estimate = estimator_->Estimate(seq_len);
+      known = estimator_->known();
+    }
+    load[r->channel] += estimate;
   }
   return loads;
 }

@@ -20,8 +20,10 @@
 #define NEUPIMS_SCHEDULER_SCHEDULER_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,7 +76,11 @@ class Scheduler {
 
   // After the engine ran `out`: local prefills produced their first token, decodes one token.
   // Requests that reached max_new_tokens are finished and their KV freed; they are returned.
-  std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now);
+  // With `tokens`, each produced token is also appended to it as (request, the token's index:
+  // `generated` before the token), decodes first, in `out`'s order (the engine's per-iteration
+  // token list, without a second pass over the batch).
+  std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now,
+                                     std::vector<std::pair<Request*, int64_t>>* tokens = nullptr);
   // A standalone prefill finished (first token produced, KV arrived): the request decodes next.
   absl::Status PrefillDone(Request* r, SimTime now);
 
@@ -97,6 +103,14 @@ class Scheduler {
       return a->id < b->id;
     }
   };
+  // Step 1 of Schedule. The common case first: appends every decoding request's slot in
+  // running_ order until one does not fit, and returns that request's index in running_
+  // (running_.size() if all fit). AppendWithPreemption goes on from that index, preempting.
+  size_t AppendAllOrStop(ScheduleOutput* out);
+  void AppendWithPreemption(size_t from, ScheduleOutput* out);
+  // Step 2 (into admitted_) and step 3 of Schedule.
+  void Admit(SimTime now, ScheduleOutput* out);
+  void AssignChannels(SimTime now, ScheduleOutput* out);
   void Preempt(Request* r, ScheduleOutput* out);
   absl::Status Finish(Request* r, SimTime now);
   void RemoveRunning(Request* r);
@@ -113,7 +127,7 @@ class Scheduler {
   absl::Status fault_;
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
-  std::vector<std::vector<Request*>> per_channel_;
+  std::vector<size_t> partition_scratch_;
 };
 
 }  // namespace neupims::scheduler

@@ -1,5 +1,6 @@
 #include "scheduler/batching.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,36 @@ TEST(PartitionSubBatches, SizesDifferByAtMostOne) {
     const int diff = static_cast<int>(sb1.size()) - static_cast<int>(sb2.size());
     EXPECT_GE(diff, 0) << channels;
     EXPECT_LE(diff, 1) << channels;
+  }
+}
+
+// The scheduler's counting form against the per-channel lists it replaces: random channel
+// sequences (interleaved, empty channels, odd counts), the same two sub-batches element by
+// element and every item told its sub-batch; old contents of the outputs are overwritten.
+TEST(PartitionSubBatchesByChannel, EqualsPartitionSubBatchesOverThePerChannelLists) {
+  std::mt19937 rng(7);
+  std::vector<size_t> scratch;
+  std::vector<int> first = {99}, second = {98, 97};
+  for (int trial = 0; trial < 300; ++trial) {
+    const int channels = 1 + static_cast<int>(rng() % 9);
+    const int n = static_cast<int>(rng() % 40);
+    std::vector<int> channel_of(n);
+    std::vector<int> items(n);
+    std::vector<std::vector<int>> per_channel(channels);
+    for (int i = 0; i < n; ++i) {
+      items[i] = i;
+      channel_of[i] = static_cast<int>(rng() % static_cast<unsigned>(channels));
+      per_channel[channel_of[i]].push_back(i);
+    }
+    const auto [want1, want2] = PartitionSubBatches(per_channel);
+    std::vector<int> told(n, -1);
+    PartitionSubBatchesByChannel(
+        items, channels, [&](int i) { return channel_of[i]; }, [&](int i, int s) { told[i] = s; },
+        &first, &second, &scratch);
+    ASSERT_EQ(first, want1) << trial;
+    ASSERT_EQ(second, want2) << trial;
+    for (int i : want1) EXPECT_EQ(told[i], 0);
+    for (int i : want2) EXPECT_EQ(told[i], 1);
   }
 }
 

@@ -492,6 +492,25 @@ TEST(SchedulerAbort, FinishedRequestCannotBeAborted) {
   EXPECT_EQ(r->finish_reason, FinishReason::kLength);
 }
 
+// The token list: one entry per produced token, decodes before local prefills, each with the
+// request's `generated` before the token; what was in the list stays in front of it.
+TEST(SchedulerCompleteStep, ListsEachProducedTokenWithItsIndexDecodesFirst) {
+  Harness h(RoundRobinOptions(), 4, {10, 10});
+  Request* a = h.Add(1, 5, 3, 0);
+  h.Step(10);  // a prefilled locally: its first token
+  Request* b = h.Add(2, 5, 1, 0);
+  const ScheduleOutput out = h.scheduler().Schedule(20);
+  ASSERT_THAT(Ids(out.decode), ElementsAre(1));
+  ASSERT_THAT(Ids(out.prefill), ElementsAre(2));
+  std::vector<std::pair<Request*, int64_t>> tokens = {{nullptr, -7}};
+  const std::vector<Request*> finished = h.scheduler().CompleteStep(out, 20, &tokens);
+  EXPECT_THAT(tokens,
+              ElementsAre(std::pair<Request*, int64_t>(nullptr, -7),
+                          std::pair<Request*, int64_t>(a, 1), std::pair<Request*, int64_t>(b, 0)));
+  EXPECT_THAT(Ids(finished), ElementsAre(2));
+  EXPECT_EQ(a->generated, 2);
+}
+
 TEST(SchedulerCompleteStep, FinishesRequestsAtMaxNewTokensAndFreesTheirBlocks) {
   Harness h(RoundRobinOptions(), 4, {10, 10});
   Request* a = h.Add(1, 5, 3, 0);

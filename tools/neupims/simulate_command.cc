@@ -61,20 +61,30 @@ class Collector : public engine::EngineObserver {
   // gap repeats the current run) stays in this loop; a new run or a first token goes out of line.
   void OnIterationTokens(absl::Span<const engine::EmittedToken> tokens, SimTime t) override {
     tokens_ += static_cast<int64_t>(tokens.size());
+    // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
+    // so memory grows with iterations, not tokens. The current run's value and the tokens
+    // that joined it are kept in locals (through the vector, its back was reloaded after every
+    // token's store) and written back before any other change of the runs.
+    SimTime* const dense = last_token_dense_.data();
+    const size_t dense_size = last_token_dense_.size();
+    bool have_run = !itl_ns_.empty();
+    double run_value = have_run ? itl_ns_.back().value : 0;
+    int64_t joined = 0;
     for (const auto& [r, index] : tokens) {
       const size_t id = static_cast<size_t>(r->id);
-      SimTime* last =
-          r->id >= 0 && id < last_token_dense_.size() ? &last_token_dense_[id] : LastTokenOf(r->id);
-      // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
-      // so memory grows with iterations, not tokens.
-      if (*last != scheduler::kNoTime && !itl_ns_.empty() &&
-          itl_ns_.back().value == static_cast<double>(t - *last)) {
-        ++itl_ns_.back().count;
+      SimTime* last = r->id >= 0 && id < dense_size ? &dense[id] : LastTokenOf(r->id);
+      if (*last != scheduler::kNoTime && have_run && run_value == static_cast<double>(t - *last)) {
+        ++joined;
         *last = t;
-      } else {
-        RecordToken(last, t);
+        continue;
       }
+      if (joined > 0) itl_ns_.back().count += joined;
+      joined = 0;
+      RecordToken(last, t);
+      have_run = !itl_ns_.empty();
+      if (have_run) run_value = itl_ns_.back().value;
     }
+    if (joined > 0) itl_ns_.back().count += joined;
   }
 
   void OnFinished(const engine::Request& r) override {
