@@ -53,8 +53,7 @@ std::vector<int> RoundRobin(int channels, int requests, int* cursor,
 // Algorithm 3 (sub-batch partitioning): each channel's requests are split in halves, the first
 // half to SB1 and the rest to SB2; odd counts alternate between rounding up and down (starting
 // with up) so both sub-batches stay balanced in size and per-channel load.
-// Appends to *first and *second (which the caller may reuse between steps).
-//
+
 // The share of SB1 of a channel with `count` requests, channels taken in index order; `*turn`
 // starts true and carries the alternation of odd counts from one channel to the next.
 inline size_t SubBatchHalf(size_t count, bool* turn) {
@@ -65,6 +64,7 @@ inline size_t SubBatchHalf(size_t count, bool* turn) {
   }
   return half;
 }
+// Algorithm 3 over per-channel lists: appends to *first and *second.
 template <typename T>
 void PartitionSubBatches(const std::vector<std::vector<T>>& per_channel, std::vector<T>* first,
                          std::vector<T>* second) {

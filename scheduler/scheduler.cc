@@ -97,8 +97,8 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   out.sub_batch[1].clear();
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
-  const size_t fitted = AppendAllOrStop(&out);
-  if (fitted < running_.size()) AppendWithPreemption(fitted, &out);
+  const size_t first_refused = AppendAllOrStop(&out);
+  if (first_refused < running_.size()) AppendWithPreemption(first_refused, &out);
 
   // 2. Admission, FCFS within priority, only when nothing had to be preempted (and, which
   //    changes nothing but skips the per-channel counts, when someone waits and there is room).
@@ -290,11 +290,13 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
   std::vector<Request*> finished;
   // The tokens are written through a plain pointer into room made up front and cut to length
   // at the end (an emplace_back per token reloaded the vector's ends after every store).
-  std::vector<std::pair<Request*, int64_t>> unused;
-  std::vector<std::pair<Request*, int64_t>>& list = tokens != nullptr ? *tokens : unused;
-  const size_t before = list.size();
-  list.resize(before + (tokens != nullptr ? out.decode.size() + out.prefill.size() : 0));
-  std::pair<Request*, int64_t>* next = list.data() + before;
+  // Without a list (tokens == nullptr) `next` stays null and is never written.
+  std::pair<Request*, int64_t>* next = nullptr;
+  if (tokens != nullptr) {
+    const size_t before = tokens->size();
+    tokens->resize(before + out.decode.size() + out.prefill.size());
+    next = tokens->data() + before;
+  }
   auto produced = [&](Request* r) {
     if (tokens != nullptr) *next++ = {r, r->generated};
     ++r->generated;
@@ -315,7 +317,7 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       produced(r);
     }
   }
-  list.resize(static_cast<size_t>(next - list.data()));
+  if (tokens != nullptr) tokens->resize(static_cast<size_t>(next - tokens->data()));
   return finished;
 }
 

@@ -84,6 +84,10 @@ class AbortLatch {
 // Shared between a Generate reactor and the engine thread; outlives either. Decisions are made
 // under the lock; calls into gRPC (StartWrite, Finish) happen after releasing it, and the
 // in_flight_ / finished_ flags make sure only one thread issues each.
+// The largest token chunk a stream keeps for reuse (StreamState::RecycleChunkLocked): more than
+// one iteration's tokens, which is all a stream that keeps up has in a message.
+constexpr int kMaxRecycledTokens = 64;
+
 class StreamState : public RequestSink {
  public:
   // `max_buffer`: tokens queued behind gRPC (written or not yet acknowledged) beyond which the
@@ -227,9 +231,11 @@ class StreamState : public RequestSink {
   }
 
   // `msg` has been written: keep its chunk for the next message (one spare is enough, since a
-  // stream has at most one write in flight).
+  // stream has at most one write in flight). Not a chunk of more than kMaxRecycledTokens: a
+  // cleared chunk keeps all its Token objects, and one large coalesced message (a slow reader
+  // with no buffer bound) would otherwise stay allocated until the stream ends.
   void RecycleChunkLocked(GenerateResponse* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (spare_chunk_ != nullptr) return;
+    if (spare_chunk_ != nullptr || msg->tokens().tokens_size() > kMaxRecycledTokens) return;
     spare_chunk_.reset(msg->release_tokens());
     spare_chunk_->Clear();
   }

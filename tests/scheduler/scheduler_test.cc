@@ -511,6 +511,34 @@ TEST(SchedulerCompleteStep, ListsEachProducedTokenWithItsIndexDecodesFirst) {
   EXPECT_EQ(a->generated, 2);
 }
 
+// A request aborted between Schedule and CompleteStep produces no token and is not listed.
+TEST(SchedulerCompleteStep, ListsNoTokenForARequestAbortedAfterSchedule) {
+  Harness h(RoundRobinOptions(), 4, {10, 10});
+  Request* a = h.Add(1, 5, 3, 0);
+  Request* b = h.Add(2, 5, 3, 0);
+  h.Step(10);
+  const ScheduleOutput out = h.scheduler().Schedule(20);
+  ASSERT_THAT(Ids(out.decode), ElementsAre(1, 2));
+  ASSERT_TRUE(h.scheduler().Abort(a).ok());
+  std::vector<std::pair<Request*, int64_t>> tokens;
+  h.scheduler().CompleteStep(out, 20, &tokens);
+  EXPECT_THAT(tokens, ElementsAre(std::pair<Request*, int64_t>(b, 1)));
+  EXPECT_EQ(a->generated, 1);
+}
+
+// Standalone prefills produce their first token when the prefill is done, not in the step.
+TEST(SchedulerCompleteStep, ListsNoTokenForStandalonePrefills) {
+  SchedulerOptions o = RoundRobinOptions();
+  o.standalone_prefill = true;
+  Harness h(o, 4, {10, 10});
+  h.Add(1, 6, 3, 0);
+  const ScheduleOutput out = h.scheduler().Schedule(0);
+  ASSERT_THAT(Ids(out.prefill), ElementsAre(1));
+  std::vector<std::pair<Request*, int64_t>> tokens;
+  h.scheduler().CompleteStep(out, 0, &tokens);
+  EXPECT_THAT(tokens, IsEmpty());
+}
+
 TEST(SchedulerCompleteStep, FinishesRequestsAtMaxNewTokensAndFreesTheirBlocks) {
   Harness h(RoundRobinOptions(), 4, {10, 10});
   Request* a = h.Add(1, 5, 3, 0);
