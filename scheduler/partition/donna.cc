@@ -503,15 +503,7 @@ class Search {
 
   // Whether a label of state (j layers placed, `used`) is dropped before its expansion.
   bool Dropped(const Label& l, int used, int j) const {
-    switch (pruning_) {
-      case Pruning::kNone:
-        return false;
-      case Pruning::kRestBounds:
-        return bounds_.Of(used).Reaches(l.t, l.e, j, best_c_);
-      case Pruning::kOwnCost:
-        return OverLimit(l.c, bounds_.Of(used), j);
-    }
-    return false;
+    return pruning_ != Pruning::kNone && OfferDropped(l, bounds_.Of(used), j);
   }
   // Whether an offer of (t, e, c) to a state with the layers from j on left, whose free devices'
   // floors are `floors`, is dropped.
