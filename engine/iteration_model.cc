@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "hw/dram/energy.h"
 #include "hw/pim/issue_limit.h"
@@ -464,31 +465,66 @@ IterationModel::ScheduleKey IterationModel::StageScheduleKey(bool serialized, in
   return k;
 }
 
-void IterationModel::BuildGraph(bool serialized, int sim_layers, bool last_stage) {
+IterationModel::TopologyKey IterationModel::StageTopologyKey(bool serialized, int sim_layers,
+                                                             bool last_stage) const {
+  TopologyKey k;
+  for (int s = 0; s < 2; ++s) {
+    if (stage_layer_[s] != nullptr) {
+      k.pre_ops[s] = static_cast<int>(stage_layer_[s]->pre_attention.size());
+      k.post_ops[s] = static_cast<int>(stage_layer_[s]->post_attention.size());
+    }
+    k.attention[s] = attention_[s].requests > 0;
+  }
+  k.prefill_ops = static_cast<int>(prefill_costed_.size());
+  k.serialized = serialized;
+  k.sim_layers = sim_layers;
+  k.last_stage = last_stage;
+  return k;
+}
+
+IterationModel::GraphSlot& IterationModel::GraphFor(const TopologyKey& topology, bool* found) {
+  ++graph_uses_;
+  for (GraphSlot& slot : graphs_) {
+    if (slot.topology == topology) {
+      slot.last_used = graph_uses_;
+      *found = true;
+      return slot;
+    }
+  }
+  GraphSlot& lru = *std::min_element(
+      graphs_.begin(), graphs_.end(),
+      [](const GraphSlot& a, const GraphSlot& b) { return a.last_used < b.last_used; });
+  lru.last_used = graph_uses_;
+  *found = false;
+  return lru;
+}
+
+template <typename G>
+void IterationModel::WalkGraph(G& g, bool serialized, int sim_layers, bool last_stage) const {
   const SystemMode& mode = options_.mode;
   const std::array<const CostedLayer*, 2>& layer = stage_layer_;
-  graph_.Clear(/*interleaved=*/!serialized && mode.sub_batch_interleaving);
+  g.Clear(/*interleaved=*/!serialized && mode.sub_batch_interleaving);
   for (int l = 0; l < sim_layers; ++l) {
     for (int s = 0; s < 2; ++s) {
       if (layer[s] == nullptr) continue;
-      graph_.AddChain(layer[s]->pre_attention, s, l, Phase::kPreAttention);
-      graph_.BeginAttention(s);
+      g.AddChain(layer[s]->pre_attention, s, l, Phase::kPreAttention);
+      g.BeginAttention(s);
       const SubBatchAttention& a = attention_[s];
       if (a.requests > 0 && mode.pim_attention) {
-        graph_.AddPimAttention(a, softmax_[s], mode.softmax_overlap(), s, l);
+        g.AddPimAttention(a, softmax_[s], mode.softmax_overlap(), s, l);
       } else if (a.requests > 0) {
-        graph_.AddNpuAttention(npu_attention_[s][0], softmax_[s], npu_attention_[s][1], s, l);
+        g.AddNpuAttention(npu_attention_[s][0], softmax_[s], npu_attention_[s][1], s, l);
       }
-      if (s == 0 && !prefill_costed_.empty()) graph_.AddPrefillAttention(prefill_costed_, s, l);
-      graph_.EndAttention(s, l);
-      graph_.AddChain(layer[s]->post_attention, s, l, Phase::kPostAttention);
-      if (s == 0 && serialized) graph_.SerializeAfter(0, 1);
+      if (s == 0 && !prefill_costed_.empty()) g.AddPrefillAttention(prefill_costed_, s, l);
+      g.EndAttention(s, l);
+      g.AddChain(layer[s]->post_attention, s, l, Phase::kPostAttention);
+      if (s == 0 && serialized) g.SerializeAfter(0, 1);
     }
   }
   // The LM head of each sub-batch on the last pipeline stage.
   for (int s = 0; last_stage && s < 2; ++s) {
     if (layer[s] != nullptr) {
-      graph_.AddChain({&layer[s]->lm_head, 1}, s, sim_layers, Phase::kLmHead);
+      g.AddChain({&layer[s]->lm_head, 1}, s, sim_layers, Phase::kLmHead);
     }
   }
 }
@@ -517,12 +553,26 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   const ScheduleKey key = StageScheduleKey(serialized, sim_layers, last_stage);
   const bool replayable = prompts.empty() && !full_timeline;
   if (!(replayable && schedule_.valid && key == schedule_.key)) {
-    BuildGraph(serialized, sim_layers, last_stage);
+    // The durations changed; when the topology did not, overwrite them (and the costs) in the
+    // graph already built instead of building it again.
+    const TopologyKey topology = StageTopologyKey(serialized, sim_layers, last_stage);
+    bool found = false;
+    GraphSlot& slot = GraphFor(topology, &found);
+    graph_ = &slot.graph;
+    if (found) {
+      StageGraph::Patcher patch(graph_);
+      WalkGraph(patch, serialized, sim_layers, last_stage);
+      NEUPIMS_CHECK_MSG(patch.done(), "a patch walk of the same topology covers every node");
+      ++graph_patched_;
+    } else {
+      WalkGraph(*graph_, serialized, sim_layers, last_stage);
+      slot.topology = topology;
+    }
     const bool blocked = options_.mode.pim_attention && !options_.mode.dual_row_buffers;
-    schedule_.makespan_ns = graph_.Schedule(blocked, options_.device.stage_barriers);
+    schedule_.makespan_ns = graph_->Schedule(blocked, options_.device.stage_barriers);
     // Measured whenever the interior layers exist, not only when this stage extrapolates: the
     // key holds sim_layers but not L, so a replay for a longer stack may use it.
-    schedule_.period_ns = sim_layers >= 4 ? (graph_.LayerEnd(3) - graph_.LayerEnd(1)) / 2 : 0.0;
+    schedule_.period_ns = sim_layers >= 4 ? (graph_->LayerEnd(3) - graph_->LayerEnd(1)) / 2 : 0.0;
     schedule_.key = key;
     schedule_.valid = replayable;
     ++schedule_.built;
@@ -535,13 +585,13 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     cost.duration_ns += schedule_.period_ns * (L - sim_layers);
     extra_layers = L - sim_layers;
   }
-  const HwCost work = graph_.Account(/*extra_layer=*/2, extra_layers);
+  const HwCost work = graph_->Account(/*extra_layer=*/2, extra_layers);
   cost += work;
   cost.layer_period_ns = schedule_.period_ns;
   if (full_timeline) {
-    graph_.AppendTimeline(micro_batch, &cost.timeline);
-    graph_.AppendPhaseSpans(micro_batch, &cost.phases);
-    if (options_.device.stage_barriers) graph_.AppendStageSpans(micro_batch, &cost.stages);
+    graph_->AppendTimeline(micro_batch, &cost.timeline);
+    graph_->AppendPhaseSpans(micro_batch, &cost.phases);
+    if (options_.device.stage_barriers) graph_->AppendStageSpans(micro_batch, &cost.stages);
   }
   return cost;
 }

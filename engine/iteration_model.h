@@ -37,6 +37,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,11 @@ class IterationModel {
   // Stage graphs built and list-scheduled so far; a stage whose schedule inputs repeat the
   // previous stage's replays that schedule instead (RunStage).
   int64_t schedules_built() const { return schedule_.built; }
+  // Of those, the graphs that were patched (the previous graph's topology, new durations and
+  // costs) rather than built.
+  int64_t graphs_patched() const { return graph_patched_; }
+  // The graph of the last stage scheduled (tests compare patched and fresh graphs).
+  const StageGraph& stage_graph() const { return *graph_; }
 
  private:
   explicit IterationModel(const IterationModelOptions& options);
@@ -194,8 +200,24 @@ class IterationModel {
   absl::Status CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
                          absl::Span<const int64_t> prompts);
   ScheduleKey StageScheduleKey(bool serialized, int sim_layers, bool last_stage) const;
-  // Builds the stage graph of the costed stage (layers 0 .. sim_layers, plus the LM head).
-  void BuildGraph(bool serialized, int sim_layers, bool last_stage);
+  // What shapes the stage graph's topology (StageGraph, "Topology reuse"): every other input
+  // of the walk (PIM or NPU attention, dual row buffers, interleaving) is fixed by the options.
+  // The token counts are not part of it: a decode layer's op lists have the same length at
+  // every token count.
+  struct TopologyKey {
+    std::array<int, 2> pre_ops{-1, -1}, post_ops{-1, -1};  // -1: the sub-batch has no tokens
+    std::array<bool, 2> attention{};
+    int prefill_ops = 0;
+    bool serialized = false;
+    int sim_layers = 0;
+    bool last_stage = false;
+    bool operator==(const TopologyKey&) const = default;
+  };
+  TopologyKey StageTopologyKey(bool serialized, int sim_layers, bool last_stage) const;
+  // Walks the stage graph of the costed stage (layers 0 .. sim_layers, plus the LM head) on `g`:
+  // a StageGraph builds it, a StageGraph::Patcher overwrites a graph of the same topology.
+  template <typename G>
+  void WalkGraph(G& g, bool serialized, int sim_layers, bool last_stage) const;
   // A prefill-only iteration (standalone prefill NPUs) by its prompts and layer count.
   struct PrefillKey {
     std::vector<int64_t> prompts;
@@ -238,7 +260,19 @@ class IterationModel {
   AttentionCost attention_scratch_;             // a seq_len beyond the cache
 
   // Per-stage scratch, reused (allocation-free in steady state).
-  StageGraph graph_;
+  // A few graphs of the topologies seen last (a batch that grows past the adaptive sub-batch
+  // threshold and shrinks below it alternates two; least recently used replaced), each with
+  // its list scheduler.
+  struct GraphSlot {
+    StageGraph graph;
+    std::optional<TopologyKey> topology;  // the topology `graph` holds, once built
+    int64_t last_used = 0;
+  };
+  std::array<GraphSlot, 4> graphs_;
+  StageGraph* graph_ = &graphs_[0].graph;  // the graph of the last stage scheduled
+  int64_t graph_uses_ = 0, graph_patched_ = 0;
+  // The slot holding `topology`, with `*found` true, or else the least recently used slot.
+  GraphSlot& GraphFor(const TopologyKey& topology, bool* found);
   std::array<SubBatchAttention, 2> attention_;
   // Prefill-only iterations already computed: Run is a pure function of its input, and the
   // standalone prefill NPUs see the same prompt lists again and again. Bounded (cleared when
@@ -246,10 +280,10 @@ class IterationModel {
   absl::flat_hash_map<PrefillKey, IterationCost> prefill_memo_;
   PrefillKey prefill_key_;                           // scratch (keeps its capacity)
   std::array<const CostedLayer*, 2> stage_layer_{};  // CostStage: each sub-batch's layer
-  // The schedule of graph_, replayed while its key repeats (RunStage).
+  // The schedule of *graph_, replayed while its key repeats (RunStage).
   struct {
     ScheduleKey key;
-    bool valid = false;  // graph_ holds the graph of `key`, scheduled
+    bool valid = false;  // *graph_ holds the graph of `key`, scheduled
     double makespan_ns = 0, period_ns = 0;
     int64_t built = 0;  // graphs built and scheduled (for tests and profiles)
   } schedule_;

@@ -28,25 +28,51 @@ void StageGraph::Clear(bool interleaved) {
   branches_[1].clear();
 }
 
-int StageGraph::Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns,
-                    DepList deps) {
+StageGraph::NodeSpec StageGraph::OpNode(const CostedOp& op, int s, int layer, Phase phase) {
+  return {
+      {op.name, op.kind, s, layer, &op.cost, nullptr, phase}, op.lane, op.dur_ns, op.dur_shared_ns};
+}
+
+// Sec. 6.1: with dual row buffers the logits and attends of every head run as one PIM node,
+// while the vector units run each head's softmax.
+StageGraph::NodeSpec StageGraph::MhaNode(const SubBatchAttention& a, int s, int layer) {
+  const double mha_ns = a.logit_ns + a.attend_ns;
+  return {
+      {"mha", NodeKind::kPimAttention, s, layer, &a.cost, &a.mha_ch}, Lane::kPim, mha_ns, mha_ns};
+}
+
+StageGraph::NodeSpec StageGraph::LogitNode(const SubBatchAttention& a, int s, int layer) {
+  return {{"logit", NodeKind::kPimLogit, s, layer, nullptr, &a.logit_ch},
+          Lane::kPim,
+          a.logit_ns,
+          a.logit_ns};
+}
+
+StageGraph::NodeSpec StageGraph::AttendNode(const SubBatchAttention& a, int s, int layer) {
+  return {{"attend", NodeKind::kPimAttend, s, layer, &a.cost, &a.attend_ch},
+          Lane::kPim,
+          a.attend_ns,
+          a.attend_ns};
+}
+
+StageGraph::NodeSpec StageGraph::JoinNode(int s, int layer) {
+  return {
+      {"attention_done", NodeKind::kJoin, s, layer, nullptr, nullptr}, Lane::kInterconnect, 0, 0};
+}
+
+int StageGraph::Add(const NodeSpec& spec, DepList deps) {
   ScheduleNode& n = sched_.emplace_back();
-  n.lane = lane;
+  n.lane = spec.lane;
   n.priority = static_cast<int>(sched_.size()) - 1;  // insertion order: unique
-  n.dur_ns = dur_ns;
-  n.dur_shared_ns = dur_shared_ns;
+  n.dur_ns = spec.dur_ns;
+  n.dur_shared_ns = spec.dur_shared_ns;
   n.deps = std::move(deps);
-  n.stage = StageOf(info);
-  info_.push_back(info);
+  n.stage = StageOf(spec.info);
+  info_.push_back(spec.info);
   return n.priority;
 }
 
-int StageGraph::AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase) {
-  return Add({op.name, op.kind, s, layer, &op.cost, nullptr, phase}, op.lane, op.dur_ns,
-             op.dur_shared_ns, std::move(deps));
-}
-
-int StageGraph::StageOf(const Info& info) const {
+int StageGraph::StageOf(const NodeInfo& info) const {
   // The LM head comes after the last layer's post-attention ops (its `layer` is one past it).
   const int p =
       info.phase == Phase::kLmHead ? (interleaved_ ? 1 : 0) : static_cast<int>(info.phase);
@@ -71,19 +97,15 @@ void StageGraph::AddPimAttention(const SubBatchAttention& a, const CostedOp& sof
   if (dual_row_buffers) {
     // Sec. 6.1: the vector units run each head's softmax while the PIM computes the other
     // heads; the stage ends when both are done.
-    const double mha_ns = a.logit_ns + a.attend_ns;
-    const int mha = Add({"mha", NodeKind::kPimAttention, s, layer, &a.cost, &a.mha_ch}, Lane::kPim,
-                        mha_ns, mha_ns, {qkv});
+    const int mha = Add(MhaNode(a, s, layer), {qkv});
     const int smx = AddOp(softmax, s, layer, {qkv});
     branches_[s] = {mha, smx};
     return;
   }
   // Blocked PIM: logits of every head, then softmax on the NPU, then attend.
-  const int lg = Add({"logit", NodeKind::kPimLogit, s, layer, nullptr, &a.logit_ch}, Lane::kPim,
-                     a.logit_ns, a.logit_ns, {qkv});
+  const int lg = Add(LogitNode(a, s, layer), {qkv});
   const int smx = AddOp(softmax, s, layer, {lg});
-  const int at = Add({"attend", NodeKind::kPimAttend, s, layer, &a.cost, &a.attend_ch}, Lane::kPim,
-                     a.attend_ns, a.attend_ns, {smx});
+  const int at = Add(AttendNode(a, s, layer), {smx});
   branches_[s] = {at};
 }
 
@@ -106,8 +128,29 @@ void StageGraph::AddPrefillAttention(absl::Span<const CostedOp> ops, int s, int 
 void StageGraph::EndAttention(int s, int layer) {
   if (branches_[s].empty()) return;
   // Join point: the post-attention ops wait for every attention branch.
-  last_[s] = Add({"attention_done", NodeKind::kJoin, s, layer, nullptr, nullptr},
-                 Lane::kInterconnect, 0, 0, branches_[s]);
+  last_[s] = Add(JoinNode(s, layer), branches_[s]);
+}
+
+// The nodes in the order StageGraph::AddPimAttention / AddNpuAttention append them.
+void StageGraph::Patcher::AddPimAttention(const SubBatchAttention& a, const CostedOp& softmax,
+                                          bool dual_row_buffers, int s, int layer) {
+  if (dual_row_buffers) {
+    Set(MhaNode(a, s, layer));
+    Set(OpNode(softmax, s, layer, Phase::kAttention));
+  } else {
+    Set(LogitNode(a, s, layer));
+    Set(OpNode(softmax, s, layer, Phase::kAttention));
+    Set(AttendNode(a, s, layer));
+  }
+  branched_[s] = true;
+}
+
+void StageGraph::Patcher::AddNpuAttention(const CostedOp& logit, const CostedOp& softmax,
+                                          const CostedOp& context, int s, int layer) {
+  Set(OpNode(logit, s, layer, Phase::kAttention));
+  Set(OpNode(softmax, s, layer, Phase::kAttention));
+  Set(OpNode(context, s, layer, Phase::kAttention));
+  branched_[s] = true;
 }
 
 double StageGraph::LayerEnd(int layer) const {
@@ -121,7 +164,7 @@ double StageGraph::LayerEnd(int layer) const {
 HwCost StageGraph::Account(int extra_layer, int64_t extra_copies) const {
   HwCost total;
   for (size_t i = 0; i < sched_.size(); ++i) {
-    const Info& n = info_[i];
+    const NodeInfo& n = info_[i];
     const int64_t copies = 1 + (n.layer == extra_layer ? extra_copies : 0);
     if (n.channel_ns != nullptr) {
       // Channel by channel, in the order the busy times were measured.
@@ -136,7 +179,7 @@ HwCost StageGraph::Account(int extra_layer, int64_t extra_copies) const {
 void StageGraph::AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const {
   for (size_t i = 0; i < sched_.size(); ++i) {
     const ScheduleNode& n = sched_[i];
-    const Info& info = info_[i];
+    const NodeInfo& info = info_[i];
     if (n.end_ns <= n.start_ns || info.kind == NodeKind::kJoin) continue;
     if (n.lane == Lane::kPim) {
       const int channels =
@@ -158,7 +201,7 @@ void StageGraph::AppendPhaseSpans(int micro_batch, std::vector<PhaseSpan>* out) 
   const size_t first = out->size();
   for (size_t i = 0; i < sched_.size(); ++i) {
     const ScheduleNode& n = sched_[i];
-    const Info& info = info_[i];
+    const NodeInfo& info = info_[i];
     if (n.end_ns <= n.start_ns) continue;
     auto same = [&](const PhaseSpan& p) {
       return p.layer == info.layer && p.sub_batch == info.sub_batch && p.phase == info.phase;

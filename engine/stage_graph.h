@@ -24,6 +24,15 @@
 // and the steady per-layer period is C + D. Otherwise (one sub-batch, or serialised) each
 // layer of each sub-batch is A (pre), B (attention), E (post) in turn.
 //
+// Topology reuse: a graph's topology (node count, lanes, dependencies, priorities, stages, and
+// each node's kind, layer, phase and sub-batch) does not depend on the token counts, only on
+// what the caller walks (op counts per chain, which attention branches exist, ...). A caller
+// whose next stage has the topology of the graph it built last walks it again through a
+// StageGraph::Patcher, with the same calls in the same order as when building: each node's
+// durations, lane, name, cost and channel pointers are overwritten in place (no dependencies,
+// priorities or stages rebuilt). The result is the graph a fresh build would give, field by
+// field (IterationModel.PatchedGraphEqualsAFreshBuild).
+//
 // Contract: nodes reference CostedOps, channel-load vectors and names owned by the caller,
 // which must outlive Schedule / Account / AppendTimeline. Reused between stages
 // (allocation-free in steady state); not thread-safe.
@@ -112,8 +121,20 @@ struct TimelineEvent {
   double start_ns = 0, end_ns = 0;
 };
 
+// What a node is, besides its scheduling fields (ScheduleNode).
+struct NodeInfo {
+  const char* name = "";
+  NodeKind kind = NodeKind::kLayerOp;
+  int sub_batch = 0;
+  int layer = 0;
+  const HwCost* cost = nullptr;                     // null: no cost (joins)
+  const std::vector<double>* channel_ns = nullptr;  // PIM nodes: per-channel busy time
+  Phase phase = Phase::kAttention;
+};
+
 class StageGraph {
  public:
+  class Patcher;
   // `interleaved`: two sub-batches whose stages pair up (the barrier stages above).
   void Clear(bool interleaved);
   // Appends `ops` to sub-batch s's chain in `layer`, as `phase`.
@@ -150,28 +171,79 @@ class StageGraph {
   // Appends the span of every barrier stage that has operations, in stage order.
   void AppendStageSpans(int micro_batch, std::vector<StageSpan>* out) const;
 
+  // The nodes in insertion order (their index is their id and priority), and what each is.
+  absl::Span<const ScheduleNode> nodes() const { return sched_; }
+  absl::Span<const NodeInfo> node_info() const { return info_; }
+
  private:
-  struct Info {
-    const char* name = "";
-    NodeKind kind = NodeKind::kLayerOp;
-    int sub_batch = 0;
-    int layer = 0;
-    const HwCost* cost = nullptr;                     // null: no cost (joins)
-    const std::vector<double>* channel_ns = nullptr;  // PIM nodes: per-channel busy time
-    Phase phase = Phase::kAttention;
+  // A node's content apart from its place in the topology (dependencies, priority, stage):
+  // what a Patcher overwrites. One definition per node type, shared by building and patching.
+  struct NodeSpec {
+    NodeInfo info;
+    Lane lane = Lane::kSystolic;
+    double dur_ns = 0, dur_shared_ns = 0;
   };
-  int Add(const Info& info, Lane lane, double dur_ns, double dur_shared_ns, DepList deps);
-  int AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase = Phase::kAttention);
+  static NodeSpec OpNode(const CostedOp& op, int s, int layer, Phase phase);
+  static NodeSpec MhaNode(const SubBatchAttention& a, int s, int layer);
+  static NodeSpec LogitNode(const SubBatchAttention& a, int s, int layer);
+  static NodeSpec AttendNode(const SubBatchAttention& a, int s, int layer);
+  static NodeSpec JoinNode(int s, int layer);
+
+  int Add(const NodeSpec& spec, DepList deps);
+  int AddOp(const CostedOp& op, int s, int layer, DepList deps, Phase phase = Phase::kAttention) {
+    return Add(OpNode(op, s, layer, phase), std::move(deps));
+  }
   DepList Chain(int s) const;
-  int StageOf(const Info& info) const;
+  int StageOf(const NodeInfo& info) const;
 
   bool interleaved_ = false;
   std::vector<ScheduleNode> sched_;
-  std::vector<Info> info_;
+  std::vector<NodeInfo> info_;
   std::array<int, 2> last_{-1, -1};             // last node of each sub-batch's chain
   std::array<int, 2> attention_start_{-1, -1};  // the node attention branches depend on
   std::array<DepList, 2> branches_;
   ListScheduler scheduler_;
+};
+
+// Overwrites the node contents of a built graph by walking it again: the caller makes the
+// calls it made to build the graph (Clear, AddChain, BeginAttention, ..., EndAttention), in
+// the same order, with the current ops; each call overwrites the nodes it appended then. Valid
+// only for a walk of the same topology (the same calls with the same op counts and attention
+// branches); done() tells whether the walk covered every node.
+class StageGraph::Patcher {
+ public:
+  explicit Patcher(StageGraph* graph) : g_(graph) {}
+  void Clear(bool /*interleaved: part of the topology*/) { next_ = 0; }
+  void AddChain(absl::Span<const CostedOp> ops, int s, int layer, Phase phase) {
+    for (const CostedOp& op : ops) Set(OpNode(op, s, layer, phase));
+  }
+  void BeginAttention(int s) { branched_[s] = false; }
+  void AddPimAttention(const SubBatchAttention& a, const CostedOp& softmax, bool dual_row_buffers,
+                       int s, int layer);
+  void AddNpuAttention(const CostedOp& logit, const CostedOp& softmax, const CostedOp& context,
+                       int s, int layer);
+  void AddPrefillAttention(absl::Span<const CostedOp> ops, int s, int layer) {
+    for (const CostedOp& op : ops) Set(OpNode(op, s, layer, Phase::kAttention));
+    branched_[s] = true;
+  }
+  // The join has no duration or cost of its own: nothing to overwrite.
+  void EndAttention(int s, int /*layer*/) { next_ += branched_[s] ? 1 : 0; }
+  void SerializeAfter(int /*from*/, int /*to*/) {}
+  bool done() const { return next_ == g_->sched_.size(); }
+
+ private:
+  void Set(const NodeSpec& spec) {
+    ScheduleNode& n = g_->sched_[next_];
+    n.lane = spec.lane;
+    n.dur_ns = spec.dur_ns;
+    n.dur_shared_ns = spec.dur_shared_ns;
+    g_->info_[next_] = spec.info;
+    ++next_;
+  }
+
+  StageGraph* g_;
+  size_t next_ = 0;
+  std::array<bool, 2> branched_{};
 };
 
 }  // namespace neupims::engine

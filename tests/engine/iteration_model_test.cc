@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -488,6 +489,96 @@ TEST(IterationModel, ReplayAcrossLayerCountsExtrapolatesAsAFreshSchedule) {
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(want.ok()) << want.status();
     ExpectSameCost(*got, *want);
+  }
+}
+
+// Two stage graphs node by node, every field (costs and channel loads by value: the two graphs
+// belong to different models).
+void ExpectSameGraph(const StageGraph& got, const StageGraph& want) {
+  ASSERT_EQ(got.nodes().size(), want.nodes().size());
+  for (size_t i = 0; i < want.nodes().size(); ++i) {
+    SCOPED_TRACE(i);
+    const ScheduleNode& a = got.nodes()[i];
+    const ScheduleNode& b = want.nodes()[i];
+    EXPECT_EQ(a.lane, b.lane);
+    EXPECT_EQ(a.priority, b.priority);
+    EXPECT_EQ(a.dur_ns, b.dur_ns);
+    EXPECT_EQ(a.dur_shared_ns, b.dur_shared_ns);
+    EXPECT_EQ(std::vector<int>(a.deps.begin(), a.deps.end()),
+              std::vector<int>(b.deps.begin(), b.deps.end()));
+    EXPECT_EQ(a.stage, b.stage);
+    EXPECT_EQ(a.start_ns, b.start_ns);
+    EXPECT_EQ(a.end_ns, b.end_ns);
+    const NodeInfo& x = got.node_info()[i];
+    const NodeInfo& y = want.node_info()[i];
+    EXPECT_STREQ(x.name, y.name);
+    EXPECT_EQ(x.kind, y.kind);
+    EXPECT_EQ(x.sub_batch, y.sub_batch);
+    EXPECT_EQ(x.layer, y.layer);
+    EXPECT_EQ(x.phase, y.phase);
+    ASSERT_EQ(x.cost == nullptr, y.cost == nullptr);
+    if (x.cost != nullptr) {
+#define NEUPIMS_EXPECT_FIELD(name, kind) EXPECT_EQ(x.cost->name, y.cost->name) << #name;
+      NEUPIMS_HW_COST_FIELDS(NEUPIMS_EXPECT_FIELD)
+#undef NEUPIMS_EXPECT_FIELD
+      EXPECT_EQ(x.cost->pim_commands, y.cost->pim_commands);
+    }
+    ASSERT_EQ(x.channel_ns == nullptr, y.channel_ns == nullptr);
+    if (x.channel_ns != nullptr) {
+      EXPECT_EQ(*x.channel_ns, *y.channel_ns);
+    }
+  }
+}
+
+// A random stage: usually two sub-batches of random sizes and lengths (a recurring topology
+// with new token counts), sometimes one or none, local prefills, other layer counts or a
+// timeline. A prefill-only input records its timeline (else Run answers it from its memo and
+// schedules no graph).
+IterationInput RandomStage(std::mt19937_64& rng) {
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  IterationInput in;
+  const bool usual = uniform(0, 9) < 6;
+  for (int s = 0; s < 2; ++s) {
+    const int n = usual ? uniform(1, 48) : uniform(0, 48);
+    for (int i = 0; i < n; ++i) in.sub_batches[s].push_back({uniform(1, 1500), uniform(0, 31)});
+  }
+  if (!usual) {
+    for (int p = uniform(0, 2); p > 0; --p) in.prefill_prompts.push_back(uniform(1, 200));
+    in.layers = std::array<int, 4>{0, 3, 5, 32}[uniform(0, 3)];
+    in.record_timeline = uniform(0, 4) == 0;
+  }
+  const bool no_decode = in.sub_batches[0].empty() && in.sub_batches[1].empty();
+  if (no_decode && in.prefill_prompts.empty()) in.sub_batches[0].push_back({100, 3});
+  if (no_decode) in.record_timeline = true;
+  return in;
+}
+
+// A graph whose topology repeats is patched (durations, lanes, names, costs overwritten in
+// place) instead of built; after scheduling it must equal the graph a fresh model builds, node
+// by node, on random stages: attention on and off per sub-batch, local prefills, serialised
+// sub-batches (npu+pim with two), other layer counts, timelines.
+TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
+  std::mt19937_64 rng(20261127);
+  for (const char* mode_name : {"neupims", "npu+pim", "npu-only"}) {
+    SCOPED_TRACE(mode_name);
+    std::unique_ptr<IterationModel> m = MakeModel(mode_name);
+    ASSERT_NE(m, nullptr);
+    for (int step = 0; step < 30; ++step) {
+      SCOPED_TRACE(step);
+      const IterationInput in = RandomStage(rng);
+      std::unique_ptr<IterationModel> fresh = MakeModel(mode_name);
+      ASSERT_NE(fresh, nullptr);
+      absl::StatusOr<IterationCost> got = m->Run(in);
+      absl::StatusOr<IterationCost> want = fresh->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_EQ(fresh->graphs_patched(), 0);
+      ExpectSameCost(*got, *want);
+      ExpectSameGraph(m->stage_graph(), fresh->stage_graph());
+    }
+    // Both paths were taken.
+    EXPECT_GT(m->graphs_patched(), 5);
+    EXPECT_GT(m->schedules_built() - m->graphs_patched(), 5);
   }
 }
 
