@@ -312,6 +312,9 @@ absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t
     ASSIGN_OR_RETURN(layer.post_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
     layer.post_attention.back().name = op_names_.insert(op.name).first->c_str();
   }
+  for (const auto* ops : {&layer.pre_attention, &layer.post_attention}) {
+    for (const CostedOp& op : *ops) layer.ops_cost.AddScaledFields(op.cost, 1);
+  }
   // The LM head's name outlives the layer: a static string, as the lowering names it.
   const models::Op head = models::LmHead(options_.model, options_.parallelism, tokens);
   ASSIGN_OR_RETURN(layer.lm_head, CostGemm("lm_head", NodeKind::kLmHead, head.m, head.k, head.n,
@@ -376,7 +379,12 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   a->cost.pim_j = pim_j;
   a->cost.dram_background_j = background_j;
   commands.AddTo(&cost->pim_commands);
-  for (int ch = 0; ch < channels; ++ch) a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
+  double busy = 0;
+  for (int ch = 0; ch < channels; ++ch) {
+    a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
+    busy += a->mha_ch[ch];
+  }
+  a->cost.pim_channel_busy_ns = busy;
   a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
   a->attend_ns = hw::IssueLimitedSpanNs(a->attend_ch, a->attend_instr_ch, issue);
   return absl::OkStatus();
@@ -482,6 +490,33 @@ IterationModel::TopologyKey IterationModel::StageTopologyKey(bool serialized, in
   return k;
 }
 
+HwCost IterationModel::AccountStage(int layers, bool last_stage) const {
+  // One layer of every sub-batch: the nodes WalkGraph adds per layer.
+  HwCost layer;
+  for (int s = 0; s < 2; ++s) {
+    if (stage_layer_[s] == nullptr) continue;
+    layer.AddScaledFields(stage_layer_[s]->ops_cost, 1);
+    const SubBatchAttention& a = attention_[s];
+    if (a.requests > 0) {
+      layer.AddScaledFields(softmax_[s].cost, 1);
+      if (options_.mode.pim_attention) {
+        layer.AddScaledFields(a.cost, 1);
+      } else {
+        for (const CostedOp& op : npu_attention_[s]) layer.AddScaledFields(op.cost, 1);
+      }
+    }
+    if (s == 0) {
+      for (const CostedOp& op : prefill_costed_) layer.AddScaledFields(op.cost, 1);
+    }
+  }
+  HwCost total;
+  total.AddScaledFields(layer, static_cast<double>(layers));
+  for (int s = 0; last_stage && s < 2; ++s) {
+    if (stage_layer_[s] != nullptr) total.AddScaledFields(stage_layer_[s]->lm_head.cost, 1);
+  }
+  return total;
+}
+
 IterationModel::GraphSlot& IterationModel::GraphFor(const TopologyKey& topology, bool* found) {
   ++graph_uses_;
   for (GraphSlot& slot : graphs_) {
@@ -578,15 +613,10 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     ++schedule_.built;
   }
   cost.duration_ns = schedule_.makespan_ns;
-  // Extrapolate the identical layers: the steady-state period over the interior layers 1 -> 3,
-  // and the work of an interior layer (2) once more per extrapolated layer.
-  int64_t extra_layers = 0;
-  if (sim_layers < L) {
-    cost.duration_ns += schedule_.period_ns * (L - sim_layers);
-    extra_layers = L - sim_layers;
-  }
-  const HwCost work = graph_->Account(/*extra_layer=*/2, extra_layers);
-  cost += work;
+  // Extrapolate the identical layers: the steady-state period over the interior layers 1 -> 3;
+  // the work is L layers' whatever was scheduled.
+  if (sim_layers < L) cost.duration_ns += schedule_.period_ns * (L - sim_layers);
+  cost += AccountStage(L, last_stage);
   cost.layer_period_ns = schedule_.period_ns;
   if (full_timeline) {
     graph_->AppendTimeline(micro_batch, &cost.timeline);

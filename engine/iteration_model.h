@@ -165,6 +165,7 @@ class IterationModel {
   struct CostedLayer {
     std::vector<CostedOp> pre_attention, post_attention;
     CostedOp lm_head;
+    HwCost ops_cost;  // the pre- and post-attention ops' costs, summed once (AccountStage)
   };
 
   // One op of the lowering, costed on the NPU / interconnect (count instances included).
@@ -214,6 +215,10 @@ class IterationModel {
     bool operator==(const TopologyKey&) const = default;
   };
   TopologyKey StageTopologyKey(bool serialized, int sim_layers, bool last_stage) const;
+  // The work of the costed stage over `layers` identical decoder layers (plus the LM head):
+  // what the graph's nodes cost, summed per layer from the costed layer's sums rather than node
+  // by node (the same terms in another order).
+  HwCost AccountStage(int layers, bool last_stage) const;
   // Walks the stage graph of the costed stage (layers 0 .. sim_layers, plus the LM head) on `g`:
   // a StageGraph builds it, a StageGraph::Patcher overwrites a graph of the same topology.
   template <typename G>

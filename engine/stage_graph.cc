@@ -161,21 +161,6 @@ double StageGraph::LayerEnd(int layer) const {
   return e;
 }
 
-HwCost StageGraph::Account(int extra_layer, int64_t extra_copies) const {
-  HwCost total;
-  for (size_t i = 0; i < sched_.size(); ++i) {
-    const NodeInfo& n = info_[i];
-    const int64_t copies = 1 + (n.layer == extra_layer ? extra_copies : 0);
-    if (n.channel_ns != nullptr) {
-      // Channel by channel, in the order the busy times were measured.
-      for (double c : *n.channel_ns) total.pim_channel_busy_ns += static_cast<double>(copies) * c;
-    }
-    // Operation costs carry no PIM commands (the iteration model counts those per request).
-    if (n.cost != nullptr) total.AddScaledFields(*n.cost, static_cast<double>(copies));
-  }
-  return total;
-}
-
 void StageGraph::AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const {
   for (size_t i = 0; i < sched_.size(); ++i) {
     const ScheduleNode& n = sched_[i];

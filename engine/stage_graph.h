@@ -34,7 +34,7 @@
 // field (IterationModel.PatchedGraphEqualsAFreshBuild).
 //
 // Contract: nodes reference CostedOps, channel-load vectors and names owned by the caller,
-// which must outlive Schedule / Account / AppendTimeline. Reused between stages
+// which must outlive Schedule / AppendTimeline. Reused between stages
 // (allocation-free in steady state); not thread-safe.
 #ifndef NEUPIMS_ENGINE_STAGE_GRAPH_H_
 #define NEUPIMS_ENGINE_STAGE_GRAPH_H_
@@ -82,7 +82,7 @@ struct SubBatchAttention {
   // When the last channel ends its logit (attend) GEMVs: the busiest channel, or later under an
   // issue limit.
   double logit_ns = 0, attend_ns = 0;
-  HwCost cost;  // pim_mac_ns, pim_macs, pim_j of one layer
+  HwCost cost;  // pim_mac_ns, pim_macs, pim_j, pim_channel_busy_ns (all channels) of one layer
   // npu-only with npu.attention_mapping = serial_gemv: the heads' serialised GEMVs, summed.
   double serial_logit_ns = 0, serial_context_ns = 0;
 };
@@ -161,9 +161,6 @@ class StageGraph {
   }
   // End of the last node of `layer` (after Schedule).
   double LayerEnd(int layer) const;
-  // Sum of every node's cost; nodes of `extra_layer` count `extra_copies` more times (the
-  // extrapolated identical layers).
-  HwCost Account(int extra_layer, int64_t extra_copies) const;
   // Appends the scheduled nodes as timeline events (PIM nodes: one per busy channel).
   void AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const;
   // Appends the span of every (layer, sub-batch, phase) that has operations, by layer.

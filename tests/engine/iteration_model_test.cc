@@ -582,5 +582,65 @@ TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   }
 }
 
+// The work of a stage as the graph's nodes cost it, node by node (what StageGraph::Account
+// summed before the per-layer sums): each node's cost (PIM channel time from its channel
+// loads), the interior layer 2 once more per extrapolated layer.
+HwCost NodeByNodeWork(const StageGraph& g, int64_t extra_layers) {
+  HwCost total;
+  for (const NodeInfo& n : g.node_info()) {
+    const double copies = 1.0 + (n.layer == 2 ? static_cast<double>(extra_layers) : 0.0);
+    if (n.channel_ns != nullptr) {
+      for (double c : *n.channel_ns) total.pim_channel_busy_ns += copies * c;
+    }
+    if (n.cost != nullptr) {
+      HwCost c = *n.cost;
+      c.pim_channel_busy_ns = 0;  // counted from the channel loads above
+      total.AddScaledFields(c, copies);
+    }
+  }
+  return total;
+}
+
+// A stage's work is summed per layer from each costed layer's sums (AccountStage); it must
+// equal the node-by-node sum over its graph to rounding, in every mode, with prefills and over
+// five scheduled layers extrapolated to 32.
+TEST(IterationModel, AccountedWorkEqualsTheSumOverTheGraphsNodes) {
+  std::mt19937_64 rng(7);
+  for (const char* mode_name : {"neupims", "npu+pim", "npu-only"}) {
+    SCOPED_TRACE(mode_name);
+    std::unique_ptr<IterationModel> m = MakeModel(mode_name);
+    ASSERT_NE(m, nullptr);
+    for (int step = 0; step < 12; ++step) {
+      SCOPED_TRACE(step);
+      IterationInput in = RandomStage(rng);
+      in.layers = 32;  // no LM head: the graph's nodes are all of the stage's work
+      in.record_timeline = step % 3 == 0;
+      absl::StatusOr<IterationCost> got = m->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const int64_t extra = in.record_timeline ? 0 : 32 - 5;
+      HwCost want = NodeByNodeWork(m->stage_graph(), extra);
+      want.ScaleEnergy(4);  // the iteration's energies are the tp = 4 group's
+      auto near = [](double a, double b) { return std::abs(a - b) <= 1e-12 * std::abs(b); };
+#define NEUPIMS_EXPECT_NEAR_FIELD(name, kind) \
+  EXPECT_TRUE(near(got->name, want.name)) << #name << " " << got->name << " vs " << want.name;
+      NEUPIMS_EXPECT_NEAR_FIELD(systolic_busy_ns, kBusy)
+      NEUPIMS_EXPECT_NEAR_FIELD(vector_busy_ns, kBusy)
+      NEUPIMS_EXPECT_NEAR_FIELD(pim_channel_busy_ns, kBusy)
+      NEUPIMS_EXPECT_NEAR_FIELD(pim_mac_ns, kBusy)
+      NEUPIMS_EXPECT_NEAR_FIELD(interconnect_busy_ns, kBusy)
+      NEUPIMS_EXPECT_NEAR_FIELD(npu_macs, kWork)
+      NEUPIMS_EXPECT_NEAR_FIELD(npu_hbm_bytes, kWork)
+      NEUPIMS_EXPECT_NEAR_FIELD(pim_macs, kWork)
+      NEUPIMS_EXPECT_NEAR_FIELD(npu_dynamic_j, kEnergy)
+      NEUPIMS_EXPECT_NEAR_FIELD(dram_j, kEnergy)
+      NEUPIMS_EXPECT_NEAR_FIELD(pim_j, kEnergy)
+#undef NEUPIMS_EXPECT_NEAR_FIELD
+      // npu_static_j and dram_background_j also hold the iteration's idle power over its
+      // duration.
+      EXPECT_GT(got->systolic_busy_ns, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace neupims::engine
