@@ -22,6 +22,7 @@ void StageGraph::Clear(bool interleaved) {
   interleaved_ = interleaved;
   sched_.clear();
   info_.clear();
+  layer_last_.clear();
   last_ = {-1, -1};
   attention_start_ = {-1, -1};
   branches_[0].clear();
@@ -69,6 +70,9 @@ int StageGraph::Add(const NodeSpec& spec, DepList deps) {
   n.deps = std::move(deps);
   n.stage = StageOf(spec.info);
   info_.push_back(spec.info);
+  const size_t layer = static_cast<size_t>(spec.info.layer);
+  if (layer >= layer_last_.size()) layer_last_.resize(layer + 1, {-1, -1});
+  layer_last_[layer][spec.info.sub_batch] = n.priority;
   return n.priority;
 }
 
@@ -155,8 +159,9 @@ void StageGraph::Patcher::AddNpuAttention(const CostedOp& logit, const CostedOp&
 
 double StageGraph::LayerEnd(int layer) const {
   double e = 0;
-  for (size_t i = 0; i < sched_.size(); ++i) {
-    if (info_[i].layer == layer) e = std::max(e, sched_[i].end_ns);
+  if (layer < 0 || layer >= static_cast<int>(layer_last_.size())) return e;
+  for (int i : layer_last_[layer]) {
+    if (i >= 0) e = std::max(e, sched_[i].end_ns);
   }
   return e;
 }

@@ -159,7 +159,10 @@ class StageGraph {
   double Schedule(bool blocked, bool barriers) {
     return scheduler_.Run(absl::MakeSpan(sched_), blocked, barriers);
   }
-  // End of the last node of `layer` (after Schedule).
+  // End of the last node of `layer` (after Schedule). Read from the last node added to each
+  // sub-batch's part of the layer: the walk (pre-attention chain, attention branches joined by
+  // EndAttention, post-attention chain) makes it depend on every other node of that part, and a
+  // node never ends before its dependencies, so it ends last.
   double LayerEnd(int layer) const;
   // Appends the scheduled nodes as timeline events (PIM nodes: one per busy channel).
   void AppendTimeline(int micro_batch, std::vector<TimelineEvent>* out) const;
@@ -196,6 +199,7 @@ class StageGraph {
   bool interleaved_ = false;
   std::vector<ScheduleNode> sched_;
   std::vector<NodeInfo> info_;
+  std::vector<std::array<int, 2>> layer_last_;  // per layer and sub-batch: the last node, or -1
   std::array<int, 2> last_{-1, -1};             // last node of each sub-batch's chain
   std::array<int, 2> attention_start_{-1, -1};  // the node attention branches depend on
   std::array<DepList, 2> branches_;

@@ -530,6 +530,21 @@ void ExpectSameGraph(const StageGraph& got, const StageGraph& want) {
   }
 }
 
+// StageGraph::LayerEnd reads only the last node of each sub-batch's part of a layer: it must be
+// the latest end of all the layer's nodes (and 0 past the last layer).
+void ExpectLayerEndsAreTheLatestEnds(const StageGraph& g) {
+  std::vector<double> latest;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const size_t layer = static_cast<size_t>(g.node_info()[i].layer);
+    if (layer >= latest.size()) latest.resize(layer + 1, 0.0);
+    latest[layer] = std::max(latest[layer], g.nodes()[i].end_ns);
+  }
+  latest.push_back(0.0);
+  for (size_t layer = 0; layer < latest.size(); ++layer) {
+    EXPECT_EQ(g.LayerEnd(static_cast<int>(layer)), latest[layer]) << "layer " << layer;
+  }
+}
+
 // A random stage: usually two sub-batches of random sizes and lengths (a recurring topology
 // with new token counts), sometimes one or none, local prefills, other layer counts or a
 // timeline. A prefill-only input records its timeline (else Run answers it from its memo and
@@ -556,7 +571,8 @@ IterationInput RandomStage(std::mt19937_64& rng) {
 // A graph whose topology repeats is patched (durations, lanes, names, costs overwritten in
 // place) instead of built; after scheduling it must equal the graph a fresh model builds, node
 // by node, on random stages: attention on and off per sub-batch, local prefills, serialised
-// sub-batches (npu+pim with two), other layer counts, timelines.
+// sub-batches (npu+pim with two), other layer counts, timelines. Each layer's end is also
+// checked against all of its nodes.
 TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   std::mt19937_64 rng(20261127);
   for (const char* mode_name : {"neupims", "npu+pim", "npu-only"}) {
@@ -575,6 +591,7 @@ TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
       EXPECT_EQ(fresh->graphs_patched(), 0);
       ExpectSameCost(*got, *want);
       ExpectSameGraph(m->stage_graph(), fresh->stage_graph());
+      ExpectLayerEndsAreTheLatestEnds(m->stage_graph());
     }
     // Both paths were taken.
     EXPECT_GT(m->graphs_patched(), 5);
