@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -347,38 +348,62 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
     }
     return absl::OkStatus();
   }
-  // Hot loop (once per decoding request per iteration): cached costs, local accumulators.
-  const int64_t cached_below = static_cast<int64_t>(attention_cached_.size());
-  CommandSum commands;
-  double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
-  int64_t total_seq = 0;
+  // Lengths not costed yet are costed first, so that the hot loop makes no call: across a call
+  // its sums would not stay in registers (every vector register is caller-saved). A length
+  // beyond the cache (longer than the model's max_seq_len) is costed in the loop instead.
+  const uint64_t cached_below = attention_cached_.size();
+  const uint8_t* cached = attention_cached_.data();
+  bool all_cached = true;
   for (const DecodeItem& d : items) {
-    total_seq += d.seq_len;
-    const AttentionCost* c = nullptr;
-    if (d.seq_len >= 1 && d.seq_len < cached_below && attention_cached_[d.seq_len]) {
-      c = &attention_cache_[d.seq_len];
-    } else {
-      ASSIGN_OR_RETURN(c, AttentionRef(d.seq_len));
-    }
-    const int ch = std::clamp(d.channel, 0, channels - 1);
-    a->logit_ch[ch] += c->logit_ns;
-    a->attend_ch[ch] += c->attend_ns;
-    if (count_instructions) {
-      a->logit_instr_ch[ch] += c->logit_instructions;
-      a->attend_instr_ch[ch] += c->attend_instructions;
-    }
-    mac_ns += c->mac_ns;
-    macs += c->macs;
-    pim_j += c->dynamic_j;
-    background_j += c->background_j;
-    commands.Add(c->commands);
+    if (static_cast<uint64_t>(d.seq_len) < cached_below && cached[d.seq_len]) continue;
+    RETURN_IF_ERROR(AttentionRef(d.seq_len).status());
+    all_cached &= static_cast<uint64_t>(d.seq_len) < cached_below;
   }
-  a->total_seq = total_seq;
-  a->cost.pim_mac_ns = mac_ns;
-  a->cost.pim_macs = macs;
-  a->cost.pim_j = pim_j;
-  a->cost.dram_background_j = background_j;
-  commands.AddTo(&cost->pim_commands);
+  // Hot loop (once per decoding request per iteration): cached costs, the sums and the
+  // channel arrays' data in locals, the issue-limit counts compiled in or out.
+  auto sum = [&](auto count_instructions, auto cached_only) -> absl::Status {
+    const AttentionCost* cache = attention_cache_.data();
+    double* logit_ch = a->logit_ch.data();
+    double* attend_ch = a->attend_ch.data();
+    double* logit_instr_ch = a->logit_instr_ch.data();
+    double* attend_instr_ch = a->attend_instr_ch.data();
+    CommandSum commands;
+    double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
+    int64_t total_seq = 0;
+    for (const DecodeItem& d : items) {
+      total_seq += d.seq_len;
+      const AttentionCost* c = cache + (decltype(cached_only)::value ? d.seq_len : 0);
+      if constexpr (!decltype(cached_only)::value) {
+        ASSIGN_OR_RETURN(c, AttentionRef(d.seq_len));
+      }
+      const int ch = std::clamp(d.channel, 0, channels - 1);
+      logit_ch[ch] += c->logit_ns;
+      attend_ch[ch] += c->attend_ns;
+      if constexpr (decltype(count_instructions)::value) {
+        logit_instr_ch[ch] += c->logit_instructions;
+        attend_instr_ch[ch] += c->attend_instructions;
+      }
+      mac_ns += c->mac_ns;
+      macs += c->macs;
+      pim_j += c->dynamic_j;
+      background_j += c->background_j;
+      commands.Add(c->commands);
+    }
+    a->total_seq = total_seq;
+    a->cost.pim_mac_ns = mac_ns;
+    a->cost.pim_macs = macs;
+    a->cost.pim_j = pim_j;
+    a->cost.dram_background_j = background_j;
+    commands.AddTo(&cost->pim_commands);
+    return absl::OkStatus();
+  };
+  if (all_cached) {
+    RETURN_IF_ERROR(count_instructions ? sum(std::true_type{}, std::true_type{})
+                                       : sum(std::false_type{}, std::true_type{}));
+  } else {
+    RETURN_IF_ERROR(count_instructions ? sum(std::true_type{}, std::false_type{})
+                                       : sum(std::false_type{}, std::false_type{}));
+  }
   double busy = 0;
   for (int ch = 0; ch < channels; ++ch) {
     a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];

@@ -236,6 +236,34 @@ TEST(IterationModel, AttentionCostIsCachedAndGrowsWithTheSequence) {
 // Issue 14: the reference simulator's one-instruction-per-cycle chip queue. Newton spends an
 // instruction per dot-product step, about 10x NeuPIMs' count, so the limit slows NPU+PIM far more
 // than NeuPIMs; an unlimited issue changes nothing.
+// The attention sums take cached costs in their hot loop and cost a length beyond the cache
+// (longer than the model's max_seq_len) on the way: both must count every request, and a
+// request of length 0 must fail the iteration.
+TEST(IterationModel, AttentionSumsCountRequestsBeyondTheCacheAndRejectLengthZero) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  const int64_t beyond = m->options().model.max_seq_len + 10;
+  for (int64_t second : {int64_t{700}, beyond}) {
+    SCOPED_TRACE(second);
+    IterationInput in;
+    in.sub_batches[0] = {{300, 1}, {second, 2}};
+    in.layers = 32;
+    absl::StatusOr<IterationCost> c = m->Run(in);
+    absl::StatusOr<AttentionCost> a = m->Attention(300);
+    absl::StatusOr<AttentionCost> b = m->Attention(second);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_NEAR(c->pim_macs, 32 * (a->macs + b->macs), 1e-12 * c->pim_macs);
+    EXPECT_GT(c->pim_macs, 0);
+    for (int t = 0; t < hw::kNumCommandTypes; ++t) {
+      EXPECT_EQ(c->pim_commands[t], 32 * (a->commands[t] + b->commands[t])) << t;
+    }
+  }
+  IterationInput zero;
+  zero.sub_batches[0] = {{300, 1}, {0, 2}};
+  EXPECT_FALSE(m->Run(zero).ok());
+}
+
 TEST(IterationModel, ChipWideIssueLimitSlowsNewtonFarMoreThanNeuPims) {
   auto chip = [](hw::DeviceConfig* d) { d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0}; };
   double slowdown[2] = {0, 0};
