@@ -138,9 +138,17 @@ ListScheduler::Memory* ListScheduler::Find(size_t n, bool barriers) {
 bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int> order,
                            bool barriers, double* makespan) {
   const int n = static_cast<int>(nodes.size());
+  if (order.size() != nodes.size()) return false;
   constexpr Point kUnset = ~Point{0};  // not yet started: no finite time has these bits
+  // The pass runs once per node of every replayed stage: raw pointers and per-lane decision
+  // counts in locals (no bounds-checked spans, no vector ends reloaded after each store).
   retire_.assign(n, kUnset);
-  for (auto& d : decisions_) d.clear();
+  Point* retire = retire_.data();
+  if (decisions_.size() < static_cast<size_t>(kNumLanes) * n) decisions_.resize(kNumLanes * n);
+  Decision* taken[kNumLanes];  // each lane's decisions so far, in order
+  for (int lane = 0; lane < kNumLanes; ++lane) taken[lane] = decisions_.data() + lane * n;
+  int taken_count[kNumLanes] = {0, 0, 0, 0};
+  ScheduleNode* node_at = nodes.data();
   const Point origin = At(0, 1);                                   // the first pass at time 0
   Point lane_free[kNumLanes] = {origin, origin, origin, origin};   // last node's retire point
   Point idle_start[kNumLanes] = {origin, origin, origin, origin};  // latest decision after idling
@@ -150,14 +158,13 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
   Point retired_max = origin, stage_open = origin;  // barriers: latest retire; stage opened
   int stage = -1;
   double span = 0;
-  for (int k = 0; k < n; ++k) {
-    const int i = order[k];
+  for (const int i : order) {
     // `order` must start each node once, after its dependencies.
-    if (i < 0 || i >= n || retire_[i] != kUnset) return false;
-    ScheduleNode& node = nodes[i];
+    if (static_cast<unsigned>(i) >= static_cast<unsigned>(n) || retire[i] != kUnset) return false;
+    ScheduleNode& node = node_at[i];
     const int lane = static_cast<int>(node.lane);
     Point ready = origin;
-    for (int d : node.deps) ready = std::max(ready, retire_[d]);
+    for (int d : node.deps) ready = std::max(ready, retire[d]);
     if (ready == kUnset) return false;
     if (barriers) {
       if (node.stage < stage) return false;
@@ -170,23 +177,25 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
     const Point at = std::max(ready, lane_free[lane]);
     if (at < last || (at == last && kRank[lane] <= last_rank)) return false;
     if (ready < idle_start[lane]) return false;
-    const std::vector<Decision>& taken = decisions_[lane];
-    for (size_t r = taken.size(); r-- > 0 && taken[r].at >= ready;) {
-      if (taken[r].priority >= node.priority) return false;  // ties: the loop's ready order
+    const Decision* decided = taken[lane];
+    for (int r = taken_count[lane]; r-- > 0 && decided[r].at >= ready;) {
+      if (decided[r].priority >= node.priority) return false;  // ties: the loop's ready order
     }
     if (lane_free[lane] < at) idle_start[lane] = at;
     const double t = TimeOf(at);
     const double end = t + Duration(node, lane == kSystolic, pim_end - t);
-    if (!(end >= t) || !std::isfinite(end)) return false;  // points need finite times >= 0
+    // Points need finite times >= 0 (false for NaN and infinity too).
+    if (!(end >= t && end <= std::numeric_limits<double>::max())) return false;
     node.start_ns = t;
     node.end_ns = end;
     if (lane == kPim) pim_end = end;
     span = std::max(span, end);
     if (end <= t && PassOf(at) == 2) return false;  // its retire point would be a third pass
-    retire_[i] = end > t ? At(end, 1) : At(t, PassOf(at) + 1);
-    lane_free[lane] = retire_[i];
-    retired_max = std::max(retired_max, retire_[i]);
-    decisions_[lane].push_back({at, node.priority});
+    const Point retired = end > t ? At(end, 1) : At(t, PassOf(at) + 1);
+    retire[i] = retired;
+    lane_free[lane] = retired;
+    retired_max = std::max(retired_max, retired);
+    taken[lane][taken_count[lane]++] = {at, node.priority};
     last = at;
     last_rank = kRank[lane];
   }

@@ -119,9 +119,9 @@ class ListScheduler {
   // A few graph sizes alternate (decode and prefill stages on one model): one memory each.
   std::array<Memory, 4> memories_;
   std::vector<int> order_;  // the event loop's start order
-  // Replay scratch: each node's retire point, each lane's decisions.
+  // Replay scratch: each node's retire point, each lane's decisions (room for n per lane).
   std::vector<uint64_t> retire_;
-  std::array<std::vector<Decision>, kNumLanes> decisions_;
+  std::vector<Decision> decisions_;
   int64_t calls_ = 0, replays_ = 0, event_loop_runs_ = 0;
 };
 
