@@ -29,11 +29,6 @@ void StageGraph::Clear(bool interleaved) {
   branches_[1].clear();
 }
 
-StageGraph::NodeSpec StageGraph::OpNode(const CostedOp& op, int s, int layer, Phase phase) {
-  return {
-      {op.name, op.kind, s, layer, &op.cost, nullptr, phase}, op.lane, op.dur_ns, op.dur_shared_ns};
-}
-
 // Sec. 6.1: with dual row buffers the logits and attends of every head run as one PIM node,
 // while the vector units run each head's softmax.
 StageGraph::NodeSpec StageGraph::MhaNode(const SubBatchAttention& a, int s, int layer) {

@@ -183,7 +183,13 @@ class StageGraph {
     Lane lane = Lane::kSystolic;
     double dur_ns = 0, dur_shared_ns = 0;
   };
-  static NodeSpec OpNode(const CostedOp& op, int s, int layer, Phase phase);
+  // Inline: a Patcher overwrites ~100 op nodes per stage.
+  static NodeSpec OpNode(const CostedOp& op, int s, int layer, Phase phase) {
+    return {{op.name, op.kind, s, layer, &op.cost, nullptr, phase},
+            op.lane,
+            op.dur_ns,
+            op.dur_shared_ns};
+  }
   static NodeSpec MhaNode(const SubBatchAttention& a, int s, int layer);
   static NodeSpec LogitNode(const SubBatchAttention& a, int s, int layer);
   static NodeSpec AttendNode(const SubBatchAttention& a, int s, int layer);
