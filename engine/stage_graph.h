@@ -27,7 +27,7 @@
 // Topology reuse: a graph's topology (node count, lanes, dependencies, priorities, stages, and
 // each node's kind, layer, phase and sub-batch) does not depend on the token counts, only on
 // what the caller walks (op counts per chain, which attention branches exist, ...). A caller
-// whose next stage has the topology of the graph it built last walks it again through a
+// whose next stage has the topology of a graph it built walks that graph again through a
 // StageGraph::Patcher, with the same calls in the same order as when building: each node's
 // durations, lane, name, cost and channel pointers are overwritten in place (no dependencies,
 // priorities or stages rebuilt). The result is the graph a fresh build would give, field by
@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/check.h"
 #include "engine/hw_cost.h"
 #include "engine/list_scheduler.h"
 
@@ -240,6 +241,7 @@ class StageGraph::Patcher {
 
  private:
   void Set(const NodeSpec& spec) {
+    NEUPIMS_CHECK_MSG(next_ < g_->sched_.size(), "a patch walk of the same topology");
     ScheduleNode& n = g_->sched_[next_];
     n.lane = spec.lane;
     n.dur_ns = spec.dur_ns;
