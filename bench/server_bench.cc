@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -96,7 +97,7 @@ class Stream : public grpc::ClientReadReactor<GenerateResponse> {
       tokens_ += response_.tokens().tokens_size();
       if (record_) {
         for (const neupims::v1::Token& t : response_.tokens().tokens()) {
-          receipts_.push_back({now, t.sim_time_s()});
+          receipts_.push_back({now, t.sim_time_s(), t.index()});
         }
       }
     } else if (response_.has_complete()) {
@@ -121,6 +122,7 @@ class Stream : public grpc::ClientReadReactor<GenerateResponse> {
   struct Receipt {
     Clock::time_point wall;
     double sim_time_s;
+    int64_t index;  // the token's position in its stream
   };
   // Valid after Wait(): OnDone happens after the last OnReadDone and Wait synchronizes on mu_.
   grpc::Status status_;
@@ -144,7 +146,9 @@ struct RunResult {
   int64_t tokens = 0, messages = 0, requests = 0, failed = 0;
   double max_e2e_s = 0;
   double sim_s = 0;
-  std::vector<double> lags_ms;       // client receipt - scheduled time, per token
+  std::vector<double> lags_ms;  // client receipt - scheduled time, per token
+  // The same samples by the token's position: a stream's first token, its last, the others.
+  std::array<std::vector<double>, 3> lags_by_position_ms;
   std::vector<double> send_lags_ms;  // server hand-off to gRPC - scheduled time, per message
   double origin_error_ms = 0;        // half the calibration window
   double cpu_s = 0;                  // process CPU (server + clients) from start to end
@@ -243,7 +247,10 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
     if (!ok) ++out->failed;
     for (const Stream::Receipt& r : s->receipts_) {
       const double scheduled_s = r.sim_time_s / options.runner.speed;
-      out->lags_ms.push_back((Seconds(r.wall - origin) - scheduled_s) * 1e3);
+      const double lag_ms = (Seconds(r.wall - origin) - scheduled_s) * 1e3;
+      out->lags_ms.push_back(lag_ms);
+      const size_t position = r.index == 0 ? 0 : r.index == f.tokens - 1 ? 2 : 1;
+      out->lags_by_position_ms[position].push_back(lag_ms);
     }
   }
   out->cpu_s = CpuSeconds() - cpu0;
@@ -484,6 +491,13 @@ int Main(int argc, char** argv) {
         "cpu_us/tok: the process's CPU (server and client) from the first call to the last\n"
         "stream's end, per token (server start-up and the clock calibration excluded).\n",
         r.origin_error_ms);
+    const Summary first = Summarize(r.lags_by_position_ms[0]);
+    const Summary middle = Summarize(r.lags_by_position_ms[1]);
+    const Summary last = Summarize(r.lags_by_position_ms[2]);
+    std::printf(
+        "lag by position in the stream, p50 / p99: first token %.2f / %.2f ms, tokens between "
+        "%.2f / %.2f ms, last token %.2f / %.2f ms\n",
+        first.median, first.p99, middle.median, middle.p99, last.median, last.p99);
     const Summary send = Summarize(r.send_lags_ms);
     std::printf("\nsend lag (server side): %zu messages, p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
                 send.count, send.median, send.p99, send.max);
