@@ -89,12 +89,12 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
 
 void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   ScheduleOutput& out = *out_ptr;
+  // decode and the sub-batches keep their previous contents until they are overwritten and cut
+  // to length below: clearing them made every step value-initialise the whole list again when
+  // it was resized for writing by index.
   out.prefill.clear();
-  out.decode.clear();
   out.preempted.clear();
   out.rejected.clear();
-  out.sub_batch[0].clear();
-  out.sub_batch[1].clear();
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
   const size_t first_refused = AppendAllOrStop(&out);
@@ -122,6 +122,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   } else {
     for (Request* r : out.decode) r->sub_batch = 0;
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
+    out.sub_batch[1].clear();
   }
 }
 
@@ -132,7 +133,9 @@ size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
   // ends after every append's stores) and cut to length at the end.
   const size_t n = running_.size();
   Request* const* running = running_.data();
-  out->decode.resize(n);
+  // Room for every running request; only a list shorter than that grows (and value-initialises
+  // the new part), as the entries are overwritten below.
+  if (out->decode.size() < n) out->decode.resize(n);
   Request** decode = out->decode.data();
   size_t taken = 0, i = 0;
   for (; i < n; ++i) {
@@ -286,19 +289,16 @@ absl::Status Scheduler::Finish(Request* r, SimTime now) {
 }
 
 std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now,
-                                              std::vector<std::pair<Request*, int64_t>>* tokens) {
+                                              std::vector<StepToken>* tokens) {
   std::vector<Request*> finished;
-  // The tokens are written through a plain pointer into room made up front and cut to length
-  // at the end (an emplace_back per token reloaded the vector's ends after every store).
-  // Without a list (tokens == nullptr) `next` stays null and is never written.
-  std::pair<Request*, int64_t>* next = nullptr;
-  if (tokens != nullptr) {
-    const size_t before = tokens->size();
-    tokens->resize(before + out.decode.size() + out.prefill.size());
-    next = tokens->data() + before;
-  }
+  // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
+  // length at the end (an emplace_back per token reloaded the vector's ends after every store).
+  // The list is kept between steps, so making room value-initialises only what it grows by.
+  const size_t room = out.decode.size() + out.prefill.size();
+  if (step_tokens_.size() < room) step_tokens_.resize(room);
+  StepToken* next = step_tokens_.data();
   auto produced = [&](Request* r) {
-    if (tokens != nullptr) *next++ = {r, r->generated};
+    *next++ = {r, r->generated};
     ++r->generated;
     if (r->first_token == kNoTime) r->first_token = now;
     r->last_token = now;
@@ -317,7 +317,8 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       produced(r);
     }
   }
-  if (tokens != nullptr) tokens->resize(static_cast<size_t>(next - tokens->data()));
+  step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
+  if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
   return finished;
 }
 
