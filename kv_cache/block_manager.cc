@@ -75,26 +75,6 @@ absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& opt
   return manager;
 }
 
-int64_t BlockManager::BlocksFor(int64_t tokens) const {
-  if (tokens <= 0) return 0;
-  return CeilDiv(tokens, block_tokens_);
-}
-
-int64_t BlockManager::WatermarkBlocks(int channel) const {
-  if (!ValidChannel(channel)) return 0;
-  return pools_[channel].watermark;
-}
-
-AllocStatus BlockManager::CanAllocate(int channel, int64_t tokens) const {
-  if (!ValidChannel(channel) || tokens < 1) return AllocStatus::kNever;
-  const Pool& pool = pools_[channel];
-  const int64_t needed = BlocksFor(tokens);
-  const int64_t watermark = pool.watermark;
-  if (needed > pool.capacity - watermark) return AllocStatus::kNever;
-  if (static_cast<int64_t>(pool.free.size()) - needed < watermark) return AllocStatus::kLater;
-  return AllocStatus::kOk;
-}
-
 const BlockManager::Table* BlockManager::Find(RequestId id) const {
   auto it = index_.find(id);
   return it == index_.end() ? nullptr : &slots_[static_cast<size_t>(it->second)];
@@ -222,11 +202,6 @@ int64_t BlockManager::TokensOf(RequestId id) const {
 const std::vector<int64_t>& BlockManager::BlockTable(RequestId id) const {
   const Table* table = Find(id);
   return table == nullptr ? EmptyTable() : table->blocks;
-}
-
-int64_t BlockManager::FreeBlocks(int channel) const {
-  if (!ValidChannel(channel)) return 0;
-  return static_cast<int64_t>(pools_[channel].free.size());
 }
 
 int64_t BlockManager::UsedBlocks(int channel) const {

@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/units.h"
 
 namespace neupims::kv_cache {
 
@@ -51,15 +52,30 @@ class BlockManager {
   int channels() const { return static_cast<int>(pools_.size()); }
   int block_tokens() const { return block_tokens_; }
 
+  // Inline, as are CanAllocate and FreeBlocks: admission asks them for every channel per
+  // admitted request (32 channels), and the calls cost more than the answers.
   // Blocks needed to hold `tokens` tokens: ceil(tokens / block_tokens); 0 for tokens <= 0.
-  int64_t BlocksFor(int64_t tokens) const;
+  int64_t BlocksFor(int64_t tokens) const {
+    return tokens <= 0 ? 0 : CeilDiv(tokens, block_tokens_);
+  }
   // Blocks of `channel` that admission keeps free: floor(watermark x capacity). 0 for a bad
   // channel.
-  int64_t WatermarkBlocks(int channel) const;
+  int64_t WatermarkBlocks(int channel) const {
+    return ValidChannel(channel) ? pools_[channel].watermark : 0;
+  }
   // Admission test. kNever: BlocksFor(tokens) > capacity - WatermarkBlocks (it can never be
   // admitted to this channel), also for a bad channel or tokens < 1 (Allocate would fail).
   // kLater: free - BlocksFor(tokens) < WatermarkBlocks. Otherwise kOk.
-  AllocStatus CanAllocate(int channel, int64_t tokens) const;
+  AllocStatus CanAllocate(int channel, int64_t tokens) const {
+    if (!ValidChannel(channel) || tokens < 1) return AllocStatus::kNever;
+    const Pool& pool = pools_[channel];
+    const int64_t needed = BlocksFor(tokens);
+    if (needed > pool.capacity - pool.watermark) return AllocStatus::kNever;
+    if (static_cast<int64_t>(pool.free.size()) - needed < pool.watermark) {
+      return AllocStatus::kLater;
+    }
+    return AllocStatus::kOk;
+  }
   // Allocates blocks for `tokens` tokens of a new request in `channel`. Ignores the watermark
   // (the caller checked CanAllocate). Errors: InvalidArgument (tokens < 1), OutOfRange (bad
   // channel), AlreadyExists (id already allocated), ResourceExhausted (not enough free blocks).
@@ -104,7 +120,9 @@ class BlockManager {
   const std::vector<int64_t>& BlockTable(RequestId id) const;
 
   // Per-channel counts; 0 for a bad channel.
-  int64_t FreeBlocks(int channel) const;
+  int64_t FreeBlocks(int channel) const {
+    return ValidChannel(channel) ? static_cast<int64_t>(pools_[channel].free.size()) : 0;
+  }
   int64_t UsedBlocks(int channel) const;
   int64_t TotalBlocks(int channel) const;
   int64_t TotalFreeBlocks() const;

@@ -192,7 +192,8 @@ void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
   int64_t budget = options_.max_prefill_tokens;
   int64_t batch = static_cast<int64_t>(running_.size());
   // Tentative free blocks per channel, to decide feasibility before assigning channels.
-  std::vector<int64_t> free(kv_->channels());
+  std::vector<int64_t>& free = free_scratch_;
+  free.resize(static_cast<size_t>(kv_->channels()));
   for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Request* r = *it;
@@ -230,22 +231,24 @@ void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
 void Scheduler::AssignChannels(SimTime now, ScheduleOutput* out_ptr) {
   ScheduleOutput& out = *out_ptr;
   std::vector<Request*>& admitted = admitted_;
-  std::vector<double> loads;
+  std::vector<double>& loads = loads_scratch_;
   if (options_.channel_policy == ChannelPolicy::kMinLoad) {
     // Algorithm 2 takes the longest request first.
     std::stable_sort(admitted.begin(), admitted.end(), [](const Request* a, const Request* b) {
       return a->context_tokens() > b->context_tokens();
     });
-    loads = ChannelLoads();
+    ChannelLoads(&loads);
   }
-  std::vector<int64_t> free(kv_->channels());
+  std::vector<int64_t>& free = free_scratch_;
+  free.resize(static_cast<size_t>(kv_->channels()));
   for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
   auto fits = [&](int i, int c) {
     const int64_t tokens = admitted[i]->context_tokens();
     return kv_->CanAllocate(c, tokens) == kv_cache::AllocStatus::kOk &&
            free[c] >= kv_->BlocksFor(tokens);
   };
-  std::vector<int> channel(admitted.size(), -1);
+  std::vector<int>& channel = channel_scratch_;
+  channel.assign(admitted.size(), -1);
   // Assign one at a time so each choice sees the blocks the previous ones took.
   for (size_t i = 0; i < admitted.size(); ++i) {
     auto one = [&](int c) { return fits(static_cast<int>(i), c); };
@@ -343,8 +346,14 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
 }
 
 std::vector<double> Scheduler::ChannelLoads() {
-  std::vector<double> loads(kv_->channels(), 0.0);
-  double* const load = loads.data();
+  std::vector<double> loads;
+  ChannelLoads(&loads);
+  return loads;
+}
+
+void Scheduler::ChannelLoads(std::vector<double>* loads) {
+  loads->assign(static_cast<size_t>(kv_->channels()), 0.0);
+  double* const load = loads->data();
   // EstimateFast's answer for each request, with the memo's bounds held in a local between
   // estimates that were not memoised (through EstimateFast they were reloaded per request,
   // since its fallback may grow the memo). Same values, same order of the sums.
@@ -361,7 +370,6 @@ std::vector<double> Scheduler::ChannelLoads() {
     }
     load[r->channel] += estimate;
   }
-  return loads;
 }
 
 }  // namespace neupims::scheduler

@@ -118,6 +118,8 @@ class Scheduler {
   void Admit(SimTime now, ScheduleOutput* out);
   void AssignChannels(SimTime now, ScheduleOutput* out);
   void Preempt(Request* r, ScheduleOutput* out);
+  // ChannelLoads() into `loads` (overwritten).
+  void ChannelLoads(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
   void RemoveRunning(Request* r);
   // Keeps the first error (with `what` for context) in fault_.
@@ -134,6 +136,11 @@ class Scheduler {
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
   std::vector<size_t> partition_scratch_;
+  // Scratch of admission (per channel: tentative free blocks, loads; per admitted request: its
+  // channel), reused so that a step that admits does not allocate.
+  std::vector<int64_t> free_scratch_;
+  std::vector<double> loads_scratch_;
+  std::vector<int> channel_scratch_;
   // The last step's tokens; kept between steps (resized, not cleared and refilled) so that
   // making room for a step's tokens does not value-initialise the whole list every step.
   std::vector<StepToken> step_tokens_;
