@@ -116,7 +116,6 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
   table.used = true;
   table.id = id;
   table.channel = channel;
-  table.tokens = tokens;
   table.room = needed * block_tokens_ - tokens;
   table.blocks.clear();  // keeps the capacity of the slot's previous table
   for (int64_t i = 0; i < needed; ++i) {
@@ -153,7 +152,6 @@ bool BlockManager::Append(Table& table) {
     table.room = block_tokens_;
   }
   --table.room;
-  ++table.tokens;
   return true;
 }
 
@@ -196,7 +194,7 @@ int BlockManager::ChannelOf(RequestId id) const {
 
 int64_t BlockManager::TokensOf(RequestId id) const {
   const Table* table = Find(id);
-  return table == nullptr ? 0 : table->tokens;
+  return table == nullptr ? 0 : Tokens(*table);
 }
 
 const std::vector<int64_t>& BlockManager::BlockTable(RequestId id) const {
@@ -271,17 +269,12 @@ absl::Status BlockManager::CheckInvariants() const {
       return absl::InternalError(
           absl::StrCat("request ", id, ": channel ", table.channel, " out of range"));
     }
-    if (table.tokens < 1) {
-      return absl::InternalError(absl::StrCat("request ", id, ": ", table.tokens, " tokens"));
-    }
-    if (static_cast<int64_t>(table.blocks.size()) != BlocksFor(table.tokens)) {
-      return absl::InternalError(absl::StrCat("request ", id, ": ", table.blocks.size(),
-                                              " blocks for ", table.tokens, " tokens (expected ",
-                                              BlocksFor(table.tokens), ")"));
-    }
-    if (table.room != static_cast<int64_t>(table.blocks.size()) * block_tokens_ - table.tokens) {
-      return absl::InternalError(
-          absl::StrCat("request ", id, ": ", table.room, " free slots recorded in its last block"));
+    // The token count is the blocks' slots less the free ones of the last block (Tokens), so
+    // it holds at least one token and no more blocks than it needs: room < block_tokens.
+    if (table.blocks.empty() || table.room < 0 || table.room >= block_tokens_) {
+      return absl::InternalError(absl::StrCat("request ", id, ": ", table.room,
+                                              " free slots recorded in the last of its ",
+                                              table.blocks.size(), " blocks"));
     }
     std::vector<int64_t>& own = owner[table.channel];
     for (int64_t b : table.blocks) {

@@ -46,6 +46,8 @@ struct BlockManagerOptions {
 };
 
 class BlockManager {
+  struct Table;  // a request's block table (below)
+
  public:
   static absl::StatusOr<BlockManager> Create(const BlockManagerOptions& options);
 
@@ -100,18 +102,37 @@ class BlockManager {
   // TryAppendSlot through a hint from SlotOf. A stale or wrong hint (the table there belongs to
   // another request, or to none) falls back to the lookup by id, so the answer is always
   // TryAppendSlot(id)'s.
-  // Inline: the scheduler calls it for every decoding request in every iteration.
   bool TryAppendSlot(RequestId id, int slot_hint) {
-    if (slot_hint >= 0 && static_cast<size_t>(slot_hint) < slots_.size()) {
-      Table& table = slots_[static_cast<size_t>(slot_hint)];
-      if (table.used && table.id == id && table.room > 0) {  // room in its last block
-        --table.room;
-        ++table.tokens;
-        return true;
-      }
-    }
-    return TryAppendSlot(id);
+    return TryAppendInRoom(id, slot_hint) || TryAppendSlot(id);
   }
+  // Only the common case of TryAppendSlot(id, slot_hint), 31 of 32 appends: the hinted table is
+  // the request's and its last block has room. Then adds the token and returns true; otherwise
+  // returns false and changes nothing (the caller goes on with TryAppendSlot).
+  bool TryAppendInRoom(RequestId id, int slot_hint) {
+    return InRoomAppender().TryAppend(id, slot_hint);
+  }
+  // TryAppendInRoom for a pass over many requests (the scheduler's, every decoding request of
+  // an iteration): the block tables' location is copied into the appender, a local of the
+  // caller's loop, so that the loop does not reload it after every append (the compiler cannot
+  // tell the caller's stores of pointers from this manager's). Valid until the next Allocate.
+  class RoomAppender {
+   public:
+    bool TryAppend(RequestId id, int slot_hint) const {
+      // A negative hint converts to a size above any table count.
+      if (static_cast<size_t>(slot_hint) >= count_) return false;
+      Table& table = tables_[static_cast<size_t>(slot_hint)];
+      if (!table.used || table.id != id || table.room == 0) return false;
+      --table.room;
+      return true;
+    }
+
+   private:
+    friend class BlockManager;
+    RoomAppender(Table* tables, size_t count) : tables_(tables), count_(count) {}
+    Table* tables_;
+    size_t count_;
+  };
+  RoomAppender InRoomAppender() { return RoomAppender(slots_.data(), slots_.size()); }
 
   // Accessors for one request; for an unknown id: ChannelOf -1, TokensOf 0, BlockTable empty.
   bool Has(RequestId id) const { return index_.contains(id); }
@@ -145,14 +166,17 @@ class BlockManager {
     int64_t watermark = 0;      // WatermarkBlocks, fixed with the capacity (asked per admission)
     std::vector<int64_t> free;  // free physical block ids (stack)
   };
+  // The request's token count is not kept: an append changes only `room` (Tokens).
   struct Table {
     bool used = false;
     RequestId id = 0;
     int channel = 0;
-    int64_t tokens = 0;
     int64_t room = 0;  // free token slots in the last block: blocks x block_tokens - tokens
     std::vector<int64_t> blocks;
   };
+  int64_t Tokens(const Table& table) const {
+    return static_cast<int64_t>(table.blocks.size()) * block_tokens_ - table.room;
+  }
   BlockManager() = default;
   bool ValidChannel(int channel) const { return channel >= 0 && channel < channels(); }
   const Table* Find(RequestId id) const;

@@ -146,11 +146,22 @@ size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
   if (out->decode.size() < n) out->decode.resize(n);
   Request** decode = out->decode.data();
   size_t taken = 0, i = 0;
-  for (; i < n; ++i) {
+  while (i < n) {
+    // Appends into the room of the last block: no call in this loop, and the block tables'
+    // location in the appender's registers.
+    const kv_cache::BlockManager::RoomAppender in_room = kv_->InRoomAppender();
+    for (; i < n; ++i) {
+      Request* r = running[i];
+      if (r->state != RequestState::kRunning || r->needs_prefill) continue;
+      if (!in_room.TryAppend(r->id, r->kv_slot)) break;
+      decode[taken++] = r;
+    }
+    if (i == n) break;
+    // running[i] needs a new block (or its hint is stale): the whole append.
     Request* r = running[i];
-    if (r->state != RequestState::kRunning || r->needs_prefill) continue;
     if (!kv_->TryAppendSlot(r->id, r->kv_slot)) break;  // a failed append changes nothing
     decode[taken++] = r;
+    ++i;
   }
   out->decode.resize(taken);
   return i;
