@@ -71,7 +71,9 @@ absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& opt
     pool.free.reserve(static_cast<size_t>(pool.capacity));
     // Stack with block 0 on top: a fresh pool hands out 0, 1, 2, ...
     for (int64_t b = pool.capacity - 1; b >= 0; --b) pool.free.push_back(b);
+    manager.total_blocks_ += pool.capacity;
   }
+  manager.free_blocks_ = manager.total_blocks_;
   return manager;
 }
 
@@ -122,6 +124,7 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
   }
+  free_blocks_ -= needed;
   index_.emplace(id, slot);
   return absl::OkStatus();
 }
@@ -149,6 +152,7 @@ bool BlockManager::Append(Table& table) {
     if (pool.free.empty()) return false;
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
+    --free_blocks_;
     table.room = block_tokens_;
   }
   --table.room;
@@ -180,6 +184,7 @@ absl::Status BlockManager::Free(RequestId id) {
   // Push in reverse so the request's first block ends up on top: re-allocating the same size
   // right away gets the same block table back.
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool.free.push_back(*b);
+  free_blocks_ += static_cast<int64_t>(blocks.size());
   table.used = false;
   table.blocks.clear();
   free_slots_.push_back(it->second);
@@ -210,18 +215,6 @@ int64_t BlockManager::UsedBlocks(int channel) const {
 int64_t BlockManager::TotalBlocks(int channel) const {
   if (!ValidChannel(channel)) return 0;
   return pools_[channel].capacity;
-}
-
-int64_t BlockManager::TotalFreeBlocks() const {
-  int64_t total = 0;
-  for (const Pool& pool : pools_) total += static_cast<int64_t>(pool.free.size());
-  return total;
-}
-
-int64_t BlockManager::TotalBlocks() const {
-  int64_t total = 0;
-  for (const Pool& pool : pools_) total += pool.capacity;
-  return total;
 }
 
 double BlockManager::Usage() const {
@@ -293,6 +286,12 @@ absl::Status BlockManager::CheckInvariants() const {
       own[b] = index;
     }
     ++index;
+  }
+  int64_t free_total = 0;
+  for (const Pool& pool : pools_) free_total += static_cast<int64_t>(pool.free.size());
+  if (free_total != free_blocks_) {
+    return absl::InternalError(
+        absl::StrCat(free_total, " blocks on the free lists, ", free_blocks_, " counted free"));
   }
   const auto used =
       std::count_if(slots_.begin(), slots_.end(), [](const Table& t) { return t.used; });

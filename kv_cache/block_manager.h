@@ -146,8 +146,9 @@ class BlockManager {
   }
   int64_t UsedBlocks(int channel) const;
   int64_t TotalBlocks(int channel) const;
-  int64_t TotalFreeBlocks() const;
-  int64_t TotalBlocks() const;
+  // Kept as counts (the engine asks for Usage every iteration), not summed over the channels.
+  int64_t TotalFreeBlocks() const { return free_blocks_; }
+  int64_t TotalBlocks() const { return total_blocks_; }
   // used / total over all channels.
   double Usage() const;
   int64_t requests() const { return static_cast<int64_t>(index_.size()); }
@@ -190,6 +191,8 @@ class BlockManager {
   std::vector<Table> slots_;
   std::vector<int> free_slots_;
   absl::flat_hash_map<RequestId, int> index_;
+  int64_t total_blocks_ = 0;  // the channels' capacities
+  int64_t free_blocks_ = 0;   // blocks on the free lists of all channels
   bool fail_next_free_ = false;
 };
 
