@@ -398,13 +398,11 @@ absl::Status Engine::EndIteration() {
     }
   }
   // Tokens of this iteration (requests aborted meanwhile produce nothing), listed by the
-  // scheduler as it counts them: decodes, then local prefills.
-  std::vector<EmittedToken>& emitted = emitted_;  // reused scratch
-  emitted.clear();
-  std::vector<Request*> finished = scheduler_->CompleteStep(out, now_, &emitted);
+  // scheduler as it counts them: decodes, then local prefills (Scheduler::step_tokens).
+  std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
   RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
-    observer_->OnIterationTokens(emitted, now_);
+    observer_->OnIterationTokens(scheduler_->step_tokens(), now_);
   }
   // Statistics.
   ++stats_.iterations;

@@ -98,7 +98,7 @@ struct IterationRecord {
 };
 
 // A request and the index of the one token it produced in an iteration.
-using EmittedToken = std::pair<Request*, int64_t>;
+using EmittedToken = scheduler::StepToken;
 
 class EngineObserver {
  public:
@@ -256,8 +256,7 @@ class Engine {
   bool in_flight_ = false;
   scheduler::ScheduleOutput current_;
   IterationCost current_cost_;
-  IterationInput iteration_input_;     // scratch of MaybeStartIteration
-  std::vector<EmittedToken> emitted_;  // scratch of EndIteration
+  IterationInput iteration_input_;  // scratch of MaybeStartIteration
   SimTime iteration_start_ = 0;
   int64_t timeline_iterations_ = 0;
 

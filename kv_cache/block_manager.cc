@@ -71,28 +71,10 @@ absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& opt
     pool.free.reserve(static_cast<size_t>(pool.capacity));
     // Stack with block 0 on top: a fresh pool hands out 0, 1, 2, ...
     for (int64_t b = pool.capacity - 1; b >= 0; --b) pool.free.push_back(b);
+    manager.total_blocks_ += pool.capacity;
   }
+  manager.free_blocks_ = manager.total_blocks_;
   return manager;
-}
-
-int64_t BlockManager::BlocksFor(int64_t tokens) const {
-  if (tokens <= 0) return 0;
-  return CeilDiv(tokens, block_tokens_);
-}
-
-int64_t BlockManager::WatermarkBlocks(int channel) const {
-  if (!ValidChannel(channel)) return 0;
-  return pools_[channel].watermark;
-}
-
-AllocStatus BlockManager::CanAllocate(int channel, int64_t tokens) const {
-  if (!ValidChannel(channel) || tokens < 1) return AllocStatus::kNever;
-  const Pool& pool = pools_[channel];
-  const int64_t needed = BlocksFor(tokens);
-  const int64_t watermark = pool.watermark;
-  if (needed > pool.capacity - watermark) return AllocStatus::kNever;
-  if (static_cast<int64_t>(pool.free.size()) - needed < watermark) return AllocStatus::kLater;
-  return AllocStatus::kOk;
 }
 
 const BlockManager::Table* BlockManager::Find(RequestId id) const {
@@ -136,13 +118,13 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
   table.used = true;
   table.id = id;
   table.channel = channel;
-  table.tokens = tokens;
   table.room = needed * block_tokens_ - tokens;
   table.blocks.clear();  // keeps the capacity of the slot's previous table
   for (int64_t i = 0; i < needed; ++i) {
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
   }
+  free_blocks_ -= needed;
   index_.emplace(id, slot);
   return absl::OkStatus();
 }
@@ -170,10 +152,10 @@ bool BlockManager::Append(Table& table) {
     if (pool.free.empty()) return false;
     table.blocks.push_back(pool.free.back());
     pool.free.pop_back();
+    --free_blocks_;
     table.room = block_tokens_;
   }
   --table.room;
-  ++table.tokens;
   return true;
 }
 
@@ -202,6 +184,7 @@ absl::Status BlockManager::Free(RequestId id) {
   // Push in reverse so the request's first block ends up on top: re-allocating the same size
   // right away gets the same block table back.
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool.free.push_back(*b);
+  free_blocks_ += static_cast<int64_t>(blocks.size());
   table.used = false;
   table.blocks.clear();
   free_slots_.push_back(it->second);
@@ -216,17 +199,12 @@ int BlockManager::ChannelOf(RequestId id) const {
 
 int64_t BlockManager::TokensOf(RequestId id) const {
   const Table* table = Find(id);
-  return table == nullptr ? 0 : table->tokens;
+  return table == nullptr ? 0 : Tokens(*table);
 }
 
 const std::vector<int64_t>& BlockManager::BlockTable(RequestId id) const {
   const Table* table = Find(id);
   return table == nullptr ? EmptyTable() : table->blocks;
-}
-
-int64_t BlockManager::FreeBlocks(int channel) const {
-  if (!ValidChannel(channel)) return 0;
-  return static_cast<int64_t>(pools_[channel].free.size());
 }
 
 int64_t BlockManager::UsedBlocks(int channel) const {
@@ -237,18 +215,6 @@ int64_t BlockManager::UsedBlocks(int channel) const {
 int64_t BlockManager::TotalBlocks(int channel) const {
   if (!ValidChannel(channel)) return 0;
   return pools_[channel].capacity;
-}
-
-int64_t BlockManager::TotalFreeBlocks() const {
-  int64_t total = 0;
-  for (const Pool& pool : pools_) total += static_cast<int64_t>(pool.free.size());
-  return total;
-}
-
-int64_t BlockManager::TotalBlocks() const {
-  int64_t total = 0;
-  for (const Pool& pool : pools_) total += pool.capacity;
-  return total;
 }
 
 double BlockManager::Usage() const {
@@ -296,17 +262,12 @@ absl::Status BlockManager::CheckInvariants() const {
       return absl::InternalError(
           absl::StrCat("request ", id, ": channel ", table.channel, " out of range"));
     }
-    if (table.tokens < 1) {
-      return absl::InternalError(absl::StrCat("request ", id, ": ", table.tokens, " tokens"));
-    }
-    if (static_cast<int64_t>(table.blocks.size()) != BlocksFor(table.tokens)) {
-      return absl::InternalError(absl::StrCat("request ", id, ": ", table.blocks.size(),
-                                              " blocks for ", table.tokens, " tokens (expected ",
-                                              BlocksFor(table.tokens), ")"));
-    }
-    if (table.room != static_cast<int64_t>(table.blocks.size()) * block_tokens_ - table.tokens) {
-      return absl::InternalError(
-          absl::StrCat("request ", id, ": ", table.room, " free slots recorded in its last block"));
+    // The token count is the blocks' slots less the free ones of the last block (Tokens), so
+    // it holds at least one token and no more blocks than it needs: room < block_tokens.
+    if (table.blocks.empty() || table.room < 0 || table.room >= block_tokens_) {
+      return absl::InternalError(absl::StrCat("request ", id, ": ", table.room,
+                                              " free slots recorded in the last of its ",
+                                              table.blocks.size(), " blocks"));
     }
     std::vector<int64_t>& own = owner[table.channel];
     for (int64_t b : table.blocks) {
@@ -325,6 +286,12 @@ absl::Status BlockManager::CheckInvariants() const {
       own[b] = index;
     }
     ++index;
+  }
+  int64_t free_total = 0;
+  for (const Pool& pool : pools_) free_total += static_cast<int64_t>(pool.free.size());
+  if (free_total != free_blocks_) {
+    return absl::InternalError(
+        absl::StrCat(free_total, " blocks on the free lists, ", free_blocks_, " counted free"));
   }
   const auto used =
       std::count_if(slots_.begin(), slots_.end(), [](const Table& t) { return t.used; });

@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/units.h"
 
 namespace neupims::kv_cache {
 
@@ -45,21 +46,38 @@ struct BlockManagerOptions {
 };
 
 class BlockManager {
+  struct Table;  // a request's block table (below)
+
  public:
   static absl::StatusOr<BlockManager> Create(const BlockManagerOptions& options);
 
   int channels() const { return static_cast<int>(pools_.size()); }
   int block_tokens() const { return block_tokens_; }
 
+  // Inline, as are CanAllocate and FreeBlocks: admission asks them for every channel per
+  // admitted request (32 channels), and the calls cost more than the answers.
   // Blocks needed to hold `tokens` tokens: ceil(tokens / block_tokens); 0 for tokens <= 0.
-  int64_t BlocksFor(int64_t tokens) const;
+  int64_t BlocksFor(int64_t tokens) const {
+    return tokens <= 0 ? 0 : CeilDiv(tokens, block_tokens_);
+  }
   // Blocks of `channel` that admission keeps free: floor(watermark x capacity). 0 for a bad
   // channel.
-  int64_t WatermarkBlocks(int channel) const;
+  int64_t WatermarkBlocks(int channel) const {
+    return ValidChannel(channel) ? pools_[channel].watermark : 0;
+  }
   // Admission test. kNever: BlocksFor(tokens) > capacity - WatermarkBlocks (it can never be
   // admitted to this channel), also for a bad channel or tokens < 1 (Allocate would fail).
   // kLater: free - BlocksFor(tokens) < WatermarkBlocks. Otherwise kOk.
-  AllocStatus CanAllocate(int channel, int64_t tokens) const;
+  AllocStatus CanAllocate(int channel, int64_t tokens) const {
+    if (!ValidChannel(channel) || tokens < 1) return AllocStatus::kNever;
+    const Pool& pool = pools_[channel];
+    const int64_t needed = BlocksFor(tokens);
+    if (needed > pool.capacity - pool.watermark) return AllocStatus::kNever;
+    if (static_cast<int64_t>(pool.free.size()) - needed < pool.watermark) {
+      return AllocStatus::kLater;
+    }
+    return AllocStatus::kOk;
+  }
   // Allocates blocks for `tokens` tokens of a new request in `channel`. Ignores the watermark
   // (the caller checked CanAllocate). Errors: InvalidArgument (tokens < 1), OutOfRange (bad
   // channel), AlreadyExists (id already allocated), ResourceExhausted (not enough free blocks).
@@ -84,18 +102,37 @@ class BlockManager {
   // TryAppendSlot through a hint from SlotOf. A stale or wrong hint (the table there belongs to
   // another request, or to none) falls back to the lookup by id, so the answer is always
   // TryAppendSlot(id)'s.
-  // Inline: the scheduler calls it for every decoding request in every iteration.
   bool TryAppendSlot(RequestId id, int slot_hint) {
-    if (slot_hint >= 0 && static_cast<size_t>(slot_hint) < slots_.size()) {
-      Table& table = slots_[static_cast<size_t>(slot_hint)];
-      if (table.used && table.id == id && table.room > 0) {  // room in its last block
-        --table.room;
-        ++table.tokens;
-        return true;
-      }
-    }
-    return TryAppendSlot(id);
+    return TryAppendInRoom(id, slot_hint) || TryAppendSlot(id);
   }
+  // Only the common case of TryAppendSlot(id, slot_hint), 31 of 32 appends: the hinted table is
+  // the request's and its last block has room. Then adds the token and returns true; otherwise
+  // returns false and changes nothing (the caller goes on with TryAppendSlot).
+  bool TryAppendInRoom(RequestId id, int slot_hint) {
+    return InRoomAppender().TryAppend(id, slot_hint);
+  }
+  // TryAppendInRoom for a pass over many requests (the scheduler's, every decoding request of
+  // an iteration): the block tables' location is copied into the appender, a local of the
+  // caller's loop, so that the loop does not reload it after every append (the compiler cannot
+  // tell the caller's stores of pointers from this manager's). Valid until the next Allocate.
+  class RoomAppender {
+   public:
+    bool TryAppend(RequestId id, int slot_hint) const {
+      // A negative hint converts to a size above any table count.
+      if (static_cast<size_t>(slot_hint) >= count_) return false;
+      Table& table = tables_[static_cast<size_t>(slot_hint)];
+      if (!table.used || table.id != id || table.room == 0) return false;
+      --table.room;
+      return true;
+    }
+
+   private:
+    friend class BlockManager;
+    RoomAppender(Table* tables, size_t count) : tables_(tables), count_(count) {}
+    Table* tables_;
+    size_t count_;
+  };
+  RoomAppender InRoomAppender() { return RoomAppender(slots_.data(), slots_.size()); }
 
   // Accessors for one request; for an unknown id: ChannelOf -1, TokensOf 0, BlockTable empty.
   bool Has(RequestId id) const { return index_.contains(id); }
@@ -104,11 +141,14 @@ class BlockManager {
   const std::vector<int64_t>& BlockTable(RequestId id) const;
 
   // Per-channel counts; 0 for a bad channel.
-  int64_t FreeBlocks(int channel) const;
+  int64_t FreeBlocks(int channel) const {
+    return ValidChannel(channel) ? static_cast<int64_t>(pools_[channel].free.size()) : 0;
+  }
   int64_t UsedBlocks(int channel) const;
   int64_t TotalBlocks(int channel) const;
-  int64_t TotalFreeBlocks() const;
-  int64_t TotalBlocks() const;
+  // Kept as counts (the engine asks for Usage every iteration), not summed over the channels.
+  int64_t TotalFreeBlocks() const { return free_blocks_; }
+  int64_t TotalBlocks() const { return total_blocks_; }
   // used / total over all channels.
   double Usage() const;
   int64_t requests() const { return static_cast<int64_t>(index_.size()); }
@@ -127,14 +167,17 @@ class BlockManager {
     int64_t watermark = 0;      // WatermarkBlocks, fixed with the capacity (asked per admission)
     std::vector<int64_t> free;  // free physical block ids (stack)
   };
+  // The request's token count is not kept: an append changes only `room` (Tokens).
   struct Table {
     bool used = false;
     RequestId id = 0;
     int channel = 0;
-    int64_t tokens = 0;
     int64_t room = 0;  // free token slots in the last block: blocks x block_tokens - tokens
     std::vector<int64_t> blocks;
   };
+  int64_t Tokens(const Table& table) const {
+    return static_cast<int64_t>(table.blocks.size()) * block_tokens_ - table.room;
+  }
   BlockManager() = default;
   bool ValidChannel(int channel) const { return channel >= 0 && channel < channels(); }
   const Table* Find(RequestId id) const;
@@ -148,6 +191,8 @@ class BlockManager {
   std::vector<Table> slots_;
   std::vector<int> free_slots_;
   absl::flat_hash_map<RequestId, int> index_;
+  int64_t total_blocks_ = 0;  // the channels' capacities
+  int64_t free_blocks_ = 0;   // blocks on the free lists of all channels
   bool fail_next_free_ = false;
 };
 

@@ -89,12 +89,12 @@ ScheduleOutput Scheduler::Schedule(SimTime now) {
 
 void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   ScheduleOutput& out = *out_ptr;
+  // decode and the sub-batches keep their previous contents until they are overwritten and cut
+  // to length below: clearing them made every step value-initialise the whole list again when
+  // it was resized for writing by index.
   out.prefill.clear();
-  out.decode.clear();
   out.preempted.clear();
   out.rejected.clear();
-  out.sub_batch[0].clear();
-  out.sub_batch[1].clear();
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
   const size_t first_refused = AppendAllOrStop(&out);
@@ -122,6 +122,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   } else {
     for (Request* r : out.decode) r->sub_batch = 0;
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
+    out.sub_batch[1].clear();
   }
 }
 
@@ -131,15 +132,36 @@ size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
   // list is written through a plain pointer (a push_back per request reloaded the vector's
   // ends after every append's stores) and cut to length at the end.
   const size_t n = running_.size();
+  // Every running request prefilling elsewhere (prefilling_ counts them, and all are in
+  // running_): nobody decodes, so no pass over them. This is every step of a burst of
+  // arrivals once the batch is full of standalone prefills (10,000 requests at t = 0: ~10k
+  // such steps, each a pass over 256 requests).
+  if (static_cast<int64_t>(n) == prefilling_) {
+    out->decode.clear();
+    return n;
+  }
   Request* const* running = running_.data();
-  out->decode.resize(n);
+  // Room for every running request; only a list shorter than that grows (and value-initialises
+  // the new part), as the entries are overwritten below.
+  if (out->decode.size() < n) out->decode.resize(n);
   Request** decode = out->decode.data();
   size_t taken = 0, i = 0;
-  for (; i < n; ++i) {
+  while (i < n) {
+    // Appends into the room of the last block: no call in this loop, and the block tables'
+    // location in the appender's registers.
+    const kv_cache::BlockManager::RoomAppender in_room = kv_->InRoomAppender();
+    for (; i < n; ++i) {
+      Request* r = running[i];
+      if (r->state != RequestState::kRunning || r->needs_prefill) continue;
+      if (!in_room.TryAppend(r->id, r->kv_slot)) break;
+      decode[taken++] = r;
+    }
+    if (i == n) break;
+    // running[i] needs a new block (or its hint is stale): the whole append.
     Request* r = running[i];
-    if (r->state != RequestState::kRunning || r->needs_prefill) continue;
     if (!kv_->TryAppendSlot(r->id, r->kv_slot)) break;  // a failed append changes nothing
     decode[taken++] = r;
+    ++i;
   }
   out->decode.resize(taken);
   return i;
@@ -181,7 +203,8 @@ void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
   int64_t budget = options_.max_prefill_tokens;
   int64_t batch = static_cast<int64_t>(running_.size());
   // Tentative free blocks per channel, to decide feasibility before assigning channels.
-  std::vector<int64_t> free(kv_->channels());
+  std::vector<int64_t>& free = free_scratch_;
+  free.resize(static_cast<size_t>(kv_->channels()));
   for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Request* r = *it;
@@ -219,22 +242,24 @@ void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
 void Scheduler::AssignChannels(SimTime now, ScheduleOutput* out_ptr) {
   ScheduleOutput& out = *out_ptr;
   std::vector<Request*>& admitted = admitted_;
-  std::vector<double> loads;
+  std::vector<double>& loads = loads_scratch_;
   if (options_.channel_policy == ChannelPolicy::kMinLoad) {
     // Algorithm 2 takes the longest request first.
     std::stable_sort(admitted.begin(), admitted.end(), [](const Request* a, const Request* b) {
       return a->context_tokens() > b->context_tokens();
     });
-    loads = ChannelLoads();
+    ChannelLoads(&loads);
   }
-  std::vector<int64_t> free(kv_->channels());
+  std::vector<int64_t>& free = free_scratch_;
+  free.resize(static_cast<size_t>(kv_->channels()));
   for (int c = 0; c < kv_->channels(); ++c) free[c] = kv_->FreeBlocks(c);
   auto fits = [&](int i, int c) {
     const int64_t tokens = admitted[i]->context_tokens();
     return kv_->CanAllocate(c, tokens) == kv_cache::AllocStatus::kOk &&
            free[c] >= kv_->BlocksFor(tokens);
   };
-  std::vector<int> channel(admitted.size(), -1);
+  std::vector<int>& channel = channel_scratch_;
+  channel.assign(admitted.size(), -1);
   // Assign one at a time so each choice sees the blocks the previous ones took.
   for (size_t i = 0; i < admitted.size(); ++i) {
     auto one = [&](int c) { return fits(static_cast<int>(i), c); };
@@ -286,19 +311,16 @@ absl::Status Scheduler::Finish(Request* r, SimTime now) {
 }
 
 std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now,
-                                              std::vector<std::pair<Request*, int64_t>>* tokens) {
+                                              std::vector<StepToken>* tokens) {
   std::vector<Request*> finished;
-  // The tokens are written through a plain pointer into room made up front and cut to length
-  // at the end (an emplace_back per token reloaded the vector's ends after every store).
-  // Without a list (tokens == nullptr) `next` stays null and is never written.
-  std::pair<Request*, int64_t>* next = nullptr;
-  if (tokens != nullptr) {
-    const size_t before = tokens->size();
-    tokens->resize(before + out.decode.size() + out.prefill.size());
-    next = tokens->data() + before;
-  }
+  // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
+  // length at the end (an emplace_back per token reloaded the vector's ends after every store).
+  // The list is kept between steps, so making room value-initialises only what it grows by.
+  const size_t room = out.decode.size() + out.prefill.size();
+  if (step_tokens_.size() < room) step_tokens_.resize(room);
+  StepToken* next = step_tokens_.data();
   auto produced = [&](Request* r) {
-    if (tokens != nullptr) *next++ = {r, r->generated};
+    *next++ = {r, r->generated};
     ++r->generated;
     if (r->first_token == kNoTime) r->first_token = now;
     r->last_token = now;
@@ -317,7 +339,8 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       produced(r);
     }
   }
-  if (tokens != nullptr) tokens->resize(static_cast<size_t>(next - tokens->data()));
+  step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
+  if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
   return finished;
 }
 
@@ -334,8 +357,14 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
 }
 
 std::vector<double> Scheduler::ChannelLoads() {
-  std::vector<double> loads(kv_->channels(), 0.0);
-  double* const load = loads.data();
+  std::vector<double> loads;
+  ChannelLoads(&loads);
+  return loads;
+}
+
+void Scheduler::ChannelLoads(std::vector<double>* loads) {
+  loads->assign(static_cast<size_t>(kv_->channels()), 0.0);
+  double* const load = loads->data();
   // EstimateFast's answer for each request, with the memo's bounds held in a local between
   // estimates that were not memoised (through EstimateFast they were reloaded per request,
   // since its fallback may grow the memo). Same values, same order of the sums.
@@ -352,7 +381,6 @@ std::vector<double> Scheduler::ChannelLoads() {
     }
     load[r->channel] += estimate;
   }
-  return loads;
 }
 
 }  // namespace neupims::scheduler

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "common/enum_names.h"
 #include "kv_cache/block_manager.h"
 #include "scheduler/mha_estimator.h"
@@ -49,6 +50,9 @@ struct SchedulerOptions {
   int64_t sub_batch_min_decode = 0;
   bool standalone_prefill = false;  // admitted requests go to kPrefilling (not kRunning)
 };
+
+// A request and the index of the one token it produced in a step (CompleteStep).
+using StepToken = std::pair<Request*, int64_t>;
 
 struct ScheduleOutput {
   std::vector<Request*> prefill;    // admitted this step (local: prefilled in this step)
@@ -76,11 +80,13 @@ class Scheduler {
 
   // After the engine ran `out`: local prefills produced their first token, decodes one token.
   // Requests that reached max_new_tokens are finished and their KV freed; they are returned.
-  // With `tokens`, each produced token is also appended to it as (request, the token's index:
-  // `generated` before the token), decodes first, in `out`'s order (the engine's per-iteration
-  // token list, without a second pass over the batch).
+  // Each produced token is listed in step_tokens() as (request, the token's index: `generated`
+  // before the token), decodes first, in `out`'s order (the engine's per-iteration token list,
+  // without a second pass over the batch); with `tokens`, that list is also appended to it.
   std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now,
-                                     std::vector<std::pair<Request*, int64_t>>* tokens = nullptr);
+                                     std::vector<StepToken>* tokens = nullptr);
+  // The tokens of the last CompleteStep (see there); valid until the next CompleteStep.
+  absl::Span<const StepToken> step_tokens() const { return step_tokens_; }
   // A standalone prefill finished (first token produced, KV arrived): the request decodes next.
   absl::Status PrefillDone(Request* r, SimTime now);
 
@@ -112,6 +118,8 @@ class Scheduler {
   void Admit(SimTime now, ScheduleOutput* out);
   void AssignChannels(SimTime now, ScheduleOutput* out);
   void Preempt(Request* r, ScheduleOutput* out);
+  // ChannelLoads() into `loads` (overwritten).
+  void ChannelLoads(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
   void RemoveRunning(Request* r);
   // Keeps the first error (with `what` for context) in fault_.
@@ -128,6 +136,14 @@ class Scheduler {
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
   std::vector<size_t> partition_scratch_;
+  // Scratch of admission (per channel: tentative free blocks, loads; per admitted request: its
+  // channel), reused so that a step that admits does not allocate.
+  std::vector<int64_t> free_scratch_;
+  std::vector<double> loads_scratch_;
+  std::vector<int> channel_scratch_;
+  // The last step's tokens; kept between steps (resized, not cleared and refilled) so that
+  // making room for a step's tokens does not value-initialise the whole list every step.
+  std::vector<StepToken> step_tokens_;
 };
 
 }  // namespace neupims::scheduler

@@ -619,5 +619,32 @@ TEST(TryAppendSlotHint, AnyHintGivesTheLookupsAnswer) {
   EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
 }
 
+// TryAppendInRoom takes only the common case: the hinted table is the request's and its last
+// block has room. At a block boundary, with a wrong, stale or negative hint it returns false and
+// changes nothing, although TryAppendSlot would append there.
+TEST(TryAppendSlotHint, InRoomAppendsOnlyIntoTheLastBlocksRoom) {
+  BlockManager m = Make(4, {3}, 0.0);
+  ASSERT_TRUE(m.Allocate(1, 0, 2).ok());
+  const int slot1 = m.SlotOf(1);
+  EXPECT_TRUE(m.TryAppendInRoom(1, slot1));  // 3 tokens
+  EXPECT_TRUE(m.TryAppendInRoom(1, slot1));  // 4: the block is full
+  EXPECT_FALSE(m.TryAppendInRoom(1, slot1));
+  EXPECT_EQ(m.TokensOf(1), 4);
+  EXPECT_EQ(m.BlockTable(1).size(), 1u);
+  EXPECT_FALSE(m.TryAppendInRoom(1, -1));
+  EXPECT_FALSE(m.TryAppendInRoom(1, slot1 + 1));
+  EXPECT_TRUE(m.TryAppendSlot(1, slot1));  // 5: a second block
+  EXPECT_TRUE(m.TryAppendInRoom(1, slot1));
+  EXPECT_EQ(m.TokensOf(1), 6);
+  EXPECT_FALSE(m.TryAppendInRoom(2, slot1));  // another request's table
+  ASSERT_TRUE(m.Free(1).ok());
+  EXPECT_FALSE(m.TryAppendInRoom(1, slot1));  // freed
+  ASSERT_TRUE(m.Allocate(2, 0, 1).ok());
+  ASSERT_EQ(m.SlotOf(2), slot1);
+  EXPECT_FALSE(m.TryAppendInRoom(1, slot1));  // stale: the slot is request 2's now
+  EXPECT_EQ(m.TokensOf(2), 1);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+}
+
 }  // namespace
 }  // namespace neupims::kv_cache

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kv_cache/block_manager.h"
@@ -745,6 +746,93 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
     EXPECT_EQ(h.scheduler().waiting(), 0);
     EXPECT_EQ(h.scheduler().running(), 0);
   }
+}
+
+std::vector<std::pair<RequestId, int64_t>> TokenIds(absl::Span<const StepToken> tokens) {
+  std::vector<std::pair<RequestId, int64_t>> out;
+  for (const auto& [r, index] : tokens) out.emplace_back(r->id, index);
+  return out;
+}
+
+// The engine schedules every step into one reused ScheduleOutput, whose lists keep their
+// previous contents until they are overwritten and cut to length. Two schedulers driven alike
+// (random arrivals, aborts, standalone prefills finishing; preemptions on a small cache), one
+// into a reused output and one into a fresh output each step, give the same lists and tokens.
+TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    auto uniform = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+    SchedulerOptions o;
+    o.max_batch = static_cast<int>(uniform(3, 10));
+    o.max_prefill_tokens = uniform(12, 60);
+    o.channel_policy = seed % 2 == 0 ? ChannelPolicy::kMinLoad : ChannelPolicy::kRoundRobin;
+    o.standalone_prefill = seed % 3 == 0;
+    o.sub_batches = seed % 2 == 1;
+    o.sub_batch_min_decode = uniform(0, 3);  // both branches of step 4 on one output
+    std::vector<int64_t> caps;
+    for (int c = 0; c < 3; ++c) caps.push_back(uniform(5, 9));
+    Harness reused(o, 4, caps), fresh(o, 4, caps);
+    ScheduleOutput out;
+    std::vector<Request*> a, b;  // the same requests in `reused` and `fresh`
+    int64_t preemptions = 0, steps = 0;
+    for (SimTime now = 0; now < 3000; ++now) {
+      if (a.size() < 60 && chance(0.4)) {
+        const int64_t prompt = uniform(1, 24), max_new = uniform(1, 16);
+        const RequestId id = static_cast<RequestId>(a.size());
+        a.push_back(reused.Add(id, prompt, max_new, now));
+        b.push_back(fresh.Add(id, prompt, max_new, now));
+      }
+      if (!a.empty() && chance(0.04)) {
+        const size_t k = static_cast<size_t>(uniform(0, static_cast<int64_t>(a.size()) - 1));
+        EXPECT_EQ(reused.scheduler().Abort(a[k]).code(), fresh.scheduler().Abort(b[k]).code());
+      }
+      reused.scheduler().Schedule(now, &out);
+      const ScheduleOutput expected = fresh.scheduler().Schedule(now);
+      ASSERT_EQ(Ids(out.prefill), Ids(expected.prefill));
+      ASSERT_EQ(Ids(out.decode), Ids(expected.decode));
+      ASSERT_EQ(Ids(out.preempted), Ids(expected.preempted));
+      ASSERT_EQ(Ids(out.rejected), Ids(expected.rejected));
+      for (int s = 0; s < 2; ++s) ASSERT_EQ(Ids(out.sub_batch[s]), Ids(expected.sub_batch[s]));
+      preemptions += static_cast<int64_t>(out.preempted.size());
+      if (o.standalone_prefill) {
+        for (size_t k = 0; k < a.size(); ++k) {
+          if (a[k]->state == RequestState::kPrefilling && chance(0.5)) {
+            ASSERT_TRUE(reused.scheduler().PrefillDone(a[k], now).ok());
+            ASSERT_TRUE(fresh.scheduler().PrefillDone(b[k], now).ok());
+          }
+        }
+      }
+      reused.scheduler().CompleteStep(out, now);
+      fresh.scheduler().CompleteStep(expected, now);
+      ASSERT_EQ(TokenIds(reused.scheduler().step_tokens()),
+                TokenIds(fresh.scheduler().step_tokens()));
+      ++steps;
+    }
+    EXPECT_GT(preemptions, 0) << "the cache is meant to be too small";
+    EXPECT_GT(steps, 0);
+  }
+}
+
+// step_tokens() holds the last step's tokens only; the list a caller passes gets them appended.
+TEST(SchedulerCompleteStep, StepTokensHoldOnlyTheLastStepsTokens) {
+  Harness h(RoundRobinOptions(), 4, {10, 10});
+  Request* a = h.Add(1, 5, 4, 0);
+  Request* b = h.Add(2, 5, 4, 0);
+  h.Step(10);
+  EXPECT_THAT(
+      TokenIds(h.scheduler().step_tokens()),
+      ElementsAre(std::pair<RequestId, int64_t>(1, 0), std::pair<RequestId, int64_t>(2, 0)));
+  ASSERT_TRUE(h.scheduler().Abort(b).ok());
+  std::vector<StepToken> tokens;
+  h.scheduler().CompleteStep(h.scheduler().Schedule(20), 20, &tokens);
+  EXPECT_THAT(TokenIds(h.scheduler().step_tokens()),
+              ElementsAre(std::pair<RequestId, int64_t>(1, 1)));
+  EXPECT_THAT(TokenIds(tokens), ElementsAre(std::pair<RequestId, int64_t>(1, 1)));
+  EXPECT_EQ(a->generated, 2);
 }
 
 // ---- Faults: a broken invariant is reported, never dropped.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,48 @@ TEST(LengthDataset, FastRowsAndGeneralRowsMeetAtTheEdgesOfTheForm) {
   const std::string bad = WriteTemp("late.tsv", "input_toks\toutput_toks\n1\t2\n3\t4\r\n5\t\n");
   EXPECT_THAT(LoadLengthDataset(bad, LengthFilter{}, nullptr).status().message(),
               HasSubstr(absl::StrCat(bad, ":4: ")));
+}
+
+// Random files whose rows are all "123<TAB>45" lines (LF or CRLF, the last one ending in LF,
+// CRLF, CR or nothing) are read in one pass; the same file with a blank line added in front of
+// the rows is read row by row. Both give the same pairs and the same report, filter included.
+TEST(LengthDataset, OnePassFilesAndRowByRowFilesGiveTheSamePairsAndReport) {
+  std::mt19937_64 rng(7);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const char* const kEnds[] = {"\n", "\r\n", "\r", ""};
+  for (int file = 0; file < 40; ++file) {
+    SCOPED_TRACE(::testing::Message() << "file " << file);
+    std::string rows;
+    const int64_t count = uniform(0, 60);
+    for (int64_t i = 0; i < count; ++i) {
+      // Leading zeros, zero counts and rows too long for the context, all in the form.
+      absl::StrAppend(&rows, std::string(static_cast<size_t>(uniform(0, 1)), '0'), uniform(0, 1500),
+                      "\t", uniform(0, 1500),
+                      i + 1 < count ? kEnds[uniform(0, 1)] : kEnds[uniform(0, 3)]);
+    }
+    const LengthFilter filter{.max_seq_len = 2048};
+    TableReader one_pass("a.tsv", absl::StrCat("input_toks\toutput_toks\n", rows), '\t');
+    TableReader by_row("a.tsv", absl::StrCat("input_toks\toutput_toks\n\n", rows), '\t');
+    LoadReport a, b;
+    const absl::StatusOr<std::vector<LengthPair>> fast = ParseLengthDataset(one_pass, filter, &a);
+    const absl::StatusOr<std::vector<LengthPair>> general = ParseLengthDataset(by_row, filter, &b);
+    ASSERT_TRUE(fast.ok()) << fast.status();
+    ASSERT_TRUE(general.ok()) << general.status();
+    ASSERT_EQ(fast->size(), general->size());
+    for (size_t i = 0; i < fast->size(); ++i) {
+      EXPECT_EQ((*fast)[i].prompt_tokens, (*general)[i].prompt_tokens) << i;
+      EXPECT_EQ((*fast)[i].output_tokens, (*general)[i].output_tokens) << i;
+    }
+    EXPECT_EQ(a.source, b.source);
+    EXPECT_EQ(a.rows, count);
+    EXPECT_EQ(b.rows, count);
+    EXPECT_EQ(a.kept, b.kept);
+    EXPECT_EQ(a.dropped_too_long, b.dropped_too_long);
+    EXPECT_EQ(a.dropped_zero_output, b.dropped_zero_output);
+    EXPECT_EQ(a.dropped_zero_prompt, b.dropped_zero_prompt);
+  }
 }
 
 TEST(LengthDataset, MalformedLineErrorNamesFileAndLine) {

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,18 +64,21 @@ class Collector : public engine::EngineObserver {
   void OnIterationTokens(absl::Span<const engine::EmittedToken> tokens, SimTime t) override {
     tokens_ += static_cast<int64_t>(tokens.size());
     // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
-    // so memory grows with iterations, not tokens. The current run's value and the tokens
-    // that joined it are kept in locals (through the vector, its back was reloaded after every
-    // token's store) and written back before any other change of the runs.
+    // so memory grows with iterations, not tokens. A token continues the current run when its
+    // previous token was at `joins_at` (RunJoinTime: one integer comparison instead of a gap
+    // converted to double); the tokens that joined are counted in a local (through the
+    // vector, its back was reloaded after every token's store) and written back before any
+    // other change of the runs. Every other token goes through RecordToken, which decides
+    // exactly as before, so the runs are the same.
     SimTime* const dense = last_token_dense_.data();
     const size_t dense_size = last_token_dense_.size();
-    bool have_run = !itl_ns_.empty();
-    double run_value = have_run ? itl_ns_.back().value : 0;
+    SimTime joins_at = RunJoinTime(t);
     int64_t joined = 0;
     for (const auto& [r, index] : tokens) {
+      // A negative id converts to a size above dense_size.
       const size_t id = static_cast<size_t>(r->id);
-      SimTime* last = r->id >= 0 && id < dense_size ? &dense[id] : LastTokenOf(r->id);
-      if (*last != scheduler::kNoTime && have_run && run_value == static_cast<double>(t - *last)) {
+      SimTime* last = id < dense_size ? &dense[id] : LastTokenOf(r->id);
+      if (*last == joins_at) {
         ++joined;
         *last = t;
         continue;
@@ -81,8 +86,7 @@ class Collector : public engine::EngineObserver {
       if (joined > 0) itl_ns_.back().count += joined;
       joined = 0;
       RecordToken(last, t);
-      have_run = !itl_ns_.empty();
-      if (have_run) run_value = itl_ns_.back().value;
+      joins_at = RunJoinTime(t);
     }
     if (joined > 0) itl_ns_.back().count += joined;
   }
@@ -142,6 +146,21 @@ class Collector : public engine::EngineObserver {
     }
     return &last_token_.try_emplace(id, scheduler::kNoTime).first->second;
   }
+  // The previous token time of a token at `t` that continues the current inter-token run, or
+  // kNoJoin when the integer comparison could differ from RecordToken's (no run; a gap that is
+  // not a whole number of ns below 2^53; t at or above 2^53; t before the gap): then no time
+  // equals it and every token goes through RecordToken. Otherwise last == t - gap exactly when
+  // static_cast<double>(t - last) == gap for a previous token time 0 <= last <= t (a first
+  // token's kNoTime never equals t - gap >= 0), as RecordToken compares.
+  SimTime RunJoinTime(SimTime t) const {
+    constexpr double kExact = 9007199254740992.0;  // 2^53
+    if (itl_ns_.empty() || t < 0 || static_cast<double>(t) >= kExact) return kNoJoin;
+    const double gap = itl_ns_.back().value;
+    if (!(gap >= 0 && gap < kExact) || gap != std::floor(gap)) return kNoJoin;
+    const SimTime previous = t - static_cast<SimTime>(gap);
+    return previous >= 0 ? previous : kNoJoin;
+  }
+  static constexpr SimTime kNoJoin = std::numeric_limits<SimTime>::min();
   // A token at `t` of a request whose previous token was at *last (kNoTime: none).
   [[gnu::noinline]] void RecordToken(SimTime* last, SimTime t) {
     if (*last != scheduler::kNoTime) {
