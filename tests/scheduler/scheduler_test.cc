@@ -618,6 +618,28 @@ TEST(SchedulerSubBatches, SmallDecodeBatchesAreNotSplitBelowTheMinimum) {
 // ---------------------------------------------------------------------------------------------
 // Randomized invariants.
 
+// Small random scheduler options for the randomized tests (a batch of 3-10, 12-60 prefill
+// tokens; the channel policy, standalone prefill and sub-batches by the seed).
+SchedulerOptions RandomSmallOptions(uint64_t seed, std::mt19937_64& rng) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  SchedulerOptions o;
+  o.max_batch = static_cast<int>(uniform(3, 10));
+  o.max_prefill_tokens = uniform(12, 60);
+  o.channel_policy = seed % 2 == 0 ? ChannelPolicy::kMinLoad : ChannelPolicy::kRoundRobin;
+  o.standalone_prefill = seed % 3 == 0;
+  o.sub_batches = seed % 2 == 1;
+  return o;
+}
+
+// Three channels of 5-9 KV blocks each: small enough that preemptions and rejections happen.
+std::vector<int64_t> RandomChannelCaps(std::mt19937_64& rng) {
+  std::vector<int64_t> caps;
+  for (int c = 0; c < 3; ++c) caps.push_back(std::uniform_int_distribution<int64_t>(5, 9)(rng));
+  return caps;
+}
+
 // Random arrivals, aborts and steps on a small KV cache (preemptions and rejections happen).
 // After every step: the block manager is consistent, every submitted request is in exactly one
 // place (the scheduler's counts match the request states, KV is held exactly by admitted
@@ -631,14 +653,8 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
       return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
     };
     auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
-    SchedulerOptions o;
-    o.max_batch = static_cast<int>(uniform(3, 10));
-    o.max_prefill_tokens = uniform(12, 60);
-    o.channel_policy = seed % 2 == 0 ? ChannelPolicy::kMinLoad : ChannelPolicy::kRoundRobin;
-    o.standalone_prefill = seed % 3 == 0;
-    o.sub_batches = seed % 2 == 1;
-    std::vector<int64_t> caps;
-    for (int c = 0; c < 3; ++c) caps.push_back(uniform(5, 9));
+    SchedulerOptions o = RandomSmallOptions(seed, rng);
+    const std::vector<int64_t> caps = RandomChannelCaps(rng);
     Harness h(o, 4, caps, seed % 4 == 0 ? 0.15 : 0.0);
 
     constexpr int kRequests = 60;
@@ -766,15 +782,9 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
       return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
     };
     auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
-    SchedulerOptions o;
-    o.max_batch = static_cast<int>(uniform(3, 10));
-    o.max_prefill_tokens = uniform(12, 60);
-    o.channel_policy = seed % 2 == 0 ? ChannelPolicy::kMinLoad : ChannelPolicy::kRoundRobin;
-    o.standalone_prefill = seed % 3 == 0;
-    o.sub_batches = seed % 2 == 1;
+    SchedulerOptions o = RandomSmallOptions(seed, rng);
     o.sub_batch_min_decode = uniform(0, 3);  // both branches of step 4 on one output
-    std::vector<int64_t> caps;
-    for (int c = 0; c < 3; ++c) caps.push_back(uniform(5, 9));
+    const std::vector<int64_t> caps = RandomChannelCaps(rng);
     Harness reused(o, 4, caps), fresh(o, 4, caps);
     ScheduleOutput out;
     std::vector<Request*> a, b;  // the same requests in `reused` and `fresh`
