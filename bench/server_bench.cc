@@ -249,6 +249,7 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
       const double scheduled_s = r.sim_time_s / options.runner.speed;
       const double lag_ms = (Seconds(r.wall - origin) - scheduled_s) * 1e3;
       out->lags_ms.push_back(lag_ms);
+      if (!ok) continue;  // the last position only where the stream has all its tokens
       const size_t position = r.index == 0 ? 0 : r.index == f.tokens - 1 ? 2 : 1;
       out->lags_by_position_ms[position].push_back(lag_ms);
     }
@@ -495,9 +496,11 @@ int Main(int argc, char** argv) {
     const Summary middle = Summarize(r.lags_by_position_ms[1]);
     const Summary last = Summarize(r.lags_by_position_ms[2]);
     std::printf(
-        "lag by position in the stream, p50 / p99: first token %.2f / %.2f ms, tokens between "
-        "%.2f / %.2f ms, last token %.2f / %.2f ms\n",
-        first.median, first.p99, middle.median, middle.p99, last.median, last.p99);
+        "lag by position in the stream (complete streams), p50 / p99 (samples): first token "
+        "%.2f / %.2f ms (%zu), tokens between %.2f / %.2f ms (%zu), last token %.2f / %.2f ms "
+        "(%zu)\n",
+        first.median, first.p99, first.count, middle.median, middle.p99, middle.count, last.median,
+        last.p99, last.count);
     const Summary send = Summarize(r.send_lags_ms);
     std::printf("\nsend lag (server side): %zu messages, p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
                 send.count, send.median, send.p99, send.max);

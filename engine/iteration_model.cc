@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -326,31 +325,26 @@ absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t
 // ---------------------------------------------------------------------------------------------
 // One stage: attention accumulation, graph building, scheduling, accounting.
 
-absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> items,
-                                                 SubBatchAttention* a, HwCost* cost) {
+void IterationModel::ResetAttention(int64_t requests, SubBatchAttention* a) const {
   const int channels = options_.device.hbm.org.channels;
-  a->requests = static_cast<int64_t>(items.size());
+  a->requests = requests;
   a->total_seq = 0;
   a->logit_ns = a->attend_ns = 0;
   a->cost = HwCost{};
   a->logit_ch.assign(channels, 0.0);
   a->attend_ch.assign(channels, 0.0);
   a->mha_ch.assign(channels, 0.0);
-  const hw::PimIssue& issue = options_.device.hbm.pim.issue;
-  const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
+  const bool count_instructions =
+      options_.device.hbm.pim.issue.scope != hw::PimIssueScope::kUnlimited;
   a->logit_instr_ch.assign(count_instructions ? channels : 0, 0.0);
   a->attend_instr_ch.assign(count_instructions ? channels : 0, 0.0);
   a->serial_logit_ns = a->serial_context_ns = 0;
-  if (!options_.mode.pim_attention) {
-    for (const DecodeItem& d : items) a->total_seq += d.seq_len;
-    if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
-      AccumulateSerialGemvAttention(items, a);
-    }
-    return absl::OkStatus();
-  }
-  // Lengths not costed yet are costed first, so that the hot loop makes no call: across a call
-  // its sums would not stay in registers (every vector register is caller-saved). A length
-  // beyond the cache (longer than the model's max_seq_len) is costed in the loop instead.
+}
+
+// Lengths not costed yet are costed first, so that the hot loop makes no call: across a call
+// its sums would not stay in registers (every vector register is caller-saved). A length beyond
+// the cache (longer than the model's max_seq_len) is costed in the loop instead: false then.
+absl::StatusOr<bool> IterationModel::CostNewLengths(absl::Span<const DecodeItem> items) {
   const uint64_t cached_below = attention_cached_.size();
   const uint8_t* cached = attention_cached_.data();
   bool all_cached = true;
@@ -359,53 +353,73 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
     RETURN_IF_ERROR(AttentionRef(d.seq_len).status());
     all_cached &= static_cast<uint64_t>(d.seq_len) < cached_below;
   }
-  // Hot loop (once per decoding request per iteration): cached costs, the sums and the
-  // channel arrays' data in locals, the issue-limit counts compiled in or out.
-  auto sum = [&](auto count_instructions, auto cached_only) -> absl::Status {
-    const AttentionCost* cache = attention_cache_.data();
-    double* logit_ch = a->logit_ch.data();
-    double* attend_ch = a->attend_ch.data();
-    double* logit_instr_ch = a->logit_instr_ch.data();
-    double* attend_instr_ch = a->attend_instr_ch.data();
-    CommandSum commands;
-    double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
-    int64_t total_seq = 0;
-    for (const DecodeItem& d : items) {
-      total_seq += d.seq_len;
-      const AttentionCost* c = cache + (decltype(cached_only)::value ? d.seq_len : 0);
-      if constexpr (!decltype(cached_only)::value) {
-        ASSIGN_OR_RETURN(c, AttentionRef(d.seq_len));
-      }
-      const int ch = std::clamp(d.channel, 0, channels - 1);
-      logit_ch[ch] += c->logit_ns;
-      attend_ch[ch] += c->attend_ns;
-      if constexpr (decltype(count_instructions)::value) {
-        logit_instr_ch[ch] += c->logit_instructions;
-        attend_instr_ch[ch] += c->attend_instructions;
-      }
-      mac_ns += c->mac_ns;
-      macs += c->macs;
-      pim_j += c->dynamic_j;
-      background_j += c->background_j;
-      commands.Add(c->commands);
+  return all_cached;
+}
+
+// Hot loop (once per decoding request per iteration): cached costs, the sums and the channel
+// arrays' data in locals, the issue-limit counts compiled in or out.
+template <bool kCountInstructions, bool kCachedOnly>
+absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
+                                          HwCost* cost) {
+  const int channels = options_.device.hbm.org.channels;
+  const AttentionCost* cache = attention_cache_.data();
+  double* logit_ch = a->logit_ch.data();
+  double* attend_ch = a->attend_ch.data();
+  double* logit_instr_ch = a->logit_instr_ch.data();
+  double* attend_instr_ch = a->attend_instr_ch.data();
+  CommandSum commands;
+  double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
+  int64_t total_seq = 0;
+  for (const DecodeItem& d : items) {
+    total_seq += d.seq_len;
+    const AttentionCost* c = cache + (kCachedOnly ? d.seq_len : 0);
+    if constexpr (!kCachedOnly) {
+      ASSIGN_OR_RETURN(c, AttentionRef(d.seq_len));
     }
-    a->total_seq = total_seq;
-    a->cost.pim_mac_ns = mac_ns;
-    a->cost.pim_macs = macs;
-    a->cost.pim_j = pim_j;
-    a->cost.dram_background_j = background_j;
-    commands.AddTo(&cost->pim_commands);
-    return absl::OkStatus();
-  };
-  if (all_cached) {
-    RETURN_IF_ERROR(count_instructions ? sum(std::true_type{}, std::true_type{})
-                                       : sum(std::false_type{}, std::true_type{}));
-  } else {
-    RETURN_IF_ERROR(count_instructions ? sum(std::true_type{}, std::false_type{})
-                                       : sum(std::false_type{}, std::false_type{}));
+    const int ch = std::clamp(d.channel, 0, channels - 1);
+    logit_ch[ch] += c->logit_ns;
+    attend_ch[ch] += c->attend_ns;
+    if constexpr (kCountInstructions) {
+      logit_instr_ch[ch] += c->logit_instructions;
+      attend_instr_ch[ch] += c->attend_instructions;
+    }
+    mac_ns += c->mac_ns;
+    macs += c->macs;
+    pim_j += c->dynamic_j;
+    background_j += c->background_j;
+    commands.Add(c->commands);
   }
+  a->total_seq = total_seq;
+  a->cost.pim_mac_ns = mac_ns;
+  a->cost.pim_macs = macs;
+  a->cost.pim_j = pim_j;
+  a->cost.dram_background_j = background_j;
+  commands.AddTo(&cost->pim_commands);
+  return absl::OkStatus();
+}
+
+absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> items,
+                                                 SubBatchAttention* a, HwCost* cost) {
+  ResetAttention(static_cast<int64_t>(items.size()), a);
+  if (!options_.mode.pim_attention) {
+    for (const DecodeItem& d : items) a->total_seq += d.seq_len;
+    if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
+      AccumulateSerialGemvAttention(items, a);
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const bool all_cached, CostNewLengths(items));
+  const hw::PimIssue& issue = options_.device.hbm.pim.issue;
+  const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
+  // Parenthesised: a template argument list's comma would split a macro argument.
+  const absl::Status summed =
+      all_cached ? (count_instructions ? SumAttention<true, true>(items, a, cost)
+                                       : SumAttention<false, true>(items, a, cost))
+                 : (count_instructions ? SumAttention<true, false>(items, a, cost)
+                                       : SumAttention<false, false>(items, a, cost));
+  RETURN_IF_ERROR(summed);
   double busy = 0;
-  for (int ch = 0; ch < channels; ++ch) {
+  for (size_t ch = 0; ch < a->mha_ch.size(); ++ch) {
     a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
     busy += a->mha_ch[ch];
   }

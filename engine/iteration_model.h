@@ -135,8 +135,12 @@ class IterationModel {
   // Of those, the graphs that were patched (the previous graph's topology, new durations and
   // costs) rather than built.
   int64_t graphs_patched() const { return graph_patched_; }
-  // The graph of the last stage scheduled (tests compare patched and fresh graphs).
+  // The graph last built or patched and scheduled (a replayed schedule or a memoised prefill
+  // leaves it as it was; tests compare patched and fresh graphs).
   const StageGraph& stage_graph() const { return *graph_; }
+  // graph_ points into graphs_: not copyable or movable.
+  IterationModel(const IterationModel&) = delete;
+  IterationModel& operator=(const IterationModel&) = delete;
 
  private:
   explicit IterationModel(const IterationModelOptions& options);
@@ -185,6 +189,12 @@ class IterationModel {
                                      SubBatchAttention* a) const;
   absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                    HwCost* cost);
+  // AccumulateAttention's parts: `a` emptied for `requests` requests; the lengths not costed
+  // yet costed (true if all now come from the cache); the per-request sums.
+  void ResetAttention(int64_t requests, SubBatchAttention* a) const;
+  absl::StatusOr<bool> CostNewLengths(absl::Span<const DecodeItem> items);
+  template <bool kCountInstructions, bool kCachedOnly>
+  absl::Status SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a, HwCost* cost);
   // What determines a stage's schedule: the graph's shape and every node's duration.
   struct ScheduleKey {
     std::array<const CostedLayer*, 2> layer{};  // each sub-batch's costed layer (by tokens)
@@ -274,7 +284,7 @@ class IterationModel {
     int64_t last_used = 0;
   };
   std::array<GraphSlot, 4> graphs_;
-  StageGraph* graph_ = &graphs_[0].graph;  // the graph of the last stage scheduled
+  StageGraph* graph_ = &graphs_[0].graph;  // the graph last built or patched
   int64_t graph_uses_ = 0, graph_patched_ = 0;
   // The slot holding `topology`, with `*found` true, or else the least recently used slot.
   GraphSlot& GraphFor(const TopologyKey& topology, bool* found);

@@ -24,8 +24,8 @@
 // and the steady per-layer period is C + D. Otherwise (one sub-batch, or serialised) each
 // layer of each sub-batch is A (pre), B (attention), E (post) in turn.
 //
-// Topology reuse: a graph's topology (node count, lanes, dependencies, priorities, stages, and
-// each node's kind, layer, phase and sub-batch) does not depend on the token counts, only on
+// Topology reuse: a graph's topology (node count, dependencies, priorities, stages, and each
+// node's layer, phase and sub-batch) does not depend on the token counts, only on
 // what the caller walks (op counts per chain, which attention branches exist, ...). A caller
 // whose next stage has the topology of a graph it built walks that graph again through a
 // StageGraph::Patcher, with the same calls in the same order as when building: each node's
@@ -184,7 +184,7 @@ class StageGraph {
     Lane lane = Lane::kSystolic;
     double dur_ns = 0, dur_shared_ns = 0;
   };
-  // Inline: a Patcher overwrites ~100 op nodes per stage.
+  // Inline: a Patcher overwrites most of the ~140 nodes of a stage with two sub-batches.
   static NodeSpec OpNode(const CostedOp& op, int s, int layer, Phase phase) {
     return {{op.name, op.kind, s, layer, &op.cost, nullptr, phase},
             op.lane,
@@ -242,6 +242,13 @@ class StageGraph::Patcher {
  private:
   void Set(const NodeSpec& spec) {
     NEUPIMS_CHECK_MSG(next_ < g_->sched_.size(), "a patch walk of the same topology");
+    // The node's place in the topology must be the one it was built with: a walk of another
+    // topology with the same node count (an incomplete topology key) would otherwise keep the
+    // old dependencies and stages silently.
+    const NodeInfo& was = g_->info_[next_];
+    NEUPIMS_CHECK_MSG(was.layer == spec.info.layer && was.sub_batch == spec.info.sub_batch &&
+                          was.phase == spec.info.phase,
+                      "a patch walk of the same topology");
     ScheduleNode& n = g_->sched_[next_];
     n.lane = spec.lane;
     n.dur_ns = spec.dur_ns;

@@ -287,11 +287,18 @@ absl::Status BlockManager::CheckInvariants() const {
     }
     ++index;
   }
-  int64_t free_total = 0;
-  for (const Pool& pool : pools_) free_total += static_cast<int64_t>(pool.free.size());
+  int64_t free_total = 0, capacity_total = 0;
+  for (const Pool& pool : pools_) {
+    free_total += static_cast<int64_t>(pool.free.size());
+    capacity_total += pool.capacity;
+  }
   if (free_total != free_blocks_) {
     return absl::InternalError(
         absl::StrCat(free_total, " blocks on the free lists, ", free_blocks_, " counted free"));
+  }
+  if (capacity_total != total_blocks_) {
+    return absl::InternalError(absl::StrCat("the channels hold ", capacity_total, " blocks, ",
+                                            total_blocks_, " counted in all"));
   }
   const auto used =
       std::count_if(slots_.begin(), slots_.end(), [](const Table& t) { return t.used; });

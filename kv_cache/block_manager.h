@@ -117,7 +117,7 @@ class BlockManager {
   // tell the caller's stores of pointers from this manager's). Valid until the next Allocate.
   class RoomAppender {
    public:
-    bool TryAppend(RequestId id, int slot_hint) const {
+    bool TryAppend(RequestId id, int slot_hint) {
       // A negative hint converts to a size above any table count.
       if (static_cast<size_t>(slot_hint) >= count_) return false;
       Table& table = tables_[static_cast<size_t>(slot_hint)];

@@ -149,7 +149,7 @@ size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
   while (i < n) {
     // Appends into the room of the last block: no call in this loop, and the block tables'
     // location in the appender's registers.
-    const kv_cache::BlockManager::RoomAppender in_room = kv_->InRoomAppender();
+    kv_cache::BlockManager::RoomAppender in_room = kv_->InRoomAppender();
     for (; i < n; ++i) {
       Request* r = running[i];
       if (r->state != RequestState::kRunning || r->needs_prefill) continue;

@@ -276,6 +276,10 @@ TEST(LengthDataset, OnePassFilesAndRowByRowFilesGiveTheSamePairsAndReport) {
     const absl::StatusOr<std::vector<LengthPair>> general = ParseLengthDataset(by_row, filter, &b);
     ASSERT_TRUE(fast.ok()) << fast.status();
     ASSERT_TRUE(general.ok()) << general.status();
+    // Each took its own path: the one-pass reader leaves the table after the header, the row
+    // reader reads to the end.
+    EXPECT_EQ(one_pass.line_number(), 1);
+    EXPECT_GT(by_row.line_number(), 1);
     ASSERT_EQ(fast->size(), general->size());
     for (size_t i = 0; i < fast->size(); ++i) {
       EXPECT_EQ((*fast)[i].prompt_tokens, (*general)[i].prompt_tokens) << i;
