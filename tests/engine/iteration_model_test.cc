@@ -600,8 +600,9 @@ IterationInput RandomStage(std::mt19937_64& rng) {
 // A graph whose topology repeats is patched (durations, lanes, names, costs overwritten in
 // place) instead of built; after scheduling it must equal the graph a fresh model builds, node
 // by node, on random stages: attention on and off per sub-batch, local prefills, serialised
-// sub-batches (npu+pim with two), other layer counts, timelines, stage barriers. Each layer's
-// end is also checked against all of its nodes.
+// sub-batches (npu+pim with two), other layer counts, timelines, stage barriers, a chip-wide
+// PIM issue limit, serial-GEMV npu-only attention. Each layer's end is also checked against all
+// of its nodes.
 TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   std::mt19937_64 rng(20261127);
   struct Variant {
@@ -613,9 +614,15 @@ TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
       {"npu+pim", nullptr},
       {"npu-only", nullptr},
       {"neupims", [](hw::DeviceConfig* d) { d->stage_barriers = true; }},
+      {"npu+pim",
+       [](hw::DeviceConfig* d) {
+         d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0};
+       }},
+      {"npu-only",
+       [](hw::DeviceConfig* d) { d->npu.attention_mapping = hw::AttentionMapping::kSerialGemv; }},
   };
   for (const auto& [mode_name, edit] : variants) {
-    SCOPED_TRACE(::testing::Message() << mode_name << (edit != nullptr ? " with barriers" : ""));
+    SCOPED_TRACE(::testing::Message() << mode_name << (edit != nullptr ? " edited" : ""));
     std::unique_ptr<IterationModel> m = MakeModel(mode_name, edit);
     ASSERT_NE(m, nullptr);
     for (int step = 0; step < 30; ++step) {
