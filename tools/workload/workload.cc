@@ -331,38 +331,6 @@ absl::Status ParseDatasetRow(const TableReader& table, absl::string_view line, i
   return absl::OkStatus();
 }
 
-// Every row of `text` (the lines after the header) in the form "123<TAB>45", each ending where
-// TableReader::TakeLine would take it (LF, CRLF, a CR at the end of the file, the end of the
-// file), parsed in one pass over the buffer: the shipped datasets' files (391k rows), without a
-// TakeLine call and a fresh view of the rest per row. False at the first line of any other form
-// (a blank line, a third field, ...); then `pairs` and `report` hold a part of the file and the
-// caller reads the whole file on the general path instead.
-bool ParseCountPairFile(absl::string_view text, const LengthFilter& filter,
-                        std::vector<LengthPair>* pairs, LoadReport* report) {
-  const char* p = text.data();
-  const char* const end = p + text.size();
-  while (p < end) {
-    int64_t prompt = 0, output = 0;
-    const size_t n =
-        CountPairPrefix(absl::string_view(p, static_cast<size_t>(end - p)), &prompt, &output);
-    if (n == 0) return false;
-    p += n;  // the row's text never ends in a CR (it ends in a digit)
-    if (p < end) {
-      if (*p == '\n') {
-        ++p;
-      } else if (*p == '\r' && (p + 1 == end || p[1] == '\n')) {
-        p += p + 1 == end ? 1 : 2;
-      } else {
-        return false;
-      }
-    }
-    if (Keep(filter, prompt, output, *report)) {
-      pairs->push_back(LengthPair{.prompt_tokens = prompt, .output_tokens = output});
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second) {
@@ -391,16 +359,6 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
   }
   std::vector<LengthPair> pairs;
   pairs.reserve(table.size_bytes() / 8);
-  if (ParseCountPairFile(table.rest(), filter, &pairs, &local)) {
-    // Every row read (the table itself is not advanced past the header).
-    pairs.shrink_to_fit();
-    if (report != nullptr) *report = std::move(local);
-    return pairs;
-  }
-  // Some line is of another form: the whole file on the general path, row by row.
-  pairs.clear();
-  local = LoadReport{};
-  local.source = table.path();
   absl::string_view line;
   while (true) {
     int64_t prompt = 0, output = 0;

@@ -71,10 +71,7 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
 // path.
 size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second);
 
-// The same on a table already open (fuzzing, tests): errors name table.path(). A file whose
-// rows are all of ParseCountPairPrefix's form, each a whole line, is read in one pass over the
-// table's rest (TableReader::rest) and leaves the table after its header; any other is read row
-// by row to its end.
+// The same on a table already open (fuzzing, tests): errors name table.path().
 absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
                                                            const LengthFilter& filter,
                                                            LoadReport* report);
