@@ -539,12 +539,28 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
 absl::Status Engine::CheckInvariants() const {
   if (!fault_.ok()) return fault_;
   if (absl::Status s = kv_->CheckInvariants(); !s.ok()) return s;
-  int64_t live_with_kv = 0;
-  for (const auto& [id, request] : requests_) live_with_kv += kv_->Has(id) ? 1 : 0;
+  int64_t live_with_kv = 0, decoding = 0;
+  for (const auto& [id, request] : requests_) {
+    if (!kv_->Has(id)) continue;
+    ++live_with_kv;
+    const bool decodes =
+        request->state == scheduler::RequestState::kRunning && !request->needs_prefill;
+    decoding += decodes ? 1 : 0;
+    if (decodes != kv_->Streaming(id)) {
+      return absl::InternalError(absl::StrCat(
+          "request ", id, (decodes ? " decodes but is not" : " does not decode but is"),
+          " in the KV cache's stream"));
+    }
+  }
   if (live_with_kv != kv_->requests()) {
     return absl::InternalError(absl::StrCat("the KV cache holds blocks of ", kv_->requests(),
                                             " requests, of which only ", live_with_kv,
                                             " are live"));
+  }
+  if (decoding != kv_->streaming()) {
+    return absl::InternalError(absl::StrCat(kv_->streaming(),
+                                            " requests in the KV cache's stream, ", decoding,
+                                            " live requests decode"));
   }
   const int64_t queued = scheduler_->running() + scheduler_->waiting();
   if (queued > static_cast<int64_t>(requests_.size())) {

@@ -74,6 +74,7 @@ absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& opt
     manager.total_blocks_ += pool.capacity;
   }
   manager.free_blocks_ = manager.total_blocks_;
+  manager.calendar_.resize(static_cast<size_t>(options.block_tokens));
   return manager;
 }
 
@@ -116,6 +117,8 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
   }
   Table& table = slots_[static_cast<size_t>(slot)];
   table.used = true;
+  table.streaming = false;
+  table.order = next_order_++;
   table.id = id;
   table.channel = channel;
   table.room = needed * block_tokens_ - tokens;
@@ -132,7 +135,7 @@ absl::Status BlockManager::Allocate(RequestId id, int channel, int64_t tokens) {
 bool BlockManager::CanAppendSlot(RequestId id) const {
   const Table* table = Find(id);
   if (table == nullptr) return false;
-  if (table->room > 0) return true;  // room in the last block
+  if (Room(*table) > 0) return true;  // room in the last block
   return !pools_[table->channel].free.empty();
 }
 
@@ -147,6 +150,15 @@ absl::Status BlockManager::AppendSlot(RequestId id) {
 }
 
 bool BlockManager::Append(Table& table) {
+  if (table.streaming) {
+    // Out of step with the stream: its room made explicit, appended, and put back in the
+    // calendar at its new phase.
+    const int slot = static_cast<int>(&table - slots_.data());
+    Unlink(slot);
+    const bool appended = Append(table);
+    Link(slot);
+    return appended;
+  }
   if (table.room == 0) {  // the last block is full: the token starts a new one
     Pool& pool = pools_[table.channel];
     if (pool.free.empty()) return false;
@@ -179,6 +191,7 @@ absl::Status BlockManager::Free(RequestId id) {
     return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
   }
   Table& table = slots_[static_cast<size_t>(it->second)];
+  if (table.streaming) Unlink(it->second);
   Pool& pool = pools_[table.channel];
   const std::vector<int64_t>& blocks = table.blocks;
   // Push in reverse so the request's first block ends up on top: re-allocating the same size
@@ -190,6 +203,93 @@ absl::Status BlockManager::Free(RequestId id) {
   free_slots_.push_back(it->second);
   index_.erase(it);
   return absl::OkStatus();
+}
+
+void BlockManager::Link(int slot) {
+  Table& table = slots_[static_cast<size_t>(slot)];
+  // Its next block starts at the token after the `room` free slots, room + 1 ticks from now.
+  table.phase = static_cast<int>((tick_ + table.room + 1) % block_tokens_);
+  std::vector<int>& bucket = calendar_[static_cast<size_t>(table.phase)];
+  // Usually the latest allocated: searched from the back.
+  auto at = bucket.end();
+  while (at != bucket.begin() && slots_[static_cast<size_t>(*(at - 1))].order > table.order) --at;
+  bucket.insert(at, slot);
+  table.streaming = true;
+  ++streaming_;
+}
+
+void BlockManager::Unlink(int slot) {
+  Table& table = slots_[static_cast<size_t>(slot)];
+  const int64_t room = Room(table);
+  std::vector<int>& bucket = calendar_[static_cast<size_t>(table.phase)];
+  bucket.erase(std::find(bucket.begin(), bucket.end(), slot));
+  table.streaming = false;
+  table.room = room;
+  --streaming_;
+}
+
+absl::Status BlockManager::JoinStream(RequestId id) {
+  auto it = index_.find(id);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
+  }
+  if (slots_[static_cast<size_t>(it->second)].streaming) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " is already streaming"));
+  }
+  Link(it->second);
+  return absl::OkStatus();
+}
+
+absl::Status BlockManager::LeaveStream(RequestId id) {
+  auto it = index_.find(id);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not allocated"));
+  }
+  if (!slots_[static_cast<size_t>(it->second)].streaming) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " is not streaming"));
+  }
+  Unlink(it->second);
+  return absl::OkStatus();
+}
+
+void BlockManager::EndStream() {
+  for (std::vector<int>& bucket : calendar_) {
+    for (int slot : bucket) {
+      Table& table = slots_[static_cast<size_t>(slot)];
+      table.room = Room(table);
+      table.streaming = false;
+    }
+    bucket.clear();
+  }
+  streaming_ = 0;
+}
+
+bool BlockManager::AppendStream() {
+  const int next = tick_ + 1 == block_tokens_ ? 0 : tick_ + 1;
+  const std::vector<int>& takers = calendar_[static_cast<size_t>(next)];
+  for (size_t i = 0; i < takers.size(); ++i) {
+    Table& table = slots_[static_cast<size_t>(takers[i])];
+    Pool& pool = pools_[table.channel];
+    if (pool.free.empty()) {
+      // Undone in reverse, so every free list is as it was.
+      while (i-- > 0) {
+        Table& taken = slots_[static_cast<size_t>(takers[i])];
+        pools_[taken.channel].free.push_back(taken.blocks.back());
+        taken.blocks.pop_back();
+      }
+      return false;
+    }
+    table.blocks.push_back(pool.free.back());
+    pool.free.pop_back();
+  }
+  free_blocks_ -= static_cast<int64_t>(takers.size());
+  tick_ = next;
+  return true;
+}
+
+bool BlockManager::Streaming(RequestId id) const {
+  const Table* table = Find(id);
+  return table != nullptr && table->streaming;
 }
 
 int BlockManager::ChannelOf(RequestId id) const {
@@ -264,8 +364,8 @@ absl::Status BlockManager::CheckInvariants() const {
     }
     // The token count is the blocks' slots less the free ones of the last block (Tokens), so
     // it holds at least one token and no more blocks than it needs: room < block_tokens.
-    if (table.blocks.empty() || table.room < 0 || table.room >= block_tokens_) {
-      return absl::InternalError(absl::StrCat("request ", id, ": ", table.room,
+    if (table.blocks.empty() || Room(table) < 0 || Room(table) >= block_tokens_) {
+      return absl::InternalError(absl::StrCat("request ", id, ": ", Room(table),
                                               " free slots recorded in the last of its ",
                                               table.blocks.size(), " blocks"));
     }
@@ -313,6 +413,44 @@ absl::Status BlockManager::CheckInvariants() const {
             absl::StrCat("channel ", c, ": block ", b, " is neither free nor owned (leak)"));
       }
     }
+  }
+  return CheckStream();
+}
+
+absl::Status BlockManager::CheckStream() const {
+  if (tick_ < 0 || tick_ >= block_tokens_ ||
+      calendar_.size() != static_cast<size_t>(block_tokens_)) {
+    return absl::InternalError(absl::StrCat("stream tick ", tick_, " or calendar of ",
+                                            calendar_.size(), " phases out of range"));
+  }
+  int64_t listed = 0;
+  for (size_t phase = 0; phase < calendar_.size(); ++phase) {
+    int64_t last_order = -1;
+    for (int slot : calendar_[phase]) {
+      if (slot < 0 || static_cast<size_t>(slot) >= slots_.size() ||
+          !slots_[static_cast<size_t>(slot)].used || !slots_[static_cast<size_t>(slot)].streaming) {
+        return absl::InternalError(
+            absl::StrCat("stream phase ", phase, ": slot ", slot, " is not a streaming table"));
+      }
+      const Table& table = slots_[static_cast<size_t>(slot)];
+      if (static_cast<size_t>(table.phase) != phase) {
+        return absl::InternalError(absl::StrCat("request ", table.id, " of phase ", table.phase,
+                                                " is listed under phase ", phase));
+      }
+      if (table.order <= last_order) {
+        return absl::InternalError(absl::StrCat("stream phase ", phase,
+                                                ": not in allocation order at request ", table.id));
+      }
+      last_order = table.order;
+      ++listed;
+    }
+  }
+  const auto streaming = std::count_if(slots_.begin(), slots_.end(),
+                                       [](const Table& t) { return t.used && t.streaming; });
+  if (listed != streaming || listed != streaming_) {
+    return absl::InternalError(absl::StrCat(listed, " requests in the stream's calendar, ",
+                                            streaming, " streaming tables, ", streaming_,
+                                            " counted"));
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,15 @@
 //   [1] -> 4                              tokens x (K + V) x layers on this device
 //   [2] -> 23   (last block partly full)
 //
+// The decode stream: requests that grow by one token at every step (the scheduler's decoding
+// requests) can join it, and AppendStream then appends one token to each of them at once. A
+// streaming request keeps no per-token count: the room of its last block follows from the
+// stream's tick, and it needs a new block every block_tokens ticks, always at the same tick
+// modulo block_tokens (its phase). A calendar of block_tokens buckets lists the streaming
+// requests by phase, so a tick visits only the requests that start a block (about 1 in
+// block_tokens), and takes their blocks in allocation order (as a per-request pass over the
+// requests in allocation order would).
+//
 // Contract: single-threaded (the engine thread). Errors for unknown requests, double
 // allocation, out-of-range channels. Invariant: used + free == capacity in every channel.
 // Physical block ids are per channel (0 .. capacity-1); each free list is a stack, so the ids a
@@ -93,8 +102,29 @@ class BlockManager {
   // token and returns true, or returns false and changes nothing (unknown request, or no free
   // block in its channel).
   bool TryAppendSlot(RequestId id);
-  // Releases every block of the request (finish, abort, preemption). Error: NotFound.
+  // Releases every block of the request (finish, abort, preemption); it leaves the stream.
+  // Error: NotFound.
   absl::Status Free(RequestId id);
+
+  // The decode stream (see the top of this file). JoinStream: from now on the request grows by
+  // one token at every AppendStream, until LeaveStream or Free. Errors: NotFound,
+  // FailedPrecondition (already streaming); on error nothing changes. The per-request verbs
+  // (AppendSlot, TryAppendSlot, ...) still work on a streaming request, which stays in the
+  // stream.
+  absl::Status JoinStream(RequestId id);
+  // The request stops growing with the stream. Errors: NotFound, FailedPrecondition (not
+  // streaming); on error nothing changes.
+  absl::Status LeaveStream(RequestId id);
+  // Every streaming request leaves the stream (before a per-request pass, e.g. one that
+  // preempts).
+  void EndStream();
+  // One token for every streaming request, as TryAppendSlot on each in allocation order would
+  // add it: a request whose last block is full takes a block of its channel. True, or false
+  // when a channel has fewer free blocks than its streaming requests that start a block need;
+  // then nothing changes. O(requests that start a block).
+  bool AppendStream();
+  bool Streaming(RequestId id) const;
+  int64_t streaming() const { return streaming_; }
 
   // Where the request's block table is kept (-1 if unknown): a hint the caller may hold while
   // the request is allocated, so that its per-token appends skip the id lookup.
@@ -121,7 +151,8 @@ class BlockManager {
       // A negative hint converts to a size above any table count.
       if (static_cast<size_t>(slot_hint) >= count_) return false;
       Table& table = tables_[static_cast<size_t>(slot_hint)];
-      if (!table.used || table.id != id || table.room == 0) return false;
+      // A streaming table's room is implied by the stream's tick, not kept in `room`.
+      if (!table.used || table.id != id || table.room == 0 || table.streaming) return false;
       --table.room;
       return true;
     }
@@ -167,22 +198,37 @@ class BlockManager {
     int64_t watermark = 0;      // WatermarkBlocks, fixed with the capacity (asked per admission)
     std::vector<int64_t> free;  // free physical block ids (stack)
   };
-  // The request's token count is not kept: an append changes only `room` (Tokens).
+  // The request's token count is not kept: an append changes only `room` (Tokens), and a
+  // streaming request's room is implied by the stream's tick (Room).
   struct Table {
     bool used = false;
+    bool streaming = false;
     RequestId id = 0;
     int channel = 0;
-    int64_t room = 0;  // free token slots in the last block: blocks x block_tokens - tokens
+    int64_t room = 0;   // not streaming: free token slots in the last block
+    int phase = 0;      // streaming: the tick (mod block_tokens) at which it takes a block
+    int64_t order = 0;  // allocation order: the stream takes blocks in this order
     std::vector<int64_t> blocks;
   };
+  // Free token slots in the last block: blocks x block_tokens - tokens. A streaming table takes
+  // a block at tick `phase` and then has block_tokens - 1 slots left, one fewer every tick.
+  int64_t Room(const Table& table) const {
+    if (!table.streaming) return table.room;
+    return (table.phase - 1 - tick_ + 2 * block_tokens_) % block_tokens_;
+  }
   int64_t Tokens(const Table& table) const {
-    return static_cast<int64_t>(table.blocks.size()) * block_tokens_ - table.room;
+    return static_cast<int64_t>(table.blocks.size()) * block_tokens_ - Room(table);
   }
   BlockManager() = default;
   bool ValidChannel(int channel) const { return channel >= 0 && channel < channels(); }
   const Table* Find(RequestId id) const;
   Table* Find(RequestId id);
   bool Append(Table& table);
+  // Puts the table of `slot` into the stream's calendar (by phase, in allocation order) or takes
+  // it out (its room made explicit again).
+  void Link(int slot);
+  void Unlink(int slot);
+  absl::Status CheckStream() const;
 
   int block_tokens_ = 32;
   std::vector<Pool> pools_;
@@ -193,6 +239,12 @@ class BlockManager {
   absl::flat_hash_map<RequestId, int> index_;
   int64_t total_blocks_ = 0;  // the channels' capacities
   int64_t free_blocks_ = 0;   // blocks on the free lists of all channels
+  int64_t next_order_ = 0;    // Table::order of the next Allocate
+  // The stream: its tick (mod block_tokens), and per phase the slots of the streaming tables
+  // that take a block at that tick, in allocation order.
+  int tick_ = 0;
+  std::vector<std::vector<int>> calendar_;
+  int64_t streaming_ = 0;
   bool fail_next_free_ = false;
 };
 

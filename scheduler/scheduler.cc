@@ -97,8 +97,14 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   out.rejected.clear();
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
-  const size_t first_refused = AppendAllOrStop(&out);
-  if (first_refused < running_.size()) AppendWithPreemption(first_refused, &out);
+  if (!AppendStream(&out)) {
+    // A channel lacks blocks for the requests that start one: the per-request pass, in the
+    // same order, which preempts; then the decoding requests join the stream again.
+    kv_->EndStream();
+    const size_t first_refused = AppendAllOrStop(&out);
+    if (first_refused < running_.size()) AppendWithPreemption(first_refused, &out);
+    for (Request* r : out.decode) Record(kv_->JoinStream(r->id), "streaming", *r);
+  }
 
   // 2. Admission, FCFS within priority, only when nothing had to be preempted (and, which
   //    changes nothing but skips the per-channel counts, when someone waits and there is room).
@@ -124,6 +130,34 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
   }
+}
+
+bool Scheduler::AppendStream(ScheduleOutput* out) {
+  const size_t n = running_.size();
+  // Every running request prefilling elsewhere: nobody decodes (and nobody streams).
+  if (static_cast<int64_t>(n) == prefilling_) {
+    out->decode.clear();
+    return true;
+  }
+  if (!kv_->AppendStream()) return false;
+  // The decode list: the streaming requests, in running_ order. Written through a plain
+  // pointer into room for every running request and cut to length (see AppendAllOrStop).
+  if (out->decode.size() < n) out->decode.resize(n);
+  Request* const* running = running_.data();
+  Request** decode = out->decode.data();
+  size_t taken = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Request* r = running[i];
+    decode[taken] = r;
+    taken += r->state == RequestState::kRunning && !r->needs_prefill ? 1 : 0;
+  }
+  out->decode.resize(taken);
+  if (static_cast<int64_t>(taken) != kv_->streaming()) {
+    Record(absl::InternalError(absl::StrCat(taken, " decoding requests, ", kv_->streaming(),
+                                            " in the KV cache's stream")),
+           "streaming", **running);
+  }
+  return true;
 }
 
 size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
@@ -337,6 +371,8 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       if (r->state != RequestState::kRunning) continue;
       r->needs_prefill = false;
       produced(r);
+      // It decodes from the next step on (unless that token was its last).
+      if (r->state == RequestState::kRunning) Record(kv_->JoinStream(r->id), "streaming", *r);
     }
   }
   step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
@@ -353,7 +389,7 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
   if (r->first_token == kNoTime) r->first_token = now;
   r->last_token = now;
   if (r->done()) return Finish(r, now);
-  return absl::OkStatus();
+  return kv_->JoinStream(r->id);  // it decodes from the next step on
 }
 
 std::vector<double> Scheduler::ChannelLoads() {

@@ -109,9 +109,13 @@ class Scheduler {
       return a->id < b->id;
     }
   };
-  // Step 1 of Schedule. The common case first: appends every decoding request's slot in
-  // running_ order until one does not fit, and returns that request's index in running_
-  // (running_.size() if all fit). AppendWithPreemption goes on from that index, preempting.
+  // Step 1 of Schedule, the common case: every decoding request's slot through the KV cache's
+  // stream (the decoding requests are its streaming requests), and the decode list. False when
+  // a channel lacks blocks (nothing changed): then the per-request pass below.
+  bool AppendStream(ScheduleOutput* out);
+  // Appends every decoding request's slot in running_ order until one does not fit, and returns
+  // that request's index in running_ (running_.size() if all fit). AppendWithPreemption goes on
+  // from that index, preempting.
   size_t AppendAllOrStop(ScheduleOutput* out);
   void AppendWithPreemption(size_t from, ScheduleOutput* out);
   // Step 2 (into admitted_) and step 3 of Schedule.

@@ -826,6 +826,33 @@ TEST(EnginePreemption, LongRequestsUnderKvPressureRunToCompletion) {
   EXPECT_EQ(e->stats().finished, 96);
 }
 
+// Preemptions, and aborts of requests wherever they are (waiting, prefilling, decoding, in the
+// iteration in flight), keep the engine consistent after every event: in particular the KV
+// cache's decode stream holds exactly the decoding requests (Engine::CheckInvariants).
+TEST(EnginePreemption, InvariantsHoldAfterEveryEventWithAbortsUnderKvPressure) {
+  for (const char* prefill : {"standalone", "local"}) {
+    SCOPED_TRACE(prefill);
+    std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
+    ASSERT_NE(e, nullptr);
+    ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
+    std::mt19937_64 rng(7);
+    int aborted = 0;
+    while (!e->Idle()) {
+      ASSERT_TRUE(e->AdvanceTo(e->NextEventTime()).ok());
+      ASSERT_TRUE(e->CheckInvariants().ok()) << e->CheckInvariants();
+      if (std::uniform_int_distribution<int>(0, 40)(rng) == 0) {
+        const RequestId id = std::uniform_int_distribution<RequestId>(0, 127)(rng);
+        if (e->Abort(id).ok()) ++aborted;
+        ASSERT_TRUE(e->CheckInvariants().ok()) << e->CheckInvariants();
+      }
+    }
+    EXPECT_GT(e->stats().preemptions, 0);
+    EXPECT_GT(aborted, 0);
+    EXPECT_EQ(e->stats().finished + e->stats().aborted, 128);
+    EXPECT_EQ(e->Load().kv_blocks_used, 0);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Single-iteration study.
 

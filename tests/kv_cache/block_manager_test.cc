@@ -646,5 +646,189 @@ TEST(TryAppendSlotHint, InRoomAppendsOnlyIntoTheLastBlocksRoom) {
   EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
 }
 
+// ---------------------------------------------------------------------------------------------
+// The decode stream.
+
+// Two managers under the same random allocations and frees: in one the live requests stream
+// (AppendStream), in the other each appends through TryAppendSlot in allocation order, as the
+// scheduler's per-request pass does. Every tick both agree on every request's tokens and block
+// table and on every channel's free blocks; a refused tick changes nothing in the first and
+// stops the second at the same point (the second is then rebuilt from the first by freeing and
+// re-running it, so both go on alike). Requests also leave and join the stream and take
+// appends out of step with it.
+TEST(BlockManagerStream, AppendStreamEqualsPerRequestAppendsInAllocationOrder) {
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    auto uniform = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    const int block_tokens = static_cast<int>(uniform(1, 5));
+    BlockManager streamed = Make(block_tokens, {12, 9, 15}, 0.0);
+    BlockManager stepped = Make(block_tokens, {12, 9, 15}, 0.0);
+    std::vector<RequestId> live;  // allocation order
+    RequestId next_id = 0;
+    int refused = 0;
+    for (int tick = 0; tick < 3000; ++tick) {
+      if (uniform(0, 3) == 0) {  // a new request
+        const int channel = static_cast<int>(uniform(0, 2));
+        const int64_t tokens = uniform(1, 3 * block_tokens);
+        if (streamed.CanAllocate(channel, tokens) == AllocStatus::kOk) {
+          ASSERT_TRUE(streamed.Allocate(next_id, channel, tokens).ok());
+          ASSERT_TRUE(stepped.Allocate(next_id, channel, tokens).ok());
+          ASSERT_TRUE(streamed.JoinStream(next_id).ok());
+          live.push_back(next_id++);
+        }
+      }
+      if (!live.empty() && uniform(0, 5) == 0) {  // one ends
+        const size_t k = static_cast<size_t>(uniform(0, static_cast<int64_t>(live.size()) - 1));
+        ASSERT_TRUE(streamed.Free(live[k]).ok());
+        ASSERT_TRUE(stepped.Free(live[k]).ok());
+        live.erase(live.begin() + static_cast<long>(k));
+      }
+      if (!live.empty() && uniform(0, 7) == 0) {  // one appends out of step with the stream
+        const RequestId id =
+            live[static_cast<size_t>(uniform(0, static_cast<int64_t>(live.size()) - 1))];
+        ASSERT_EQ(streamed.TryAppendSlot(id), stepped.TryAppendSlot(id));
+        ASSERT_TRUE(streamed.Streaming(id));
+      }
+      if (!live.empty() && uniform(0, 9) == 0) {  // one leaves the stream and joins again
+        const RequestId id =
+            live[static_cast<size_t>(uniform(0, static_cast<int64_t>(live.size()) - 1))];
+        ASSERT_TRUE(streamed.LeaveStream(id).ok());
+        EXPECT_FALSE(streamed.Streaming(id));
+        ASSERT_TRUE(streamed.JoinStream(id).ok());
+      }
+      if (uniform(0, 15) == 0) {  // every request leaves and joins (the scheduler's fallback)
+        streamed.EndStream();
+        EXPECT_EQ(streamed.streaming(), 0);
+        for (RequestId id : live) ASSERT_TRUE(streamed.JoinStream(id).ok());
+      }
+      const bool appended = streamed.AppendStream();
+      bool all = true;
+      for (RequestId id : live) {
+        if (!stepped.TryAppendSlot(id)) {
+          all = false;
+          break;
+        }
+      }
+      ASSERT_EQ(appended, all);
+      if (!appended) {
+        ++refused;
+        // `stepped` appended to a prefix of the requests: undo it the only way the verbs allow,
+        // by freeing every request and allocating its tokens in `streamed` again, in order.
+        for (RequestId id : live) ASSERT_TRUE(stepped.Free(id).ok());
+        for (RequestId id : live) {
+          ASSERT_TRUE(stepped.Allocate(id, streamed.ChannelOf(id), streamed.TokensOf(id)).ok());
+        }
+        // Make room: the oldest request ends.
+        ASSERT_TRUE(streamed.Free(live.front()).ok());
+        ASSERT_TRUE(stepped.Free(live.front()).ok());
+        live.erase(live.begin());
+        continue;
+      }
+      ASSERT_EQ(streamed.streaming(), static_cast<int64_t>(live.size()));
+      for (RequestId id : live) {
+        ASSERT_EQ(streamed.TokensOf(id), stepped.TokensOf(id)) << id;
+        ASSERT_EQ(streamed.BlockTable(id).size(), stepped.BlockTable(id).size()) << id;
+      }
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(streamed.FreeBlocks(c), stepped.FreeBlocks(c));
+      EXPECT_EQ(streamed.Usage(), stepped.Usage());
+      const absl::Status inv = streamed.CheckInvariants();
+      ASSERT_TRUE(inv.ok()) << inv;
+    }
+    EXPECT_GT(refused, 0) << "the channels are meant to fill up";
+  }
+}
+
+// While no rebuild intervenes, the stream hands out the very block ids the per-request appends
+// do (allocation order, per channel), including at a tick where several requests of one
+// channel start a block.
+TEST(BlockManagerStream, TakesBlocksInAllocationOrder) {
+  BlockManager streamed = Make(2, {10}, 0.0);
+  BlockManager stepped = Make(2, {10}, 0.0);
+  for (RequestId id : {7, 3, 5}) {  // allocation order 7, 3, 5; all full at 2 tokens
+    ASSERT_TRUE(streamed.Allocate(id, 0, 2).ok());
+    ASSERT_TRUE(stepped.Allocate(id, 0, 2).ok());
+  }
+  // Joined out of allocation order.
+  for (RequestId id : {5, 7, 3}) ASSERT_TRUE(streamed.JoinStream(id).ok());
+  for (int tick = 0; tick < 4; ++tick) {
+    ASSERT_TRUE(streamed.AppendStream());
+    for (RequestId id : {7, 3, 5}) ASSERT_TRUE(stepped.TryAppendSlot(id));
+  }
+  for (RequestId id : {7, 3, 5}) {
+    EXPECT_EQ(streamed.BlockTable(id), stepped.BlockTable(id)) << id;
+    EXPECT_EQ(streamed.TokensOf(id), 6) << id;
+  }
+  EXPECT_THAT(streamed.BlockTable(7), ElementsAre(0, 3, 6));
+  EXPECT_TRUE(streamed.CheckInvariants().ok()) << streamed.CheckInvariants();
+}
+
+// A tick that some channel cannot serve changes nothing: not the blocks taken for the requests
+// before the one refused, not the tick (the same tick is tried again).
+TEST(BlockManagerStream, ARefusedTickChangesNothing) {
+  BlockManager m = Make(2, {3, 4}, 0.0);
+  ASSERT_TRUE(m.Allocate(1, 1, 2).ok());  // channel 1: full block, starts a block next tick
+  ASSERT_TRUE(m.Allocate(2, 0, 2).ok());
+  ASSERT_TRUE(m.Allocate(3, 0, 4).ok());  // channel 0 now has no free block
+  for (RequestId id : {1, 2, 3}) ASSERT_TRUE(m.JoinStream(id).ok());
+  const std::vector<int64_t> table1 = m.BlockTable(1);
+  EXPECT_FALSE(m.AppendStream());  // request 1 could take a block, request 2 cannot
+  EXPECT_EQ(m.BlockTable(1), table1);
+  EXPECT_EQ(m.FreeBlocks(1), 3);
+  EXPECT_EQ(m.TotalFreeBlocks(), 3);
+  for (RequestId id : {1, 2}) EXPECT_EQ(m.TokensOf(id), 2) << id;
+  EXPECT_EQ(m.TokensOf(3), 4);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+  ASSERT_TRUE(m.Free(3).ok());  // room in channel 0
+  EXPECT_TRUE(m.AppendStream());
+  for (RequestId id : {1, 2}) EXPECT_EQ(m.TokensOf(id), 3) << id;
+  EXPECT_FALSE(m.Streaming(3));
+  EXPECT_EQ(m.streaming(), 2);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+}
+
+TEST(BlockManagerStream, JoinAndLeaveErrorsChangeNothing) {
+  BlockManager m = Make(4, {4}, 0.0);
+  EXPECT_EQ(m.JoinStream(1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m.LeaveStream(1).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(m.Allocate(1, 0, 3).ok());
+  EXPECT_EQ(m.LeaveStream(1).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(m.JoinStream(1).ok());
+  EXPECT_EQ(m.JoinStream(1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.streaming(), 1);
+  EXPECT_TRUE(m.AppendStream());
+  EXPECT_EQ(m.TokensOf(1), 4);
+  // Leaving keeps the tokens; appends go on per request.
+  ASSERT_TRUE(m.LeaveStream(1).ok());
+  EXPECT_EQ(m.TokensOf(1), 4);
+  EXPECT_TRUE(m.AppendStream());  // nobody streams
+  EXPECT_EQ(m.TokensOf(1), 4);
+  EXPECT_TRUE(m.TryAppendInRoom(1, m.SlotOf(1)) == false);  // its block is full
+  EXPECT_TRUE(m.TryAppendSlot(1));
+  EXPECT_EQ(m.TokensOf(1), 5);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+}
+
+// The in-room fast path refuses a streaming request (its room is the stream's, not the table's);
+// the whole TryAppendSlot appends to it and keeps it in the stream.
+TEST(BlockManagerStream, InRoomAppendsRefuseAStreamingRequest) {
+  BlockManager m = Make(4, {4}, 0.0);
+  ASSERT_TRUE(m.Allocate(1, 0, 1).ok());
+  ASSERT_TRUE(m.JoinStream(1).ok());
+  EXPECT_FALSE(m.TryAppendInRoom(1, m.SlotOf(1)));
+  EXPECT_TRUE(m.TryAppendSlot(1, m.SlotOf(1)));
+  EXPECT_TRUE(m.Streaming(1));
+  EXPECT_TRUE(m.AppendStream());
+  EXPECT_TRUE(m.AppendStream());
+  EXPECT_EQ(m.TokensOf(1), 4);
+  EXPECT_EQ(m.BlockTable(1).size(), 1u);
+  EXPECT_TRUE(m.AppendStream());
+  EXPECT_EQ(m.TokensOf(1), 5);
+  EXPECT_EQ(m.BlockTable(1).size(), 2u);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+}
+
 }  // namespace
 }  // namespace neupims::kv_cache

@@ -748,6 +748,15 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
       ASSERT_EQ(h.scheduler().prefilling(), prefilling);
       ASSERT_EQ(h.kv().requests(), running + prefilling);
       ASSERT_LE(running + prefilling, o.max_batch);
+      // The KV cache's decode stream holds exactly the decoding requests (aborts, preemptions
+      // and finishes take them out, prefills that completed put them in).
+      int64_t decoding = 0;
+      for (const Request* r : submitted) {
+        const bool decodes = r->state == RequestState::kRunning && !r->needs_prefill;
+        decoding += decodes ? 1 : 0;
+        ASSERT_EQ(h.kv().Streaming(r->id), decodes) << r->id;
+      }
+      ASSERT_EQ(h.kv().streaming(), decoding);
       if (static_cast<int>(submitted.size()) == kRequests && terminal == kRequests) break;
     }
     int64_t finished = 0;
