@@ -539,6 +539,7 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
 absl::Status Engine::CheckInvariants() const {
   if (!fault_.ok()) return fault_;
   if (absl::Status s = kv_->CheckInvariants(); !s.ok()) return s;
+  if (absl::Status s = scheduler_->CheckInvariants(); !s.ok()) return s;
   int64_t live_with_kv = 0, decoding = 0;
   for (const auto& [id, request] : requests_) {
     if (!kv_->Has(id)) continue;

@@ -43,6 +43,7 @@ struct Request {
   int channel = -1;       // PIM channel of its KV cache (kept after it ends; -1 while waiting)
   int kv_slot = -1;       // BlockManager::SlotOf while its KV cache is allocated (a lookup hint)
   int sub_batch = 0;      // 0 or 1 (Algorithm 3), decided every iteration
+  int64_t admission = 0;  // the scheduler's count of admissions when it was last admitted
   int preemptions = 0;
   bool needs_prefill = true;  // the next step must (re)compute its prompt (+ generated) tokens
   FinishReason finish_reason = FinishReason::kNone;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/batching.h"
 
 namespace neupims::scheduler {
@@ -51,6 +52,23 @@ absl::Status Scheduler::fault() const {
 void Scheduler::RemoveRunning(Request* r) {
   auto it = std::find(running_.begin(), running_.end(), r);
   if (it != running_.end()) running_.erase(it);
+  StopDecoding(r);
+}
+
+absl::Status Scheduler::StartDecoding(Request* r) {
+  RETURN_IF_ERROR(kv_->JoinStream(r->id));
+  // Usually the latest admitted: searched from the back.
+  auto at = decoders_.end();
+  while (at != decoders_.begin() && (*(at - 1))->admission > r->admission) --at;
+  decoders_.insert(at, r);
+  return absl::OkStatus();
+}
+
+void Scheduler::StopDecoding(Request* r) {
+  auto it = std::lower_bound(
+      decoders_.begin(), decoders_.end(), r->admission,
+      [](const Request* a, int64_t admission) { return a->admission < admission; });
+  if (it != decoders_.end() && *it == r) decoders_.erase(it);
 }
 
 absl::Status Scheduler::Abort(Request* r) {
@@ -103,7 +121,8 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     kv_->EndStream();
     const size_t first_refused = AppendAllOrStop(&out);
     if (first_refused < running_.size()) AppendWithPreemption(first_refused, &out);
-    for (Request* r : out.decode) Record(kv_->JoinStream(r->id), "streaming", *r);
+    decoders_.clear();
+    for (Request* r : out.decode) Record(StartDecoding(r), "streaming", *r);
   }
 
   // 2. Admission, FCFS within priority, only when nothing had to be preempted (and, which
@@ -140,23 +159,8 @@ bool Scheduler::AppendStream(ScheduleOutput* out) {
     return true;
   }
   if (!kv_->AppendStream()) return false;
-  // The decode list: the streaming requests, in running_ order. Written through a plain
-  // pointer into room for every running request and cut to length (see AppendAllOrStop).
-  if (out->decode.size() < n) out->decode.resize(n);
-  Request* const* running = running_.data();
-  Request** decode = out->decode.data();
-  size_t taken = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Request* r = running[i];
-    decode[taken] = r;
-    taken += r->state == RequestState::kRunning && !r->needs_prefill ? 1 : 0;
-  }
-  out->decode.resize(taken);
-  if (static_cast<int64_t>(taken) != kv_->streaming()) {
-    Record(absl::InternalError(absl::StrCat(taken, " decoding requests, ", kv_->streaming(),
-                                            " in the KV cache's stream")),
-           "streaming", **running);
-  }
+  // The decode list: the streaming requests, in running_ order, as decoders_ keeps them.
+  out->decode.assign(decoders_.begin(), decoders_.end());
   return true;
 }
 
@@ -328,6 +332,7 @@ void Scheduler::AssignChannels(SimTime now, ScheduleOutput* out_ptr) {
     } else {
       Record(Transition(*r, RequestState::kRunning), "admitting", *r);
     }
+    r->admission = admissions_++;
     running_.push_back(r);
     out.prefill.push_back(r);
   }
@@ -372,7 +377,7 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
       r->needs_prefill = false;
       produced(r);
       // It decodes from the next step on (unless that token was its last).
-      if (r->state == RequestState::kRunning) Record(kv_->JoinStream(r->id), "streaming", *r);
+      if (r->state == RequestState::kRunning) Record(StartDecoding(r), "streaming", *r);
     }
   }
   step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
@@ -389,7 +394,36 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
   if (r->first_token == kNoTime) r->first_token = now;
   r->last_token = now;
   if (r->done()) return Finish(r, now);
-  return kv_->JoinStream(r->id);  // it decodes from the next step on
+  return StartDecoding(r);  // it decodes from the next step on
+}
+
+absl::Status Scheduler::CheckInvariants() const {
+  int64_t decoding = 0;
+  for (const Request* r : running_) {
+    decoding += r->state == RequestState::kRunning && !r->needs_prefill ? 1 : 0;
+  }
+  for (size_t i = 0; i < decoders_.size(); ++i) {
+    const Request* r = decoders_[i];
+    if (r->state != RequestState::kRunning || r->needs_prefill) {
+      return absl::InternalError(absl::StrCat("request ", r->id, " is listed as decoding but is ",
+                                              ToString(r->state),
+                                              r->needs_prefill ? ", waiting for its prefill" : ""));
+    }
+    if (i > 0 && decoders_[i - 1]->admission >= r->admission) {
+      return absl::InternalError(
+          absl::StrCat("the decoding requests are not in admission order at request ", r->id));
+    }
+    if (!kv_->Streaming(r->id)) {
+      return absl::InternalError(
+          absl::StrCat("request ", r->id, " decodes but is not in the KV cache's stream"));
+    }
+  }
+  if (decoding != static_cast<int64_t>(decoders_.size()) || decoding != kv_->streaming()) {
+    return absl::InternalError(absl::StrCat(decoding, " running requests decode, ",
+                                            decoders_.size(), " listed as decoding, ",
+                                            kv_->streaming(), " in the KV cache's stream"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<double> Scheduler::ChannelLoads() {

@@ -97,6 +97,10 @@ class Scheduler {
   // error while scheduling, preempting or finishing, or a failed MHA estimate. Once not OK the
   // scheduler's state is suspect; the engine stops (Engine::AdvanceTo returns it).
   absl::Status fault() const;
+  // The scheduler's own consistency: the decoding requests (kRunning, prefill done) are listed
+  // once each in admission order, and they are exactly the KV cache's streaming requests. The
+  // first broken one as INTERNAL. O(running requests); for tests and the engine's checks.
+  absl::Status CheckInvariants() const;
   // Estimated MHA load of each channel (sum over its running requests).
   std::vector<double> ChannelLoads();
   const SchedulerOptions& options() const { return options_; }
@@ -126,6 +130,11 @@ class Scheduler {
   void ChannelLoads(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
   void RemoveRunning(Request* r);
+  // A request starts decoding (its prefill is done): it joins the KV cache's stream and
+  // decoders_. StopDecoding takes it out of decoders_ if it is there (its KV blocks leave the
+  // stream when they are freed).
+  absl::Status StartDecoding(Request* r);
+  void StopDecoding(Request* r);
   // Keeps the first error (with `what` for context) in fault_.
   void Record(const absl::Status& s, const char* what, const Request& r);
 
@@ -134,6 +143,10 @@ class Scheduler {
   MhaEstimator* estimator_;
   std::set<Request*, WaitOrder> waiting_;
   std::vector<Request*> running_;  // kRunning and kPrefilling, in admission order
+  // The decoding requests of running_ (kRunning, prefill done), in running_'s order: each step's
+  // decode list, kept as requests start and stop decoding instead of filtered from running_.
+  std::vector<Request*> decoders_;
+  int64_t admissions_ = 0;  // Request::admission of the next admitted request
   int64_t prefilling_ = 0;
   int rr_cursor_ = 0;
   absl::Status fault_;

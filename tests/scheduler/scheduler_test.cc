@@ -757,6 +757,8 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
         ASSERT_EQ(h.kv().Streaming(r->id), decodes) << r->id;
       }
       ASSERT_EQ(h.kv().streaming(), decoding);
+      const absl::Status listed = h.scheduler().CheckInvariants();
+      ASSERT_TRUE(listed.ok()) << listed;
       if (static_cast<int>(submitted.size()) == kRequests && terminal == kRequests) break;
     }
     int64_t finished = 0;
