@@ -403,6 +403,7 @@ absl::Status Engine::EndIteration() {
   RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
     observer_->OnIterationTokens(scheduler_->step_tokens(), now_);
+    observer_->OnIterationGaps(scheduler_->step_gaps(), now_);
   }
   // Statistics.
   ++stats_.iterations;

@@ -112,6 +112,11 @@ class EngineObserver {
   virtual void OnIterationTokens(absl::Span<const EmittedToken> tokens, SimTime t) {
     for (const auto& [r, index] : tokens) OnTokens(*r, index, 1, t);
   }
+  // The same tokens as inter-token gaps (scheduler::StepGaps: a count of tokens that share the
+  // gap t - gaps.previous, and the others with their previous token's time), called after
+  // OnIterationTokens: an observer of gaps visits only the tokens that do not continue from the
+  // previous iteration.
+  virtual void OnIterationGaps(const scheduler::StepGaps& /*gaps*/, SimTime /*t*/) {}
   // `r` ended (finish_reason says how); it is released after this call.
   virtual void OnFinished(const Request& /*r*/) {}
   virtual void OnIteration(const IterationRecord& /*it*/) {}

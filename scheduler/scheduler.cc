@@ -358,10 +358,17 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
   const size_t room = out.decode.size() + out.prefill.size();
   if (step_tokens_.size() < room) step_tokens_.resize(room);
   StepToken* next = step_tokens_.data();
+  // A token whose request's previous token was at the previous step's time continues the
+  // common gap; the others (first tokens, tokens after a prefill or a skipped step) are listed
+  // with their previous token's time. A request has a first token exactly when it has a last
+  // one (both are set together, here and in PrefillDone), so the first-token check is needed
+  // only for the others.
+  const SimTime previous = step_time_;
+  gap_others_.clear();
   auto produced = [&](Request* r) {
     *next++ = {r, r->generated};
     ++r->generated;
-    if (r->first_token == kNoTime) r->first_token = now;
+    if (r->last_token != previous) NoteOtherGap(r, now);
     r->last_token = now;
     if (!r->done()) return;
     const absl::Status s = Finish(r, now);
@@ -381,8 +388,16 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
     }
   }
   step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
+  gaps_previous_ = previous;
+  gaps_continuing_ = static_cast<int64_t>(step_tokens_.size() - gap_others_.size());
+  step_time_ = now;
   if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
   return finished;
+}
+
+void Scheduler::NoteOtherGap(Request* r, SimTime now) {
+  gap_others_.push_back({r, r->last_token});
+  if (r->first_token == kNoTime) r->first_token = now;
 }
 
 absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <utility>
 #include <vector>
@@ -53,6 +54,21 @@ struct SchedulerOptions {
 
 // A request and the index of the one token it produced in a step (CompleteStep).
 using StepToken = std::pair<Request*, int64_t>;
+
+// The tokens of a step as inter-token gaps (CompleteStep): `continuing` tokens whose request's
+// previous token was at `previous` (the previous step's time: they all share the gap now -
+// previous), and the others, each with the time of its request's previous token (kNoTime for a
+// first token), in the step's token order. What an observer of inter-token gaps needs, without
+// a visit per token.
+struct StepGap {
+  const Request* request;
+  SimTime previous;
+};
+struct StepGaps {
+  SimTime previous = kNoTime;
+  int64_t continuing = 0;
+  absl::Span<const StepGap> others;
+};
 
 struct ScheduleOutput {
   std::vector<Request*> prefill;    // admitted this step (local: prefilled in this step)
@@ -87,6 +103,8 @@ class Scheduler {
                                      std::vector<StepToken>* tokens = nullptr);
   // The tokens of the last CompleteStep (see there); valid until the next CompleteStep.
   absl::Span<const StepToken> step_tokens() const { return step_tokens_; }
+  // The same tokens as gaps (StepGaps); valid until the next CompleteStep.
+  StepGaps step_gaps() const { return {gaps_previous_, gaps_continuing_, gap_others_}; }
   // A standalone prefill finished (first token produced, KV arrived): the request decodes next.
   absl::Status PrefillDone(Request* r, SimTime now);
 
@@ -129,6 +147,10 @@ class Scheduler {
   // ChannelLoads() into `loads` (overwritten).
   void ChannelLoads(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
+  // CompleteStep's rare case, out of line (inside, GCC stopped inlining the per-token code): a
+  // token that does not continue from the previous step goes to gap_others_, and a first token
+  // sets first_token.
+  [[gnu::noinline]] void NoteOtherGap(Request* r, SimTime now);
   void RemoveRunning(Request* r);
   // A request starts decoding (its prefill is done): it joins the KV cache's stream and
   // decoders_. StopDecoding takes it out of decoders_ if it is there (its KV blocks leave the
@@ -161,6 +183,13 @@ class Scheduler {
   // The last step's tokens; kept between steps (resized, not cleared and refilled) so that
   // making room for a step's tokens does not value-initialise the whole list every step.
   std::vector<StepToken> step_tokens_;
+  // step_gaps(): the time of the step before the last CompleteStep's (a value no token time
+  // equals before the first), its count of continuing tokens, and the others.
+  static constexpr SimTime kNoStep = std::numeric_limits<SimTime>::min();
+  SimTime step_time_ = kNoStep;
+  SimTime gaps_previous_ = kNoStep;
+  int64_t gaps_continuing_ = 0;
+  std::vector<StepGap> gap_others_;
 };
 
 }  // namespace neupims::scheduler

@@ -540,6 +540,60 @@ TEST(SchedulerCompleteStep, ListsNoTokenForStandalonePrefills) {
   EXPECT_THAT(tokens, IsEmpty());
 }
 
+std::vector<std::pair<RequestId, SimTime>> Others(const StepGaps& gaps) {
+  std::vector<std::pair<RequestId, SimTime>> out;
+  for (const StepGap& g : gaps.others) out.emplace_back(g.request->id, g.previous);
+  return out;
+}
+
+// Tokens whose request's previous token was at the previous step's time are only counted (they
+// share one gap); first tokens and tokens after a gap of another length are listed with their
+// previous token's time, in the step's token order.
+TEST(SchedulerCompleteStep, StepGapsCountTokensThatContinueFromThePreviousStep) {
+  Harness h(RoundRobinOptions(), 4, {10, 10});
+  h.Add(1, 5, 4, 0);
+  h.Add(2, 5, 4, 0);
+  h.Step(10);  // both prefilled locally: first tokens
+  StepGaps gaps = h.scheduler().step_gaps();
+  EXPECT_EQ(gaps.continuing, 0);
+  EXPECT_THAT(Others(gaps), ElementsAre(std::pair<RequestId, SimTime>(1, kNoTime),
+                                        std::pair<RequestId, SimTime>(2, kNoTime)));
+  h.Add(3, 5, 4, 0);
+  h.Step(20);  // 1 and 2 decode, 3 is prefilled
+  gaps = h.scheduler().step_gaps();
+  EXPECT_EQ(gaps.previous, 10);
+  EXPECT_EQ(gaps.continuing, 2);
+  EXPECT_THAT(Others(gaps), ElementsAre(std::pair<RequestId, SimTime>(3, kNoTime)));
+  h.Step(35);
+  gaps = h.scheduler().step_gaps();
+  EXPECT_EQ(gaps.previous, 20);
+  EXPECT_EQ(gaps.continuing, 3);
+  EXPECT_THAT(Others(gaps), IsEmpty());
+  EXPECT_EQ(static_cast<int64_t>(h.scheduler().step_tokens().size()), 3);
+}
+
+// A standalone prefill's token comes between steps: the request's next token is listed with the
+// prefill's time, and continues the common gap from the step after on.
+TEST(SchedulerCompleteStep, StepGapsListTheFirstDecodeAfterAStandalonePrefill) {
+  SchedulerOptions o = RoundRobinOptions();
+  o.standalone_prefill = true;
+  Harness h(o, 4, {10, 10});
+  Request* a = h.Add(1, 6, 4, 0);
+  h.Step(0);  // a prefills elsewhere
+  ASSERT_TRUE(h.scheduler().PrefillDone(a, 5).ok());
+  h.Step(10);
+  StepGaps gaps = h.scheduler().step_gaps();
+  EXPECT_EQ(gaps.continuing, 0);
+  EXPECT_THAT(Others(gaps), ElementsAre(std::pair<RequestId, SimTime>(1, 5)));
+  EXPECT_EQ(a->first_token, 5);
+  h.Step(20);
+  gaps = h.scheduler().step_gaps();
+  EXPECT_EQ(gaps.previous, 10);
+  EXPECT_EQ(gaps.continuing, 1);
+  EXPECT_THAT(Others(gaps), IsEmpty());
+  EXPECT_EQ(a->last_token, 20);
+}
+
 TEST(SchedulerCompleteStep, FinishesRequestsAtMaxNewTokensAndFreesTheirBlocks) {
   Harness h(RoundRobinOptions(), 4, {10, 10});
   Request* a = h.Add(1, 5, 3, 0);

@@ -5,13 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,45 +48,24 @@ class Collector : public engine::EngineObserver {
  public:
   explicit Collector(engine::Engine* e) : engine_(e) {}
 
-  // Ids 0 .. n-1 (as the workload numbers them) keep their last token time in a vector: one
-  // load per token instead of a hash lookup; other ids use the map.
-  void ReserveDenseIds(size_t n) { last_token_dense_.assign(n, scheduler::kNoTime); }
-
+  // A prefill's token (standalone prefill; the engine reports it before it updates the
+  // request, so r.last_token is still the request's previous token, kNoTime for a first one).
   void OnTokens(const engine::Request& r, int64_t, int count, SimTime t) override {
     tokens_ += count;
-    RecordToken(LastTokenOf(r.id), t);
+    AddGap(r.last_token, t, 1);
   }
 
-  // Once per iteration for every decoding request's token: the common case (a dense id whose
-  // gap repeats the current run) stays in this loop; a new run or a first token goes out of line.
-  void OnIterationTokens(absl::Span<const engine::EmittedToken> tokens, SimTime t) override {
+  void OnIterationTokens(absl::Span<const engine::EmittedToken> tokens, SimTime) override {
     tokens_ += static_cast<int64_t>(tokens.size());
-    // Run-length: the decoding requests of an iteration mostly share one gap (the iteration),
-    // so memory grows with iterations, not tokens. A token continues the current run when its
-    // previous token was at `joins_at` (RunJoinTime: one integer comparison instead of a gap
-    // converted to double); the tokens that joined are counted in a local (through the
-    // vector, its back was reloaded after every token's store) and written back before any
-    // other change of the runs. Every other token goes through RecordToken, which decides
-    // exactly as before, so the runs are the same.
-    SimTime* const dense = last_token_dense_.data();
-    const size_t dense_size = last_token_dense_.size();
-    SimTime joins_at = RunJoinTime(t);
-    int64_t joined = 0;
-    for (const auto& [r, index] : tokens) {
-      // A negative id converts to a size above dense_size.
-      const size_t id = static_cast<size_t>(r->id);
-      SimTime* last = id < dense_size ? &dense[id] : LastTokenOf(r->id);
-      if (*last == joins_at) {
-        ++joined;
-        *last = t;
-        continue;
-      }
-      if (joined > 0) itl_ns_.back().count += joined;
-      joined = 0;
-      RecordToken(last, t);
-      joins_at = RunJoinTime(t);
-    }
-    if (joined > 0) itl_ns_.back().count += joined;
+  }
+
+  // Run-length inter-token gaps: the decoding requests of an iteration mostly share one gap
+  // (the iteration), so memory grows with iterations, not tokens, and only the tokens that do
+  // not continue from the previous iteration are visited. The runs' order differs from a
+  // token-by-token pass (the continuing tokens' run comes first), which changes no quantile.
+  void OnIterationGaps(const scheduler::StepGaps& gaps, SimTime t) override {
+    AddGap(gaps.previous, t, gaps.continuing);
+    for (const scheduler::StepGap& g : gaps.others) AddGap(g.previous, t, 1);
   }
 
   void OnFinished(const engine::Request& r) override {
@@ -104,11 +81,6 @@ class Collector : public engine::EngineObserver {
     rec.reason = scheduler::ToString(r.finish_reason);
     rec.error = r.error;
     records_.push_back(std::move(rec));
-    if (r.id >= 0 && static_cast<size_t>(r.id) < last_token_dense_.size()) {
-      last_token_dense_[static_cast<size_t>(r.id)] = scheduler::kNoTime;
-    } else {
-      last_token_.erase(r.id);
-    }
     // Closed loop: the next request arrives when one finishes.
     if (next_closed_ < closed_loop_.size()) {
       engine::SubmitSpec s = closed_loop_[next_closed_++];
@@ -139,44 +111,18 @@ class Collector : public engine::EngineObserver {
 
   engine::Engine* engine_;
   std::vector<RequestRecord> records_;
-  // Where the last token time of request `id` is kept (kNoTime: none yet).
-  [[gnu::noinline]] SimTime* LastTokenOf(int64_t id) {
-    if (id >= 0 && static_cast<size_t>(id) < last_token_dense_.size()) {
-      return &last_token_dense_[static_cast<size_t>(id)];
+  // `count` tokens at `t` whose previous token was at `previous` (kNoTime: none, no gap).
+  void AddGap(SimTime previous, SimTime t, int64_t count) {
+    if (previous == scheduler::kNoTime || count <= 0) return;
+    const double gap_ns = static_cast<double>(t - previous);
+    if (!itl_ns_.empty() && itl_ns_.back().value == gap_ns) {
+      itl_ns_.back().count += count;
+    } else {
+      itl_ns_.push_back({gap_ns, count});
     }
-    return &last_token_.try_emplace(id, scheduler::kNoTime).first->second;
-  }
-  // The previous token time of a token at `t` that continues the current inter-token run, or
-  // kNoJoin when the integer comparison could differ from RecordToken's (no run; a gap that is
-  // not a whole number of ns below 2^53; t at or above 2^53; t before the gap): then no time
-  // equals it and every token goes through RecordToken. Otherwise last == t - gap exactly when
-  // static_cast<double>(t - last) == gap for a previous token time 0 <= last <= t (a first
-  // token's kNoTime never equals t - gap >= 0), as RecordToken compares.
-  SimTime RunJoinTime(SimTime t) const {
-    constexpr double kExact = 9007199254740992.0;  // 2^53
-    if (itl_ns_.empty() || t < 0 || static_cast<double>(t) >= kExact) return kNoJoin;
-    const double gap = itl_ns_.back().value;
-    if (!(gap >= 0 && gap < kExact) || gap != std::floor(gap)) return kNoJoin;
-    const SimTime previous = t - static_cast<SimTime>(gap);
-    return previous >= 0 ? previous : kNoJoin;
-  }
-  static constexpr SimTime kNoJoin = std::numeric_limits<SimTime>::min();
-  // A token at `t` of a request whose previous token was at *last (kNoTime: none).
-  [[gnu::noinline]] void RecordToken(SimTime* last, SimTime t) {
-    if (*last != scheduler::kNoTime) {
-      const double gap_ns = static_cast<double>(t - *last);
-      if (!itl_ns_.empty() && itl_ns_.back().value == gap_ns) {
-        ++itl_ns_.back().count;
-      } else {
-        itl_ns_.push_back({gap_ns, 1});
-      }
-    }
-    *last = t;
   }
 
   std::vector<SampleRun> itl_ns_;  // inter-token gaps, run-length
-  std::vector<SimTime> last_token_dense_;
-  absl::flat_hash_map<int64_t, SimTime> last_token_;
   std::vector<IterSample> iterations_;
   std::vector<engine::TimelineEvent> timeline_;
   std::vector<Mark> iteration_marks_;
@@ -419,7 +365,6 @@ int RunSimulate(const SimulateFlags& f) {
                  workload::DescribeKept(rep, e.model().max_seq_len).c_str());
   }
   Collector collector(&e);
-  collector.ReserveDenseIds(w->requests.size());
   e.set_observer(&collector);
   if (!f.timeline_path.empty()) e.set_timeline_iterations(f.timeline_iterations);
   std::vector<engine::SubmitSpec> specs;
