@@ -15,6 +15,15 @@ constexpr EnumName<ChannelPolicy> kChannelPolicies[] = {
     {"rr", ChannelPolicy::kRoundRobin},
     {"minload", ChannelPolicy::kMinLoad},
 };
+
+// running_ and decoders_ are in admission order (admitted requests are appended with the next
+// Request::admission): a request is found by binary search, not a scan. end() if absent.
+std::vector<Request*>::iterator FindAdmitted(std::vector<Request*>& requests, const Request* r) {
+  auto it = std::lower_bound(
+      requests.begin(), requests.end(), r->admission,
+      [](const Request* a, int64_t admission) { return a->admission < admission; });
+  return it != requests.end() && *it == r ? it : requests.end();
+}
 }  // namespace
 
 const EnumNames<ChannelPolicy>& ChannelPolicyNames() {
@@ -50,7 +59,7 @@ absl::Status Scheduler::fault() const {
 }
 
 void Scheduler::RemoveRunning(Request* r) {
-  auto it = std::find(running_.begin(), running_.end(), r);
+  auto it = FindAdmitted(running_, r);
   if (it != running_.end()) running_.erase(it);
   StopDecoding(r);
 }
@@ -65,10 +74,8 @@ absl::Status Scheduler::StartDecoding(Request* r) {
 }
 
 void Scheduler::StopDecoding(Request* r) {
-  auto it = std::lower_bound(
-      decoders_.begin(), decoders_.end(), r->admission,
-      [](const Request* a, int64_t admission) { return a->admission < admission; });
-  if (it != decoders_.end() && *it == r) decoders_.erase(it);
+  auto it = FindAdmitted(decoders_, r);
+  if (it != decoders_.end()) decoders_.erase(it);
 }
 
 absl::Status Scheduler::Abort(Request* r) {
