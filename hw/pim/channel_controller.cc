@@ -468,7 +468,6 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
   const PimOutlook outlook = PimOutlookFor(pim);
   ScanMemQueue();
   OfferMemCandidates(outlook);
-  ++scan_stamp_;
   const MemPick pick = mem_policy_->Pick(mem_candidates_, now_, outlook);
   Candidate c;
   if (!pick.issue.has_value()) {
@@ -483,10 +482,13 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
 }
 
 // One pass: per bank, the oldest request and the oldest request hitting the open row (FR-FCFS
-// only ever issues for those two).
+// only ever issues for those two). The result depends only on the queue and the MEM row buffers'
+// open rows, which change only when a command issues (IssueCommand starts a new scan); between
+// issues the queue only grows at its end (PullArrivals), so the pass goes on from where the last
+// one stopped, with the same result as a pass from the start.
 void ChannelController::ScanMemQueue() {
-  touched_banks_.clear();
-  for (size_t i = 0; i < mem_queue_.size(); ++i) {
+  if (scanned_ == 0) touched_banks_.clear();
+  for (size_t i = scanned_; i < mem_queue_.size(); ++i) {
     const MemRequest& r = mem_queue_[i];
     const int b = FlatBank(r.rank, r.bank_group, r.bank);
     BankQueueInfo& info = bank_info_[b];
@@ -496,6 +498,7 @@ void ChannelController::ScanMemQueue() {
     }
     if (info.first_hit < 0 && r.row == Rb(b, 0).open_row) info.first_hit = static_cast<int>(i);
   }
+  scanned_ = mem_queue_.size();
 }
 
 // The row policy's precharges, then one command per bank with queued requests: its oldest row
@@ -554,6 +557,8 @@ void ChannelController::IssueCommand(const Candidate& c) {
   const Command& cmd = c.cmd;
   const HbmTiming& t = spec_.timing;
   ++state_version_;
+  ++scan_stamp_;  // the queue or the open rows may change: the next MEM decision scans anew
+  scanned_ = 0;
   engine_.Issue(cmd, now_);
   ++stats_.commands[static_cast<int>(cmd.type)];
   if (options_.record_trace) trace_.push_back({now_, cmd});

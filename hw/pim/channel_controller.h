@@ -211,7 +211,8 @@ class ChannelController {
   std::vector<MemRequest> mem_queue_;  // arrival order
   std::unique_ptr<MemSchedulingPolicy> mem_policy_;
   std::vector<MemCandidate> mem_candidates_;  // scratch: one decision's offers
-  // Scratch for one scan of the MEM queue (valid when stamp == scan_stamp_).
+  // The last scan of the MEM queue (valid when stamp == scan_stamp_), kept until a command
+  // issues: it covers mem_queue_[0, scanned_).
   struct BankQueueInfo {
     uint64_t stamp = 0;
     int first = -1;      // oldest queued request for the bank
@@ -220,6 +221,7 @@ class ChannelController {
   std::vector<BankQueueInfo> bank_info_;
   std::vector<int> touched_banks_;
   uint64_t scan_stamp_ = 1;
+  size_t scanned_ = 0;
 
   ControllerStats stats_;
   std::vector<IssuedCommand> trace_;
