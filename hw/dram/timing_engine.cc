@@ -166,9 +166,22 @@ Cycles TimingEngine::SingleBankEarliest(int type, const Target& tg, Cycles t) co
 }
 
 Cycles TimingEngine::Earliest(const Command& cmd, Cycles not_before) const {
+  return EarliestAbove(cmd, not_before, RuleBound(cmd));
+}
+
+Cycles TimingEngine::EarliestAbove(const Command& cmd, Cycles not_before, Cycles bound) const {
+  Cycles t = std::max(not_before, bound);
+  if (auto off = DataBusOffset(cmd, spec_.timing)) t = DataBusEarliest(t, *off, -1);
+  return t;
+}
+
+// Every rule and window raises t to a maximum with a value that does not depend on t (a window
+// gives kNever, leaves t, or takes max(t, the expiring activation + tFAW)), so starting from the
+// lowest cycle gives the bound that Earliest takes the maximum of with not_before.
+Cycles TimingEngine::RuleBound(const Command& cmd) const {
   const int type = static_cast<int>(cmd.type);
   const Target tg = TargetOf(cmd);
-  Cycles t = not_before;
+  Cycles t = std::numeric_limits<Cycles>::min();
   const uint32_t scopes = scopes_into_[type];
   const bool all = CoversAll(tg);
   // The MEM commands' case, one node per scope, without the general walk (the same maximum).
@@ -194,7 +207,6 @@ Cycles TimingEngine::Earliest(const Command& cmd, Cycles not_before) const {
     const int w = ActivationWeight(cmd.type, spec_.org);
     ForEachNode(Scope::kRank, tg, false, [&](int n) { t = std::max(t, WindowEarliest(n, w, t)); });
   }
-  if (auto off = DataBusOffset(cmd, spec_.timing)) t = DataBusEarliest(t, *off, -1);
   return t;
 }
 
@@ -243,6 +255,7 @@ Cycles TimingEngine::EarliestIfIssuedFrom(Cycles second_earliest, const Command&
 
 void TimingEngine::Issue(const Command& cmd, Cycles cycle) {
   NEUPIMS_CHECK_MSG(cycle >= last_issue_, "commands must be issued in cycle order");
+  ++issued_;
   const Target tg = TargetOf(cmd);
   for (const CompiledRule& r : rules_from_[static_cast<int>(cmd.type)]) {
     const Cycles base = cycle + (r.from_last_column ? LastColumnOffset(cmd, spec_.timing) : 0);

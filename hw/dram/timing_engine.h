@@ -41,6 +41,14 @@ class TimingEngine {
   Cycles EarliestIfIssuedFrom(Cycles second_earliest, const Command& second, const Command& first,
                               Cycles first_cycle) const;
 
+  // Earliest in two parts, for a caller that asks about the same command at several cycles
+  // while nothing issues: Earliest(cmd, t) == EarliestAbove(cmd, t, RuleBound(cmd)), and
+  // RuleBound (every timing rule and the activation window; not the data bus) changes only when
+  // a command issues (issued() counts them).
+  Cycles RuleBound(const Command& cmd) const;
+  Cycles EarliestAbove(const Command& cmd, Cycles not_before, Cycles bound) const;
+  uint64_t issued() const { return issued_; }
+
   void Issue(const Command& cmd, Cycles cycle);
 
   int row_buffers_per_bank() const { return row_buffers_; }
@@ -121,6 +129,7 @@ class TimingEngine {
   // a vector (contiguous to walk; inserts near the back, erases a prefix).
   std::vector<Cycles> bus_slots_;
   Cycles last_issue_ = 0;
+  uint64_t issued_ = 0;
 };
 
 }  // namespace neupims::hw

@@ -284,7 +284,8 @@ ChannelController::ChannelController(const HbmSpec& spec, ControllerOptions opti
       open_pim_per_rank_(spec_.org.ranks, 0),
       mem_policy_(CreateFrFcfsPolicy({options.row_policy, options.protect_pim}, engine_,
                                      spec_.org.banks_per_channel())),
-      bank_info_(spec_.org.banks_per_channel()) {}
+      bank_info_(spec_.org.banks_per_channel()),
+      mem_bounds_(spec_.org.banks_per_channel()) {}
 
 ChannelController::~ChannelController() = default;
 
@@ -540,9 +541,20 @@ void ChannelController::OfferMemCandidates(const PimOutlook& pim) {
       c.cmd.col = 0;
     }
     const bool held = c.cmd.type == CommandType::kAct && OwesPimActivations(pim, r.rank);
-    if (!held) c.earliest = engine_.Earliest(c.cmd, now_);  // the hot path: skip when moot
+    if (!held) c.earliest = MemEarliest(b, c.cmd);  // the hot path: skip when moot
     mem_candidates_.push_back(c);
   }
+}
+
+// engine_.Earliest(cmd, now_) for bank b's MEM candidate, with the rule bound kept from the
+// bank's last query while no command has issued (it is then the same; only the data bus is
+// walked again from now_).
+Cycles ChannelController::MemEarliest(int bank, const Command& cmd) {
+  BoundCache& cache = mem_bounds_[bank];
+  if (cache.issued != engine_.issued() || cache.type != cmd.type) {
+    cache = BoundCache{engine_.issued(), cmd.type, engine_.RuleBound(cmd)};
+  }
+  return engine_.EarliestAbove(cmd, now_, cache.bound);
 }
 
 PimOutlook ChannelController::PimOutlookFor(const Candidate& pim) const {

@@ -177,6 +177,7 @@ class ChannelController {
   void ScanMemQueue();
   void OfferMemCandidates(const PimOutlook& pim);
   PimOutlook PimOutlookFor(const Candidate& pim) const;
+  Cycles MemEarliest(int bank, const Command& cmd);
   Candidate PrechargeFor(int flat_bank, CandidateSource source);
   void IssueCommand(const Candidate& c);
   void UpdateBackground(Cycles t);
@@ -220,6 +221,14 @@ class ChannelController {
   };
   std::vector<BankQueueInfo> bank_info_;
   std::vector<int> touched_banks_;
+  // Per bank: the timing engine's rule bound for the bank's last MEM candidate (a command of
+  // `type` to the bank), valid while the engine's issued() count is `issued`.
+  struct BoundCache {
+    uint64_t issued = ~uint64_t{0};
+    CommandType type = CommandType::kAct;
+    Cycles bound = 0;
+  };
+  std::vector<BoundCache> mem_bounds_;
   uint64_t scan_stamp_ = 1;
   size_t scanned_ = 0;
 
