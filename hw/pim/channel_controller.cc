@@ -489,17 +489,27 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
 // one stopped, with the same result as a pass from the start.
 void ChannelController::ScanMemQueue() {
   if (scanned_ == 0) touched_banks_.clear();
-  for (size_t i = scanned_; i < mem_queue_.size(); ++i) {
-    const MemRequest& r = mem_queue_[i];
-    const int b = FlatBank(r.rank, r.bank_group, r.bank);
-    BankQueueInfo& info = bank_info_[b];
-    if (info.stamp != scan_stamp_) {
-      info = BankQueueInfo{scan_stamp_, static_cast<int>(i), -1};
+  // In locals: the stores below could alias the members as far as the compiler knows.
+  const int groups = spec_.org.bank_groups, per_group = spec_.org.banks_per_group;
+  const uint64_t stamp = scan_stamp_;
+  const size_t size = mem_queue_.size();
+  const MemRequest* const queue = mem_queue_.data();
+  BankQueueInfo* const info_of = bank_info_.data();
+  const BankRb* const rbs = rbs_.data();
+  const int rb_count = rb_count_;
+  for (size_t i = scanned_; i < size; ++i) {
+    const MemRequest& r = queue[i];
+    const int b = (r.rank * groups + r.bank_group) * per_group + r.bank;  // FlatBank
+    BankQueueInfo& info = info_of[b];
+    if (info.stamp != stamp) {
+      info = BankQueueInfo{stamp, static_cast<int>(i), -1};
       touched_banks_.push_back(b);
     }
-    if (info.first_hit < 0 && r.row == Rb(b, 0).open_row) info.first_hit = static_cast<int>(i);
+    if (info.first_hit < 0 && r.row == rbs[b * rb_count].open_row) {  // Rb(b, 0)
+      info.first_hit = static_cast<int>(i);
+    }
   }
-  scanned_ = mem_queue_.size();
+  scanned_ = size;
 }
 
 // The row policy's precharges, then one command per bank with queued requests: its oldest row
