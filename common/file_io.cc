@@ -32,9 +32,17 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return ErrnoError(error, path, "cannot open");
   }
+  // In one read when the size is known (a regular file: no copies as the string grows), then in
+  // chunks for whatever follows (a pipe, a file that grew).
   std::string data;
+  const auto size = std::filesystem::file_size(path, ec);
+  size_t n = 0;
+  if (!ec && size > 0) {
+    data.resize(static_cast<size_t>(size));
+    n = std::fread(data.data(), 1, data.size(), file);
+    data.resize(n);
+  }
   char buffer[1 << 16];
-  size_t n;
   while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, n);
   const bool failed = std::ferror(file) != 0;
   const int error = errno;

@@ -2,10 +2,10 @@
 //
 // The one reader for the project's delimited inputs (workload traces and length datasets,
 // `neupims step` batch files). It walks the file's contents without copying them: lines end in
-// LF or CRLF, a UTF-8 byte order mark at the start is skipped, lines are numbered from 1. It
-// does not interpret fields (no quoting, no trimming): what a column means, and which header a
-// file must have, is the caller's to check, and the caller reports problems through Error() so
-// every message names the file and the line.
+// LF or CRLF (NextLine states the rule), a UTF-8 byte order mark at the start is skipped, lines
+// are numbered from 1. It does not interpret fields (no quoting, no trimming): what a column means,
+// and which header a file must have, is the caller's to check, and the caller reports problems
+// through Error() so every message names the file and the line.
 //
 //   ASSIGN_OR_RETURN(TableReader table, TableReader::Open(path, ','));
 //   std::vector<absl::string_view> fields;
@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,14 +40,23 @@ class TableReader {
   // reader lives and is not moved.
 
   // The next line as it is (blank lines included), without its terminator; false at the end.
-  bool NextLine(absl::string_view* line);
-  // For a caller's fast path over a form it knows (a length dataset's "123<TAB>45" rows): the
-  // unread contents, from the start of the next line to the end of the file.
-  absl::string_view rest() const { return absl::string_view(contents_).substr(pos_); }
-  // Takes rest()[0, text_size) as the next line, as NextLine would have returned it, when the
-  // line ends right there (LF, CRLF, CR at the end of the file, or the end of the file);
-  // otherwise returns false and takes nothing. The caller's text must not hold a newline.
-  bool TakeLine(size_t text_size);
+  // The one line rule of the project's delimited inputs: a line ends at LF or at the end of the
+  // file, and one CR before that end is not part of it (CRLF files, a CR at the very end).
+  // Inline, with memchr finding the LF: the length datasets have 391k lines of ~7 bytes.
+  bool NextLine(absl::string_view* line) {
+    if (pos_ >= contents_.size()) return false;
+    const char* const start = contents_.data() + pos_;
+    const size_t left = contents_.size() - pos_;
+    const void* const lf = std::memchr(start, '\n', left);
+    size_t size = lf == nullptr ? left : static_cast<size_t>(static_cast<const char*>(lf) - start);
+    line_start_ = pos_;
+    pos_ += lf == nullptr ? left : size + 1;
+    if (size > 0 && start[size - 1] == '\r') --size;
+    line_size_ = size;
+    ++line_number_;
+    *line = absl::string_view(start, size);
+    return true;
+  }
   // The next line that is not blank (whitespace only), split at the delimiter; false at the end.
   bool NextRow(std::vector<absl::string_view>* fields);
   // Splits a line at the delimiter (a header, say); an empty line is one empty field.

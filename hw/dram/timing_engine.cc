@@ -129,7 +129,13 @@ Cycles TimingEngine::DataBusEarliest(Cycles not_before, Cycles offset, Cycles ex
     d = s + bl;                     // overlap: move past it
     return true;
   };
-  bool extra_done = extra_slot < 0;
+  if (extra_slot < 0) {  // Earliest's case: the same walk without the extra slot's test
+    for (Cycles s : bus_slots_) {
+      if (!check(s)) break;
+    }
+    return d - offset;
+  }
+  bool extra_done = false;
   for (Cycles s : bus_slots_) {
     if (!extra_done && extra_slot <= s) {
       extra_done = true;
@@ -141,13 +147,46 @@ Cycles TimingEngine::DataBusEarliest(Cycles not_before, Cycles offset, Cycles ex
   return d - offset;
 }
 
+Cycles TimingEngine::SingleBankEarliest(int type, const Target& tg, Cycles t) const {
+  const uint32_t scopes = scopes_into_[type];
+  const int b = tg.bank_begin;
+  auto take = [&](Scope scope, int node, int kind) {
+    const int s = static_cast<int>(scope);
+    if (scopes & (1u << s)) t = std::max({t, ready_[s][node][type], floor_[s][kind][type]});
+  };
+  if (tg.rb_mask != 0) {  // one row buffer (SingleNodeTarget): node b * row_buffers_ + k, kind k
+    const int k = __builtin_ctz(tg.rb_mask);
+    take(Scope::kRowBuffer, b * row_buffers_ + k, k);
+  }
+  take(Scope::kBank, b, 0);
+  take(Scope::kBankGroup, b / spec_.org.banks_per_group, 0);
+  take(Scope::kRank, b / spec_.org.banks_per_rank(), 0);
+  take(Scope::kChannel, 0, 0);
+  return t;
+}
+
 Cycles TimingEngine::Earliest(const Command& cmd, Cycles not_before) const {
+  return EarliestAbove(cmd, not_before, RuleBound(cmd));
+}
+
+Cycles TimingEngine::EarliestAbove(const Command& cmd, Cycles not_before, Cycles bound) const {
+  Cycles t = std::max(not_before, bound);
+  if (auto off = DataBusOffset(cmd, spec_.timing)) t = DataBusEarliest(t, *off, -1);
+  return t;
+}
+
+// Every rule and window raises t to a maximum with a value that does not depend on t (a window
+// gives kNever, leaves t, or takes max(t, the expiring activation + tFAW)), so starting from the
+// lowest cycle gives the bound that Earliest takes the maximum of with not_before.
+Cycles TimingEngine::RuleBound(const Command& cmd) const {
   const int type = static_cast<int>(cmd.type);
   const Target tg = TargetOf(cmd);
-  Cycles t = not_before;
+  Cycles t = std::numeric_limits<Cycles>::min();
   const uint32_t scopes = scopes_into_[type];
   const bool all = CoversAll(tg);
-  for (int s = 0; s < kNumScopes; ++s) {
+  // The MEM commands' case, one node per scope, without the general walk (the same maximum).
+  const bool single = !all && SingleNodeTarget(tg);
+  for (int s = 0; s < kNumScopes && !single; ++s) {
     if (!(scopes & (1u << s))) continue;
     const Scope scope = static_cast<Scope>(s);
     if (all) {
@@ -163,17 +202,22 @@ Cycles TimingEngine::Earliest(const Command& cmd, Cycles not_before) const {
       t = std::max({t, rows[n][type], floor[KindOf(scope, n)][type]});
     });
   }
+  if (single) t = SingleBankEarliest(type, tg, t);
   if (has_window_ && InMask(window_mask_, cmd.type)) {
     const int w = ActivationWeight(cmd.type, spec_.org);
     ForEachNode(Scope::kRank, tg, false, [&](int n) { t = std::max(t, WindowEarliest(n, w, t)); });
   }
-  if (auto off = DataBusOffset(cmd, spec_.timing)) t = DataBusEarliest(t, *off, -1);
   return t;
 }
 
 Cycles TimingEngine::EarliestIfIssued(const Command& second, Cycles not_before,
                                       const Command& first, Cycles first_cycle) const {
-  Cycles t = Earliest(second, not_before);
+  return EarliestIfIssuedFrom(Earliest(second, not_before), second, first, first_cycle);
+}
+
+Cycles TimingEngine::EarliestIfIssuedFrom(Cycles second_earliest, const Command& second,
+                                          const Command& first, Cycles first_cycle) const {
+  Cycles t = second_earliest;
   const Target t1 = TargetOf(first);
   const Target t2 = TargetOf(second);
   const int type2 = static_cast<int>(second.type);
@@ -211,6 +255,7 @@ Cycles TimingEngine::EarliestIfIssued(const Command& second, Cycles not_before,
 
 void TimingEngine::Issue(const Command& cmd, Cycles cycle) {
   NEUPIMS_CHECK_MSG(cycle >= last_issue_, "commands must be issued in cycle order");
+  ++issued_;
   const Target tg = TargetOf(cmd);
   for (const CompiledRule& r : rules_from_[static_cast<int>(cmd.type)]) {
     const Cycles base = cycle + (r.from_last_column ? LastColumnOffset(cmd, spec_.timing) : 0);
@@ -252,9 +297,9 @@ void TimingEngine::Issue(const Command& cmd, Cycles cycle) {
   }
   last_issue_ = cycle;
   // Future commands put data on the bus no earlier than `cycle`: older slots cannot conflict.
-  while (!bus_slots_.empty() && bus_slots_.front() + spec_.timing.tBL <= cycle) {
-    bus_slots_.pop_front();
-  }
+  auto keep = bus_slots_.begin();
+  while (keep != bus_slots_.end() && *keep + spec_.timing.tBL <= cycle) ++keep;
+  bus_slots_.erase(bus_slots_.begin(), keep);
 }
 
 }  // namespace neupims::hw

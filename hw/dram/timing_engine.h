@@ -16,7 +16,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "hw/dram/command.h"
@@ -37,6 +36,18 @@ class TimingEngine {
   // PIM command is held back.
   Cycles EarliestIfIssued(const Command& second, Cycles not_before, const Command& first,
                           Cycles first_cycle) const;
+  // The same from second_earliest = Earliest(second, not_before), for a caller that asks about
+  // several `first` commands before the same `second` (the MEM policy, once per candidate).
+  Cycles EarliestIfIssuedFrom(Cycles second_earliest, const Command& second, const Command& first,
+                              Cycles first_cycle) const;
+
+  // Earliest in two parts, for a caller that asks about the same command at several cycles
+  // while nothing issues: Earliest(cmd, t) == EarliestAbove(cmd, t, RuleBound(cmd)), and
+  // RuleBound (every timing rule and the activation window; not the data bus) changes only when
+  // a command issues (issued() counts them).
+  Cycles RuleBound(const Command& cmd) const;
+  Cycles EarliestAbove(const Command& cmd, Cycles not_before, Cycles bound) const;
+  uint64_t issued() const { return issued_; }
 
   void Issue(const Command& cmd, Cycles cycle);
 
@@ -62,6 +73,15 @@ class TimingEngine {
   // nodes at `scope` it does not touch).
   template <typename F>
   void ForEachNode(Scope scope, const Target& target, bool siblings, F&& f) const;
+  // True if `tg` is one bank and at most one of its row buffers: then it touches one node of
+  // each scope (none of the row-buffer scope when the mask is empty).
+  bool SingleNodeTarget(const Target& tg) const {
+    return tg.bank_end == tg.bank_begin + 1 && (tg.rb_mask & (tg.rb_mask - 1)) == 0 &&
+           tg.rb_mask < (1u << row_buffers_);
+  }
+  // Earliest's rule part for such a target: t raised by each of its nodes' ready and floor
+  // values, as the general walk over ForEachNode would (a maximum, in any order).
+  Cycles SingleBankEarliest(int type, const Target& tg, Cycles t) const;
   Cycles WindowEarliest(int node, int weight, Cycles not_before) const;
   Cycles DataBusEarliest(Cycles not_before, Cycles offset, Cycles extra_slot) const;
 
@@ -105,9 +125,11 @@ class TimingEngine {
     }
   };
   std::vector<WindowRing> window_history_;
-  // Reserved data-bus burst start cycles, ascending; pruned as time advances.
-  std::deque<Cycles> bus_slots_;
+  // Reserved data-bus burst start cycles, ascending; pruned as time advances. A few at a time:
+  // a vector (contiguous to walk; inserts near the back, erases a prefix).
+  std::vector<Cycles> bus_slots_;
   Cycles last_issue_ = 0;
+  uint64_t issued_ = 0;
 };
 
 }  // namespace neupims::hw

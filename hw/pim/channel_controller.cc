@@ -284,7 +284,8 @@ ChannelController::ChannelController(const HbmSpec& spec, ControllerOptions opti
       open_pim_per_rank_(spec_.org.ranks, 0),
       mem_policy_(CreateFrFcfsPolicy({options.row_policy, options.protect_pim}, engine_,
                                      spec_.org.banks_per_channel())),
-      bank_info_(spec_.org.banks_per_channel()) {}
+      bank_info_(spec_.org.banks_per_channel()),
+      mem_bounds_(spec_.org.banks_per_channel()) {}
 
 ChannelController::~ChannelController() = default;
 
@@ -468,7 +469,6 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
   const PimOutlook outlook = PimOutlookFor(pim);
   ScanMemQueue();
   OfferMemCandidates(outlook);
-  ++scan_stamp_;
   const MemPick pick = mem_policy_->Pick(mem_candidates_, now_, outlook);
   Candidate c;
   if (!pick.issue.has_value()) {
@@ -483,19 +483,33 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
 }
 
 // One pass: per bank, the oldest request and the oldest request hitting the open row (FR-FCFS
-// only ever issues for those two).
+// only ever issues for those two). The result depends only on the queue and the MEM row buffers'
+// open rows, which change only when a command issues (IssueCommand starts a new scan); between
+// issues the queue only grows at its end (PullArrivals), so the pass goes on from where the last
+// one stopped, with the same result as a pass from the start.
 void ChannelController::ScanMemQueue() {
-  touched_banks_.clear();
-  for (size_t i = 0; i < mem_queue_.size(); ++i) {
-    const MemRequest& r = mem_queue_[i];
-    const int b = FlatBank(r.rank, r.bank_group, r.bank);
-    BankQueueInfo& info = bank_info_[b];
-    if (info.stamp != scan_stamp_) {
-      info = BankQueueInfo{scan_stamp_, static_cast<int>(i), -1};
+  if (scanned_ == 0) touched_banks_.clear();
+  // In locals: the stores below could alias the members as far as the compiler knows.
+  const int groups = spec_.org.bank_groups, per_group = spec_.org.banks_per_group;
+  const uint64_t stamp = scan_stamp_;
+  const size_t size = mem_queue_.size();
+  const MemRequest* const queue = mem_queue_.data();
+  BankQueueInfo* const info_of = bank_info_.data();
+  const BankRb* const rbs = rbs_.data();
+  const int rb_count = rb_count_;
+  for (size_t i = scanned_; i < size; ++i) {
+    const MemRequest& r = queue[i];
+    const int b = (r.rank * groups + r.bank_group) * per_group + r.bank;  // FlatBank
+    BankQueueInfo& info = info_of[b];
+    if (info.stamp != stamp) {
+      info = BankQueueInfo{stamp, static_cast<int>(i), -1};
       touched_banks_.push_back(b);
     }
-    if (info.first_hit < 0 && r.row == Rb(b, 0).open_row) info.first_hit = static_cast<int>(i);
+    if (info.first_hit < 0 && r.row == rbs[b * rb_count].open_row) {  // Rb(b, 0)
+      info.first_hit = static_cast<int>(i);
+    }
   }
+  scanned_ = size;
 }
 
 // The row policy's precharges, then one command per bank with queued requests: its oldest row
@@ -537,9 +551,20 @@ void ChannelController::OfferMemCandidates(const PimOutlook& pim) {
       c.cmd.col = 0;
     }
     const bool held = c.cmd.type == CommandType::kAct && OwesPimActivations(pim, r.rank);
-    if (!held) c.earliest = engine_.Earliest(c.cmd, now_);  // the hot path: skip when moot
+    if (!held) c.earliest = MemEarliest(b, c.cmd);  // the hot path: skip when moot
     mem_candidates_.push_back(c);
   }
+}
+
+// engine_.Earliest(cmd, now_) for bank b's MEM candidate, with the rule bound kept from the
+// bank's last query while no command has issued (it is then the same; only the data bus is
+// walked again from now_).
+Cycles ChannelController::MemEarliest(int bank, const Command& cmd) {
+  BoundCache& cache = mem_bounds_[bank];
+  if (cache.issued != engine_.issued() || cache.type != cmd.type) {
+    cache = BoundCache{engine_.issued(), cmd.type, engine_.RuleBound(cmd)};
+  }
+  return engine_.EarliestAbove(cmd, now_, cache.bound);
 }
 
 PimOutlook ChannelController::PimOutlookFor(const Candidate& pim) const {
@@ -554,6 +579,8 @@ void ChannelController::IssueCommand(const Candidate& c) {
   const Command& cmd = c.cmd;
   const HbmTiming& t = spec_.timing;
   ++state_version_;
+  ++scan_stamp_;  // the queue or the open rows may change: the next MEM decision scans anew
+  scanned_ = 0;
   engine_.Issue(cmd, now_);
   ++stats_.commands[static_cast<int>(cmd.type)];
   if (options_.record_trace) trace_.push_back({now_, cmd});

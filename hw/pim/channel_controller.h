@@ -177,6 +177,7 @@ class ChannelController {
   void ScanMemQueue();
   void OfferMemCandidates(const PimOutlook& pim);
   PimOutlook PimOutlookFor(const Candidate& pim) const;
+  Cycles MemEarliest(int bank, const Command& cmd);
   Candidate PrechargeFor(int flat_bank, CandidateSource source);
   void IssueCommand(const Candidate& c);
   void UpdateBackground(Cycles t);
@@ -211,7 +212,8 @@ class ChannelController {
   std::vector<MemRequest> mem_queue_;  // arrival order
   std::unique_ptr<MemSchedulingPolicy> mem_policy_;
   std::vector<MemCandidate> mem_candidates_;  // scratch: one decision's offers
-  // Scratch for one scan of the MEM queue (valid when stamp == scan_stamp_).
+  // The last scan of the MEM queue (valid when stamp == scan_stamp_), kept until a command
+  // issues: it covers mem_queue_[0, scanned_).
   struct BankQueueInfo {
     uint64_t stamp = 0;
     int first = -1;      // oldest queued request for the bank
@@ -219,7 +221,16 @@ class ChannelController {
   };
   std::vector<BankQueueInfo> bank_info_;
   std::vector<int> touched_banks_;
+  // Per bank: the timing engine's rule bound for the bank's last MEM candidate (a command of
+  // `type` to the bank), valid while the engine's issued() count is `issued`.
+  struct BoundCache {
+    uint64_t issued = ~uint64_t{0};
+    CommandType type = CommandType::kAct;
+    Cycles bound = 0;
+  };
+  std::vector<BoundCache> mem_bounds_;
   uint64_t scan_stamp_ = 1;
+  size_t scanned_ = 0;
 
   ControllerStats stats_;
   std::vector<IssuedCommand> trace_;

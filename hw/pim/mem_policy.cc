@@ -1,6 +1,7 @@
 #include "hw/pim/mem_policy.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace neupims::hw {
@@ -30,12 +31,14 @@ class FrFcfsPolicy final : public MemSchedulingPolicy {
                const PimOutlook& pim) const override {
     MemPick pick;
     const MemCandidate* best = nullptr;
+    // Earliest(*pim.next, now), the same for every candidate: computed at most once.
+    std::optional<Cycles> pim_next_now;
     for (const MemCandidate& c : candidates) {
       if (c.cmd.type == CommandType::kAct && OwesPimActivations(pim, c.cmd.rank)) {
         pick.next_ready = std::min(pick.next_ready, pim.next_earliest);
         continue;
       }
-      const Cycles ready = ReadyCycle(c, now, pim);
+      const Cycles ready = ReadyCycle(c, now, pim, &pim_next_now);
       pick.next_ready = std::min(pick.next_ready, ready);
       if (ready > now) continue;
       if (best == nullptr || ServedBefore(c, *best)) best = &c;
@@ -55,12 +58,16 @@ class FrFcfsPolicy final : public MemSchedulingPolicy {
  private:
   // When `c` may issue under PIM protection: a command ready now that would push the PIM's
   // next command later waits until that command has issued.
-  Cycles ReadyCycle(const MemCandidate& c, Cycles now, const PimOutlook& pim) const {
+  // `pim_next_now` caches Earliest(*pim.next, now) across one Pick's candidates.
+  Cycles ReadyCycle(const MemCandidate& c, Cycles now, const PimOutlook& pim,
+                    std::optional<Cycles>* pim_next_now) const {
     if (c.earliest > now || !options_.protect_pim || !pim.next.has_value() ||
         pim.next_earliest <= now) {
       return c.earliest;
     }
-    const bool delays = engine_.EarliestIfIssued(*pim.next, now, c.cmd, now) > pim.next_earliest;
+    if (!pim_next_now->has_value()) *pim_next_now = engine_.Earliest(*pim.next, now);
+    const bool delays =
+        engine_.EarliestIfIssuedFrom(**pim_next_now, *pim.next, c.cmd, now) > pim.next_earliest;
     return delays ? pim.next_earliest : c.earliest;
   }
 

@@ -45,29 +45,19 @@ TEST(TableReader, HandlesCrlfTabsAByteOrderMarkAndNoFinalNewline) {
   EXPECT_FALSE(table.NextLine(&line));
 }
 
-// TakeLine (a caller's fast path) takes a line exactly as NextLine returns it, or nothing.
-TEST(TableReader, TakeLineTakesOnlyWholeLinesAsNextLineWould) {
-  TableReader table("t.tsv", "1\t2\n3\t4\r\n5\t6x\n7\t8\r", '\t');
-  EXPECT_EQ(table.rest().substr(0, 3), "1\t2");
-  EXPECT_FALSE(table.TakeLine(2));  // "1\t" is not a whole line
-  ASSERT_TRUE(table.TakeLine(3));
-  EXPECT_EQ(table.line(), "1\t2");
-  EXPECT_EQ(table.line_number(), 1);
-  ASSERT_TRUE(table.TakeLine(3));  // CRLF
-  EXPECT_EQ(table.line(), "3\t4");
-  EXPECT_FALSE(table.TakeLine(3));  // "5\t6" goes on with "x"
-  EXPECT_EQ(table.line_number(), 2);
+// The one line rule: LF ends a line, one CR before the LF or before the end of the file is not
+// part of it, a CR anywhere else is.
+TEST(TableReader, LinesEndAtLfWithOneCrStrippedBeforeTheEnd) {
+  TableReader table("t.tsv", "1\t2\n3\t4\r\n5\r6\n\r\n\n7\t8\r\r\n9\r", '\t');
   absl::string_view line;
-  ASSERT_TRUE(table.NextLine(&line));
-  EXPECT_EQ(line, "5\t6x");
-  EXPECT_FALSE(table.TakeLine(4));  // "7\t8\r": NextLine would strip the CR
-  EXPECT_FALSE(table.TakeLine(5));  // beyond the contents
-  ASSERT_TRUE(table.TakeLine(3));   // a CR before the end of the file, as NextLine strips it
-  EXPECT_EQ(table.line(), "7\t8");
-  EXPECT_EQ(table.line_number(), 4);
-  EXPECT_FALSE(table.TakeLine(0));
-  EXPECT_FALSE(table.NextLine(&line));
-  EXPECT_EQ(table.Error("x").message(), "t.tsv:4: x");
+  std::vector<absl::string_view> lines;
+  while (table.NextLine(&line)) {
+    lines.push_back(line);
+    EXPECT_EQ(table.line(), line);
+  }
+  EXPECT_THAT(lines, ElementsAre("1\t2", "3\t4", "5\r6", "", "", "7\t8\r", "9"));
+  EXPECT_EQ(table.line_number(), 7);
+  EXPECT_EQ(table.Error("x").message(), "t.tsv:7: x");
 }
 
 TEST(TableReader, ErrorsNameTheFileAndTheLine) {

@@ -1,5 +1,10 @@
 #include "hw/pim/issue_limit.h"
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,6 +52,23 @@ TEST(PimInstructions, NewtonCountsEveryColumnStepNeuPimsOnlyTheResult) {
 TEST(IssueLimitedSpan, UnlimitedIsTheBusiestChannel) {
   const std::vector<double> exec{100, 10, 50};
   EXPECT_EQ(IssueLimitedSpanNs(exec, {}, PimIssue{}), 100);
+}
+
+// The unlimited span is one running std::max from 0 over the channels, bit for bit, whatever
+// the channel count and wherever the busiest channel sits (also with -0, NaN and ties).
+TEST(IssueLimitedSpan, UnlimitedEqualsOneRunningMaximumBitForBit) {
+  std::mt19937_64 rng(7);
+  const double specials[] = {0.0, -0.0, std::numeric_limits<double>::quiet_NaN(), 3.5, 1e-300};
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<double> exec(rng() % 70);
+    for (double& e : exec) {
+      e = rng() % 3 == 0 ? specials[rng() % 5] : static_cast<double>(rng() % 1000) / 7.0;
+    }
+    double expected = 0;
+    for (double e : exec) expected = std::max(expected, e);
+    const double span = IssueLimitedSpanNs(exec, {}, PimIssue{});
+    EXPECT_EQ(std::bit_cast<uint64_t>(span), std::bit_cast<uint64_t>(expected)) << trial;
+  }
 }
 
 TEST(IssueLimitedSpan, PerChannelLimitEndsAChannelWithItsLastInstruction) {
