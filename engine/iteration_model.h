@@ -28,7 +28,8 @@
 // Replays: the list schedule depends only on the graph's shape and its nodes' durations
 // (ScheduleKey); a decode stage whose key equals the previous stage's reuses the graph and
 // schedule already built and only sums the (current) costs again. Prefill-only iterations are
-// memoised by their prompts. Both are exact: the same bits as building and scheduling anew.
+// memoised by their prompts; a local prefill's attention ops are costed once per prompt length.
+// Both are exact: the same bits as building and scheduling anew.
 //
 // Contract: not thread-safe; simulated time only (nanoseconds); one instance per engine.
 #ifndef NEUPIMS_ENGINE_ITERATION_MODEL_H_
