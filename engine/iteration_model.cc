@@ -476,17 +476,44 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
       for (CostedOp& op : npu_attention_[s]) op.dur_shared_ns = op.dur_ns;
     }
   }
+  return CostPrefillAttention(prompts);
+}
+
+// Each prompt's attention ops depend on its length alone (models::LowerPrefillLayer emits them
+// prompt by prompt, in prompt order, as many for each); their costs are kept per length, so a
+// prompt list already seen prompt by prompt is neither lowered nor costed again (the lowering
+// also builds the whole layer's linear ops, which the stage takes from Layer()).
+absl::Status IterationModel::CostPrefillAttention(absl::Span<const int64_t> prompts) {
   prefill_costed_.clear();
-  if (!prompts.empty()) {
+  if (prompts.empty()) return absl::OkStatus();
+  const bool all_known = std::all_of(prompts.begin(), prompts.end(),
+                                     [&](int64_t p) { return prompt_attention_.contains(p); });
+  if (!all_known) {
+    // Lowered as a list, so that an invalid prompt fails with the lowering's own message.
     ASSIGN_OR_RETURN(models::LayerOps p,
                      models::LowerPrefillLayer(options_.model, options_.parallelism, prompts));
-    prefill_ops_.clear();
-    for (models::Op& op : p.pre_attention) {
-      if (op.role == models::OpRole::kPrefillAttention) prefill_ops_.push_back(std::move(op));
+    std::vector<const models::Op*> ops;
+    for (const models::Op& op : p.pre_attention) {
+      if (op.role == models::OpRole::kPrefillAttention) ops.push_back(&op);
     }
-    for (const models::Op& op : prefill_ops_) {
-      ASSIGN_OR_RETURN(prefill_costed_.emplace_back(), Cost(op, NodeKind::kPrefillAttention));
+    if (ops.size() % prompts.size() != 0) {
+      return absl::InternalError("prefill attention ops are not the same number per prompt");
     }
+    const size_t per_prompt = ops.size() / prompts.size();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (prompt_attention_.contains(prompts[i])) continue;
+      std::vector<CostedOp> costed;
+      for (size_t k = 0; k < per_prompt; ++k) {
+        const models::Op& op = *ops[i * per_prompt + k];
+        ASSIGN_OR_RETURN(costed.emplace_back(), Cost(op, NodeKind::kPrefillAttention));
+        costed.back().name = op_names_.insert(op.name).first->c_str();  // outlives the lowering
+      }
+      prompt_attention_.emplace(prompts[i], std::move(costed));
+    }
+  }
+  for (const int64_t p : prompts) {
+    const std::vector<CostedOp>& ops = prompt_attention_.find(p)->second;
+    prefill_costed_.insert(prefill_costed_.end(), ops.begin(), ops.end());
   }
   return absl::OkStatus();
 }

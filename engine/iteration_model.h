@@ -28,7 +28,8 @@
 // Replays: the list schedule depends only on the graph's shape and its nodes' durations
 // (ScheduleKey); a decode stage whose key equals the previous stage's reuses the graph and
 // schedule already built and only sums the (current) costs again. Prefill-only iterations are
-// memoised by their prompts. Both are exact: the same bits as building and scheduling anew.
+// memoised by their prompts; a local prefill's attention ops are costed once per prompt length.
+// Both are exact: the same bits as building and scheduling anew.
 //
 // Contract: not thread-safe; simulated time only (nanoseconds); one instance per engine.
 #ifndef NEUPIMS_ENGINE_ITERATION_MODEL_H_
@@ -210,6 +211,8 @@ class IterationModel {
   // prefill_costed_ (attention_ already accumulated).
   absl::Status CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
                          absl::Span<const int64_t> prompts);
+  // prefill_costed_: the attention ops of every prompt, in prompt order.
+  absl::Status CostPrefillAttention(absl::Span<const int64_t> prompts);
   ScheduleKey StageScheduleKey(bool serialized, int sim_layers, bool last_stage) const;
   // What shapes the stage graph's topology (StageGraph, "Topology reuse"): every other input
   // of the walk (PIM or NPU attention, dual row buffers, interleaving) is fixed by the options.
@@ -302,8 +305,9 @@ class IterationModel {
     double makespan_ns = 0, period_ns = 0;
     int64_t built = 0;  // graphs built and scheduled (for tests and profiles)
   } schedule_;
-  std::vector<models::Op> prefill_ops_;
-  std::vector<CostedOp> prefill_costed_;
+  std::vector<CostedOp> prefill_costed_;  // the stage's local prefills' attention ops
+  // Each prompt length's costed attention ops (names interned; at most max_seq_len entries).
+  absl::flat_hash_map<int64_t, std::vector<CostedOp>> prompt_attention_;
   std::array<CostedOp, 2> softmax_;                            // per sub-batch
   std::array<std::array<CostedOp, 2>, 2> npu_attention_;       // npu-only: [s] logit, context
   std::vector<std::array<std::vector<DecodeItem>, 2>> micro_;  // pp > 1 micro-batches

@@ -667,6 +667,53 @@ TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   }
 }
 
+// Local prefills: the attention ops of prompt lengths seen before (alone or in other lists)
+// come from the per-length cache, in prompt order; the stage must equal a fresh model's, which
+// lowers the whole list. An invalid prompt still fails with the lowering's message.
+TEST(IterationModel, PrefillAttentionOfKnownPromptsEqualsAFreshLowering) {
+  for (const char* mode_name : {"neupims", "npu-only"}) {
+    SCOPED_TRACE(mode_name);
+    std::unique_ptr<IterationModel> m = MakeModel(mode_name);
+    ASSERT_NE(m, nullptr);
+    const std::vector<std::vector<int64_t>> lists = {
+        {1500}, {700, 200}, {1500, 700}, {200, 1500, 700, 1500}};
+    for (const std::vector<int64_t>& prompts : lists) {
+      SCOPED_TRACE(prompts.size());
+      IterationInput in;
+      in.sub_batches[0] = {{300, 1}, {900, 2}};
+      in.prefill_prompts = prompts;
+      std::unique_ptr<IterationModel> fresh = MakeModel(mode_name);
+      ASSERT_NE(fresh, nullptr);
+      absl::StatusOr<IterationCost> got = m->Run(in);
+      absl::StatusOr<IterationCost> want = fresh->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectSameCost(*got, *want);
+      ExpectSameGraph(m->stage_graph(), fresh->stage_graph());
+    }
+    // The last list's score GEMMs of layer 0 follow its prompts 200, 1500, 700, 1500.
+    std::vector<double> scores;
+    const StageGraph& g = m->stage_graph();
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const NodeInfo& info = g.node_info()[i];
+      if (info.kind == NodeKind::kPrefillAttention && info.layer == 0 &&
+          std::string_view(info.name) == "attn_scores") {
+        scores.push_back(g.nodes()[i].dur_ns);
+      }
+    }
+    ASSERT_EQ(scores.size(), 4u);
+    EXPECT_LT(scores[0], scores[2]);
+    EXPECT_LT(scores[2], scores[1]);
+    EXPECT_EQ(scores[1], scores[3]);
+    IterationInput bad;
+    bad.prefill_prompts = {1500, 0};
+    absl::StatusOr<IterationCost> c = m->Run(bad);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find("prefill prompt 1 has 0 tokens"), std::string::npos)
+        << c.status();
+  }
+}
+
 // The work of a stage as the graph's nodes cost it, node by node (what StageGraph::Account
 // summed before the per-layer sums): each node's cost (PIM channel time from its channel
 // loads), the interior layer 2 once more per extrapolated layer.
