@@ -14,6 +14,7 @@
 #ifndef NEUPIMS_COMMON_TABLE_READER_H_
 #define NEUPIMS_COMMON_TABLE_READER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -70,6 +71,13 @@ class TableReader {
   }
   const std::string& path() const { return path_; }
   size_t size_bytes() const { return contents_.size(); }
+  // At least the number of lines NextLine has left to return (LFs left, plus one), for
+  // reserving per-line storage exactly once.
+  size_t LinesLeftBound() const {
+    return static_cast<size_t>(std::count(contents_.begin() + static_cast<ptrdiff_t>(pos_),
+                                          contents_.end(), '\n')) +
+           1;
+  }
 
   // InvalidArgument "<path>:<line>: <what>" for the line last returned (line 1 before any).
   absl::Status Error(absl::string_view what) const;

@@ -545,8 +545,7 @@ absl::Status Engine::CheckInvariants() const {
   for (const auto& [id, request] : requests_) {
     if (!kv_->Has(id)) continue;
     ++live_with_kv;
-    const bool decodes =
-        request->state == scheduler::RequestState::kRunning && !request->needs_prefill;
+    const bool decodes = request->decoding();
     decoding += decodes ? 1 : 0;
     if (decodes != kv_->Streaming(id)) {
       return absl::InternalError(absl::StrCat(

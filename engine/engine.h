@@ -104,6 +104,11 @@ class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   // Tokens first_index .. first_index + count - 1 of `r` were produced at simulated time `t`.
+  // For the token of a standalone prefill (the only tokens reported through OnTokens alone, not
+  // through OnIterationTokens / OnIterationGaps) the call comes before the request is updated:
+  // `r.last_token` is still the previous token's time (kNoTime before the first), so an observer
+  // of gaps takes t - r.last_token there. Through OnIterationTokens' default, r is already
+  // updated (r.last_token == t).
   virtual void OnTokens(const Request& /*r*/, int64_t /*first_index*/, int /*count*/,
                         SimTime /*t*/) {}
   // One token of every request in `tokens` (in batch order) at the end of an iteration at `t`.
@@ -115,7 +120,8 @@ class EngineObserver {
   // The same tokens as inter-token gaps (scheduler::StepGaps: a count of tokens that share the
   // gap t - gaps.previous, and the others with their previous token's time), called after
   // OnIterationTokens: an observer of gaps visits only the tokens that do not continue from the
-  // previous iteration.
+  // previous iteration. Standalone prefills' tokens (a recompute after a preemption has a gap
+  // too) are not among them: they arrive only through OnTokens, above.
   virtual void OnIterationGaps(const scheduler::StepGaps& /*gaps*/, SimTime /*t*/) {}
   // `r` ended (finish_reason says how); it is released after this call.
   virtual void OnFinished(const Request& /*r*/) {}

@@ -479,37 +479,22 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
   return CostPrefillAttention(prompts);
 }
 
-// Each prompt's attention ops depend on its length alone (models::LowerPrefillLayer emits them
-// prompt by prompt, in prompt order, as many for each); their costs are kept per length, so a
-// prompt list already seen prompt by prompt is neither lowered nor costed again (the lowering
-// also builds the whole layer's linear ops, which the stage takes from Layer()).
+// Each prompt's attention ops depend on its length alone (models::PrefillAttentionOps, which
+// models::LowerPrefillLayer places prompt by prompt); their costs are kept per length, so a
+// prompt already seen is neither lowered nor costed again.
 absl::Status IterationModel::CostPrefillAttention(absl::Span<const int64_t> prompts) {
   prefill_costed_.clear();
   if (prompts.empty()) return absl::OkStatus();
-  const bool all_known = std::all_of(prompts.begin(), prompts.end(),
-                                     [&](int64_t p) { return prompt_attention_.contains(p); });
-  if (!all_known) {
-    // Lowered as a list, so that an invalid prompt fails with the lowering's own message.
-    ASSIGN_OR_RETURN(models::LayerOps p,
-                     models::LowerPrefillLayer(options_.model, options_.parallelism, prompts));
-    std::vector<const models::Op*> ops;
-    for (const models::Op& op : p.pre_attention) {
-      if (op.role == models::OpRole::kPrefillAttention) ops.push_back(&op);
+  for (const int64_t p : prompts) {
+    if (prompt_attention_.contains(p)) continue;
+    RETURN_IF_ERROR(models::ValidatePrefillPrompts(prompts));
+    std::vector<CostedOp> costed;
+    for (const models::Op& op : models::PrefillAttentionOps(
+             models::DeviceAttentionDims(options_.model, options_.parallelism), p)) {
+      ASSIGN_OR_RETURN(costed.emplace_back(), Cost(op, NodeKind::kPrefillAttention));
+      costed.back().name = op_names_.insert(op.name).first->c_str();  // outlives the op
     }
-    if (ops.size() % prompts.size() != 0) {
-      return absl::InternalError("prefill attention ops are not the same number per prompt");
-    }
-    const size_t per_prompt = ops.size() / prompts.size();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      if (prompt_attention_.contains(prompts[i])) continue;
-      std::vector<CostedOp> costed;
-      for (size_t k = 0; k < per_prompt; ++k) {
-        const models::Op& op = *ops[i * per_prompt + k];
-        ASSIGN_OR_RETURN(costed.emplace_back(), Cost(op, NodeKind::kPrefillAttention));
-        costed.back().name = op_names_.insert(op.name).first->c_str();  // outlives the lowering
-      }
-      prompt_attention_.emplace(prompts[i], std::move(costed));
-    }
+    prompt_attention_.emplace(p, std::move(costed));
   }
   for (const int64_t p : prompts) {
     const std::vector<CostedOp>& ops = prompt_attention_.find(p)->second;

@@ -38,9 +38,9 @@ const char* ToString(AllocStatus s) {
 }
 
 absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerOptions& options) {
-  if (options.block_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("block_tokens must be >= 1, got ", options.block_tokens));
+  if (options.block_tokens < 1 || options.block_tokens > kMaxBlockTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("block_tokens must be in [1, ", kMaxBlockTokens,
+                                                   "], got ", options.block_tokens));
   }
   if (options.blocks_per_channel.empty()) {
     return absl::InvalidArgumentError("blocks_per_channel must name at least one channel");

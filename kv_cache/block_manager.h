@@ -48,8 +48,11 @@ using RequestId = int64_t;
 enum class AllocStatus { kOk, kLater, kNever };
 const char* ToString(AllocStatus s);
 
+// The largest block: the decode stream keeps a calendar bucket per token of a block.
+inline constexpr int kMaxBlockTokens = 1 << 20;
+
 struct BlockManagerOptions {
-  int block_tokens = 32;
+  int block_tokens = 32;                    // 1 .. kMaxBlockTokens
   std::vector<int64_t> blocks_per_channel;  // capacity of each channel's pool
   double watermark = 0.01;                  // fraction kept free at admission
 };
@@ -112,8 +115,9 @@ class BlockManager {
   // (AppendSlot, TryAppendSlot, ...) still work on a streaming request, which stays in the
   // stream.
   absl::Status JoinStream(RequestId id);
-  // The request stops growing with the stream. Errors: NotFound, FailedPrecondition (not
-  // streaming); on error nothing changes.
+  // The request stops growing with the stream but keeps its blocks (the scheduler's requests
+  // leave through Free or EndStream; this verb is for a caller that pauses one request, and for
+  // the tests). Errors: NotFound, FailedPrecondition (not streaming); on error nothing changes.
   absl::Status LeaveStream(RequestId id);
   // Every streaming request leaves the stream (before a per-request pass, e.g. one that
   // preempts).
@@ -141,10 +145,11 @@ class BlockManager {
   bool TryAppendInRoom(RequestId id, int slot_hint) {
     return InRoomAppender().TryAppend(id, slot_hint);
   }
-  // TryAppendInRoom for a pass over many requests (the scheduler's, every decoding request of
-  // an iteration): the block tables' location is copied into the appender, a local of the
-  // caller's loop, so that the loop does not reload it after every append (the compiler cannot
-  // tell the caller's stores of pointers from this manager's). Valid until the next Allocate.
+  // TryAppendInRoom for a pass over many requests (the scheduler's fallback after a tick the
+  // stream refused; a streaming table is refused, as its room follows the tick): the block tables'
+  // location is copied into the appender, a local of the caller's loop, so that the loop does not
+  // reload it after every append (the compiler cannot tell the caller's stores of pointers from
+  // this manager's). Valid until the next Allocate.
   class RoomAppender {
    public:
     bool TryAppend(RequestId id, int slot_hint) {
@@ -214,7 +219,8 @@ class BlockManager {
   // a block at tick `phase` and then has block_tokens - 1 slots left, one fewer every tick.
   int64_t Room(const Table& table) const {
     if (!table.streaming) return table.room;
-    return (table.phase - 1 - tick_ + 2 * block_tokens_) % block_tokens_;
+    const int64_t d = int64_t{table.phase} - 1 - tick_;  // in [-block_tokens, block_tokens)
+    return d < 0 ? (d + block_tokens_) % block_tokens_ : d;
   }
   int64_t Tokens(const Table& table) const {
     return static_cast<int64_t>(table.blocks.size()) * block_tokens_ - Room(table);

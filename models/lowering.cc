@@ -89,37 +89,42 @@ absl::StatusOr<LayerOps> LowerDecodeLayer(const ModelConfig& m, const Parallelis
   return LinearOps(m, p, batch);
 }
 
-absl::StatusOr<LayerOps> LowerPrefillLayer(const ModelConfig& m, const Parallelism& p,
-                                           absl::Span<const int64_t> prompt_tokens) {
+absl::Status ValidatePrefillPrompts(absl::Span<const int64_t> prompt_tokens) {
   if (prompt_tokens.empty()) {
     return absl::InvalidArgumentError("prefill needs at least one prompt, got none");
   }
-  int64_t tokens = 0;
   for (size_t i = 0; i < prompt_tokens.size(); ++i) {
     if (prompt_tokens[i] < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "prefill prompt ", i, " has ", prompt_tokens[i], " tokens; every prompt needs >= 1"));
     }
-    tokens += prompt_tokens[i];
   }
-  RETURN_IF_ERROR(ValidateParallelism(m, p));
+  return absl::OkStatus();
+}
 
+// Attention of one prompt on the NPU, one instance per head on the device. Causal masking is
+// charged as the full s x s square: the systolic arrays compute whole output tiles and the mask
+// is applied afterwards, so only tiles strictly above the diagonal could be skipped; we do not
+// model such a kernel (the NeuPIMs/ONNXim simulator does not either). The same holds for the
+// softmax, which passes masked elements through the vector units.
+std::vector<Op> PrefillAttentionOps(const AttentionDims& a, int64_t s) {
+  std::vector<Op> ops = {
+      Gemm("attn_scores", s, a.head_dim, s, /*weights_from_hbm=*/false, /*count=*/a.heads),
+      Vector("attn_softmax", VectorKind::kSoftmax, s, s, a.heads),
+      Gemm("attn_context", s, s, a.head_dim, /*weights_from_hbm=*/false, /*count=*/a.heads)};
+  for (Op& op : ops) op.role = OpRole::kPrefillAttention;
+  return ops;
+}
+
+absl::StatusOr<LayerOps> LowerPrefillLayer(const ModelConfig& m, const Parallelism& p,
+                                           absl::Span<const int64_t> prompt_tokens) {
+  RETURN_IF_ERROR(ValidatePrefillPrompts(prompt_tokens));
+  RETURN_IF_ERROR(ValidateParallelism(m, p));
+  int64_t tokens = 0;
+  for (const int64_t s : prompt_tokens) tokens += s;
   LayerOps ops = LinearOps(m, p, tokens);
-  // Attention of each prompt on the NPU, one instance per head on the device. Causal masking
-  // is charged as the full s x s square: the systolic arrays compute whole output tiles and the
-  // mask is applied afterwards, so only tiles strictly above the diagonal could be skipped; we
-  // do not model such a kernel (the NeuPIMs/ONNXim simulator does not either). The same holds
-  // for the softmax, which passes masked elements through the vector units.
-  const int64_t heads = ops.attention.heads;
-  const int64_t head_dim = ops.attention.head_dim;
   for (const int64_t s : prompt_tokens) {
-    for (Op op : {Gemm("attn_scores", s, head_dim, s, /*weights_from_hbm=*/false, /*count=*/heads),
-                  Vector("attn_softmax", VectorKind::kSoftmax, s, s, heads),
-                  Gemm("attn_context", s, s, head_dim, /*weights_from_hbm=*/false,
-                       /*count=*/heads)}) {
-      op.role = OpRole::kPrefillAttention;
-      ops.pre_attention.push_back(std::move(op));
-    }
+    for (Op& op : PrefillAttentionOps(ops.attention, s)) ops.pre_attention.push_back(std::move(op));
   }
   return ops;
 }

@@ -94,6 +94,12 @@ absl::StatusOr<LayerOps> LowerDecodeLayer(const ModelConfig& m, const Parallelis
 // afterwards), so score, softmax and context cost are not halved.
 absl::StatusOr<LayerOps> LowerPrefillLayer(const ModelConfig& m, const Parallelism& p,
                                            absl::Span<const int64_t> prompt_tokens);
+// LowerPrefillLayer's checks of its prompt list: InvalidArgument naming the first prompt with
+// fewer than one token (or an empty list).
+absl::Status ValidatePrefillPrompts(absl::Span<const int64_t> prompt_tokens);
+// The attention ops LowerPrefillLayer places for one prompt of `prompt_tokens` (>= 1) tokens on
+// a device with attention dims `a` (DeviceAttentionDims), in order.
+std::vector<Op> PrefillAttentionOps(const AttentionDims& a, int64_t prompt_tokens);
 
 // The LM head of one step over `tokens` tokens (last pipeline stage).
 Op LmHead(const ModelConfig& m, const Parallelism& p, int64_t tokens);

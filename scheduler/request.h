@@ -58,6 +58,9 @@ struct Request {
   // Tokens in the KV cache: the prompt plus every generated token.
   int64_t context_tokens() const { return prompt_tokens + generated; }
   bool done() const { return generated >= max_new_tokens; }
+  // Running with its KV cache in place: it decodes a token every iteration (Scheduler's decode
+  // list and the KV cache's stream hold exactly these requests).
+  bool decoding() const { return state == RequestState::kRunning && !needs_prefill; }
   bool terminal() const {
     return state == RequestState::kFinished || state == RequestState::kAborted;
   }

@@ -18,7 +18,8 @@ constexpr EnumName<ChannelPolicy> kChannelPolicies[] = {
 
 // running_ and decoders_ are in admission order (admitted requests are appended with the next
 // Request::admission): a request is found by binary search, not a scan. end() if absent.
-std::vector<Request*>::iterator FindAdmitted(std::vector<Request*>& requests, const Request* r) {
+std::vector<Request*>::const_iterator FindAdmitted(const std::vector<Request*>& requests,
+                                                   const Request* r) {
   auto it = std::lower_bound(
       requests.begin(), requests.end(), r->admission,
       [](const Request* a, int64_t admission) { return a->admission < admission; });
@@ -172,19 +173,12 @@ bool Scheduler::AppendStream(ScheduleOutput* out) {
 }
 
 size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
-  // The common step: every decoding request's append fits, nobody is preempted, and the
-  // requests are taken in running_ order as AppendWithPreemption would take them. The decode
-  // list is written through a plain pointer (a push_back per request reloaded the vector's
-  // ends after every append's stores) and cut to length at the end.
+  // The fallback after a tick the KV cache's stream refused (AppendStream, which also handles
+  // the step in which every running request prefills elsewhere): the decoding requests'
+  // appends one by one in running_ order, as AppendWithPreemption would take them, up to the
+  // first that does not fit. The decode list is written through a plain pointer and cut to
+  // length at the end.
   const size_t n = running_.size();
-  // Every running request prefilling elsewhere (prefilling_ counts them, and all are in
-  // running_): nobody decodes, so no pass over them. This is every step of a burst of
-  // arrivals once the batch is full of standalone prefills (10,000 requests at t = 0: ~10k
-  // such steps, each a pass over 256 requests).
-  if (static_cast<int64_t>(n) == prefilling_) {
-    out->decode.clear();
-    return n;
-  }
   Request* const* running = running_.data();
   // Room for every running request; only a list shorter than that grows (and value-initialises
   // the new part), as the entries are overwritten below.
@@ -197,7 +191,7 @@ size_t Scheduler::AppendAllOrStop(ScheduleOutput* out) {
     kv_cache::BlockManager::RoomAppender in_room = kv_->InRoomAppender();
     for (; i < n; ++i) {
       Request* r = running[i];
-      if (r->state != RequestState::kRunning || r->needs_prefill) continue;
+      if (!r->decoding()) continue;
       if (!in_room.TryAppend(r->id, r->kv_slot)) break;
       decode[taken++] = r;
     }
@@ -220,7 +214,7 @@ void Scheduler::AppendWithPreemption(size_t from, ScheduleOutput* out_ptr) {
   decoding.clear();
   for (size_t i = from; i < running_.size(); ++i) {
     Request* r = running_[i];
-    if (r->state == RequestState::kRunning && !r->needs_prefill) decoding.push_back(r);
+    if (r->decoding()) decoding.push_back(r);
   }
   for (Request* r : decoding) {
     if (r->state != RequestState::kRunning) continue;  // preempted as a victim meanwhile
@@ -421,12 +415,18 @@ absl::Status Scheduler::PrefillDone(Request* r, SimTime now) {
 
 absl::Status Scheduler::CheckInvariants() const {
   int64_t decoding = 0;
-  for (const Request* r : running_) {
-    decoding += r->state == RequestState::kRunning && !r->needs_prefill ? 1 : 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const Request* r = running_[i];
+    decoding += r->decoding() ? 1 : 0;
+    // FindAdmitted's binary search relies on it (RemoveRunning, StopDecoding).
+    if (i > 0 && running_[i - 1]->admission >= r->admission) {
+      return absl::InternalError(
+          absl::StrCat("the running requests are not in admission order at request ", r->id));
+    }
   }
   for (size_t i = 0; i < decoders_.size(); ++i) {
     const Request* r = decoders_[i];
-    if (r->state != RequestState::kRunning || r->needs_prefill) {
+    if (!r->decoding()) {
       return absl::InternalError(absl::StrCat("request ", r->id, " is listed as decoding but is ",
                                               ToString(r->state),
                                               r->needs_prefill ? ", waiting for its prefill" : ""));
@@ -434,6 +434,10 @@ absl::Status Scheduler::CheckInvariants() const {
     if (i > 0 && decoders_[i - 1]->admission >= r->admission) {
       return absl::InternalError(
           absl::StrCat("the decoding requests are not in admission order at request ", r->id));
+    }
+    if (FindAdmitted(running_, r) == running_.end()) {
+      return absl::InternalError(
+          absl::StrCat("request ", r->id, " is listed as decoding but is not running"));
     }
     if (!kv_->Streaming(r->id)) {
       return absl::InternalError(

@@ -3,7 +3,8 @@
 // Role: decides, once per iteration, which requests run. Requests join and leave the batch at
 // iteration boundaries (Orca); KV blocks come from the channel-partitioned BlockManager (vLLM
 // paging; NeuPIMs puts each request's KV in one PIM channel). One step:
-//   1. every running request reserves a slot for its newest token (AppendSlot); if its channel
+//   1. every decoding request reserves a slot for its newest token (the KV cache's decode
+//      stream; after a refused tick one by one, TryAppendSlot); if its channel
 //      is full, the most recently arrived running request of that channel is preempted
 //      (recompute: its KV is freed, it waits again at its arrival position) until it fits;
 //   2. if nothing was preempted, waiting requests are admitted FCFS (priority first) while the

@@ -350,10 +350,10 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
     return table.Error(
         absl::StrCat("expected header 'input_toks<TAB>output_toks', got ", Quote(header)));
   }
-  // Every row takes at least 4 bytes ("1<TAB>1<LF>"), so this never reallocates; the pages a
-  // smaller file leaves unused are never touched (no shrink_to_fit: it would copy every pair).
+  // One pair per line at most: this never reallocates, and reserves no more than the rows
+  // need (no shrink_to_fit, which would copy every pair).
   std::vector<LengthPair> pairs;
-  pairs.reserve(table.size_bytes() / 4 + 1);
+  pairs.reserve(table.LinesLeftBound());
   absl::string_view line;
   while (table.NextLine(&line)) {
     int64_t prompt = 0, output = 0;
