@@ -1,7 +1,14 @@
 #include "common/file_io.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -109,6 +116,51 @@ TEST(ReadInputFile, RefusesAFileOverTheCapBeforeReadingIt) {
   EXPECT_TRUE(ReadInputFile(path, 101).ok());
   EXPECT_EQ(kMaxConfigFileBytes, 16 << 20);
   std::filesystem::remove(path);
+}
+
+// Files whose size is unknown (file_size reports 0 or fails) are read in chunks until the end.
+// /proc files report size 0, so a read that trusted the size would return nothing.
+TEST(FileIo, ReadsAProcFileWhoseReportedSizeIsZero) {
+  const absl::StatusOr<std::string> status = ReadFile("/proc/self/status");
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_FALSE(status->empty());
+  EXPECT_EQ(status->back(), '\n');
+  EXPECT_THAT(*status, HasSubstr("Name:"));
+}
+
+// A FIFO has no size at all: everything a writer sends, over several 64 KiB chunks, comes back.
+TEST(FileIo, ReadsAFifoFedByAWriterThreadToItsEnd) {
+  const std::string dir = TempPath("file_io_fifo_dir");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(std::filesystem::create_directory(dir));
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::string sent;
+  for (int i = 0; sent.size() < 200'000; ++i) sent += "line " + std::to_string(i) + "\n";
+  // A reader that stops early must fail the test, not kill it: the writer then sees EPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  bool wrote = false;
+  std::thread writer([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "wb");  // blocks until the reader opens
+    if (f == nullptr) return;
+    wrote = std::fwrite(sent.data(), 1, sent.size(), f) == sent.size();
+    wrote = std::fclose(f) == 0 && wrote;
+  });
+  const absl::StatusOr<std::string> got = ReadFile(fifo);
+  if (!got.ok()) {  // ReadFile may not have opened the FIFO: meet the writer and drain it
+    if (std::FILE* r = std::fopen(fifo.c_str(), "rb"); r != nullptr) {
+      char buffer[4096];
+      while (std::fread(buffer, 1, sizeof(buffer), r) > 0) {
+      }
+      std::fclose(r);
+    }
+  }
+  writer.join();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(wrote);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), sent.size());
+  EXPECT_TRUE(*got == sent);
 }
 
 }  // namespace

@@ -856,35 +856,38 @@ TEST(EnginePreemption, InvariantsHoldAfterEveryEventWithAbortsUnderKvPressure) {
 // OnIterationGaps gives the inter-token gaps a per-token observer computes from each request's
 // previous token (iteration tokens, and standalone prefills' tokens through OnTokens, whose
 // request still holds its previous token's time), as the same multiset, under preemptions.
+// Inter-token gaps two ways: per token from each request's previous token (OnTokens and
+// OnIterationTokens), and grouped from OnIterationGaps (plus OnTokens' own previous token).
+class GapRecorder : public EngineObserver {
+ public:
+  void OnTokens(const Request& r, int64_t, int, SimTime t) override {
+    Token(r.id, t);
+    if (r.last_token != scheduler::kNoTime) grouped.push_back(t - r.last_token);
+  }
+  void OnIterationTokens(absl::Span<const EmittedToken> tokens, SimTime t) override {
+    for (const auto& [r, index] : tokens) Token(r->id, t);
+  }
+  void OnIterationGaps(const scheduler::StepGaps& gaps, SimTime t) override {
+    for (int64_t k = 0; k < gaps.continuing; ++k) grouped.push_back(t - gaps.previous);
+    for (const scheduler::StepGap& g : gaps.others) {
+      if (g.previous != scheduler::kNoTime) grouped.push_back(t - g.previous);
+    }
+  }
+  void Token(RequestId id, SimTime t) {
+    auto [it, first] = last.try_emplace(id, t);
+    if (!first) per_token.push_back(t - it->second);
+    it->second = t;
+  }
+  std::map<RequestId, SimTime> last;
+  std::vector<SimTime> per_token, grouped;
+};
+
 TEST(EnginePreemption, IterationGapsAreThePerTokenGaps) {
-  class Gaps : public EngineObserver {
-   public:
-    void OnTokens(const Request& r, int64_t, int, SimTime t) override {
-      Token(r.id, t);
-      if (r.last_token != scheduler::kNoTime) grouped.push_back(t - r.last_token);
-    }
-    void OnIterationTokens(absl::Span<const EmittedToken> tokens, SimTime t) override {
-      for (const auto& [r, index] : tokens) Token(r->id, t);
-    }
-    void OnIterationGaps(const scheduler::StepGaps& gaps, SimTime t) override {
-      for (int64_t k = 0; k < gaps.continuing; ++k) grouped.push_back(t - gaps.previous);
-      for (const scheduler::StepGap& g : gaps.others) {
-        if (g.previous != scheduler::kNoTime) grouped.push_back(t - g.previous);
-      }
-    }
-    void Token(RequestId id, SimTime t) {
-      auto [it, first] = last.try_emplace(id, t);
-      if (!first) per_token.push_back(t - it->second);
-      it->second = t;
-    }
-    std::map<RequestId, SimTime> last;
-    std::vector<SimTime> per_token, grouped;
-  };
   for (const char* prefill : {"standalone", "local"}) {
     SCOPED_TRACE(prefill);
     std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
     ASSERT_NE(e, nullptr);
-    Gaps gaps;
+    GapRecorder gaps;
     e->set_observer(&gaps);
     ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
     ASSERT_TRUE(e->RunToCompletion().ok());
@@ -892,6 +895,35 @@ TEST(EnginePreemption, IterationGapsAreThePerTokenGaps) {
     std::sort(gaps.per_token.begin(), gaps.per_token.end());
     std::sort(gaps.grouped.begin(), gaps.grouped.end());
     EXPECT_GT(gaps.per_token.size(), 30000u);
+    EXPECT_EQ(gaps.grouped, gaps.per_token);
+  }
+}
+
+// The same with random aborts between events (waiting, prefilling and decoding requests, and
+// those in the iteration in flight): an aborted request's tokens stop in both views alike.
+TEST(EnginePreemption, IterationGapsAreThePerTokenGapsWithRandomAborts) {
+  for (const char* prefill : {"standalone", "local"}) {
+    SCOPED_TRACE(prefill);
+    std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
+    ASSERT_NE(e, nullptr);
+    GapRecorder gaps;
+    e->set_observer(&gaps);
+    ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
+    std::mt19937_64 rng(11);
+    int aborted = 0;
+    while (!e->Idle()) {
+      ASSERT_TRUE(e->AdvanceTo(e->NextEventTime()).ok());
+      if (std::uniform_int_distribution<int>(0, 30)(rng) == 0) {
+        const RequestId id = std::uniform_int_distribution<RequestId>(0, 127)(rng);
+        if (e->Abort(id).ok()) ++aborted;
+      }
+    }
+    EXPECT_GT(aborted, 5);
+    EXPECT_GT(e->stats().preemptions, 0);
+    EXPECT_EQ(e->stats().finished + e->stats().aborted, 128);
+    std::sort(gaps.per_token.begin(), gaps.per_token.end());
+    std::sort(gaps.grouped.begin(), gaps.grouped.end());
+    EXPECT_GT(gaps.per_token.size(), 10000u);
     EXPECT_EQ(gaps.grouped, gaps.per_token);
   }
 }

@@ -1,5 +1,6 @@
 #include "kv_cache/block_manager.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -649,13 +650,28 @@ TEST(TryAppendSlotHint, InRoomAppendsOnlyIntoTheLastBlocksRoom) {
 // ---------------------------------------------------------------------------------------------
 // The decode stream.
 
+// Every live request's block table (the physical ids, in order) and token count agree in the
+// two managers, and so do every channel's free blocks.
+void ExpectSameTables(const BlockManager& streamed, const BlockManager& stepped,
+                      const std::vector<RequestId>& live) {
+  for (RequestId id : live) {
+    ASSERT_EQ(streamed.TokensOf(id), stepped.TokensOf(id)) << id;
+    ASSERT_EQ(streamed.BlockTable(id), stepped.BlockTable(id)) << id;
+  }
+  for (int c = 0; c < streamed.channels(); ++c) {
+    ASSERT_EQ(streamed.FreeBlocks(c), stepped.FreeBlocks(c)) << c;
+  }
+  EXPECT_EQ(streamed.Usage(), stepped.Usage());
+}
+
 // Two managers under the same random allocations and frees: in one the live requests stream
 // (AppendStream), in the other each appends through TryAppendSlot in allocation order, as the
-// scheduler's per-request pass does. Every tick both agree on every request's tokens and block
-// table and on every channel's free blocks; a refused tick changes nothing in the first and
-// stops the second at the same point (the second is then rebuilt from the first by freeing and
-// re-running it, so both go on alike). Requests also leave and join the stream and take
-// appends out of step with it.
+// scheduler's per-request pass does. Every tick both agree on every request's tokens, on its
+// block table id by id, and on every channel's free blocks. A refused tick changes nothing in
+// the first; it then does what the scheduler does: EndStream and the per-request pass in
+// allocation order, which must refuse the very requests the second refused (and take the same
+// blocks); those end in both, and the rest join the stream again. Requests also leave and join
+// the stream and take appends out of step with it.
 TEST(BlockManagerStream, AppendStreamEqualsPerRequestAppendsInAllocationOrder) {
   for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -663,12 +679,16 @@ TEST(BlockManagerStream, AppendStreamEqualsPerRequestAppendsInAllocationOrder) {
     auto uniform = [&](int64_t lo, int64_t hi) {
       return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
     };
+    auto pick = [&](const std::vector<RequestId>& ids) {
+      return ids[static_cast<size_t>(uniform(0, static_cast<int64_t>(ids.size()) - 1))];
+    };
     const int block_tokens = static_cast<int>(uniform(1, 5));
     BlockManager streamed = Make(block_tokens, {12, 9, 15}, 0.0);
     BlockManager stepped = Make(block_tokens, {12, 9, 15}, 0.0);
     std::vector<RequestId> live;  // allocation order
     RequestId next_id = 0;
-    int refused = 0;
+    int refused_ticks = 0;
+    int64_t refused_requests = 0;
     for (int tick = 0; tick < 3000; ++tick) {
       if (uniform(0, 3) == 0) {  // a new request
         const int channel = static_cast<int>(uniform(0, 2));
@@ -687,14 +707,12 @@ TEST(BlockManagerStream, AppendStreamEqualsPerRequestAppendsInAllocationOrder) {
         live.erase(live.begin() + static_cast<long>(k));
       }
       if (!live.empty() && uniform(0, 7) == 0) {  // one appends out of step with the stream
-        const RequestId id =
-            live[static_cast<size_t>(uniform(0, static_cast<int64_t>(live.size()) - 1))];
+        const RequestId id = pick(live);
         ASSERT_EQ(streamed.TryAppendSlot(id), stepped.TryAppendSlot(id));
         ASSERT_TRUE(streamed.Streaming(id));
       }
       if (!live.empty() && uniform(0, 9) == 0) {  // one leaves the stream and joins again
-        const RequestId id =
-            live[static_cast<size_t>(uniform(0, static_cast<int64_t>(live.size()) - 1))];
+        const RequestId id = pick(live);
         ASSERT_TRUE(streamed.LeaveStream(id).ok());
         EXPECT_FALSE(streamed.Streaming(id));
         ASSERT_TRUE(streamed.JoinStream(id).ok());
@@ -705,39 +723,40 @@ TEST(BlockManagerStream, AppendStreamEqualsPerRequestAppendsInAllocationOrder) {
         for (RequestId id : live) ASSERT_TRUE(streamed.JoinStream(id).ok());
       }
       const bool appended = streamed.AppendStream();
-      bool all = true;
-      for (RequestId id : live) {
-        if (!stepped.TryAppendSlot(id)) {
-          all = false;
-          break;
-        }
-      }
+      // The reference: the whole per-request pass, in allocation order, refusals included.
+      std::vector<bool> stepped_ok;
+      for (RequestId id : live) stepped_ok.push_back(stepped.TryAppendSlot(id));
+      const bool all = std::find(stepped_ok.begin(), stepped_ok.end(), false) == stepped_ok.end();
       ASSERT_EQ(appended, all);
       if (!appended) {
-        ++refused;
-        // `stepped` appended to a prefix of the requests: undo it the only way the verbs allow,
-        // by freeing every request and allocating its tokens in `streamed` again, in order.
-        for (RequestId id : live) ASSERT_TRUE(stepped.Free(id).ok());
-        for (RequestId id : live) {
-          ASSERT_TRUE(stepped.Allocate(id, streamed.ChannelOf(id), streamed.TokensOf(id)).ok());
+        ++refused_ticks;
+        // The scheduler's fallback: leave the stream, append per request in allocation order.
+        streamed.EndStream();
+        EXPECT_EQ(streamed.streaming(), 0);
+        std::vector<RequestId> kept, refused;
+        for (size_t i = 0; i < live.size(); ++i) {
+          const bool ok = streamed.TryAppendSlot(live[i]);
+          ASSERT_EQ(ok, stepped_ok[i]) << live[i];
+          (ok ? kept : refused).push_back(live[i]);
         }
-        // Make room: the oldest request ends.
-        ASSERT_TRUE(streamed.Free(live.front()).ok());
-        ASSERT_TRUE(stepped.Free(live.front()).ok());
-        live.erase(live.begin());
-        continue;
+        // Refused in both: they end (the scheduler would preempt someone), after the pass, as
+        // the reference's pass ran without these frees.
+        for (RequestId id : refused) {
+          ASSERT_TRUE(streamed.Free(id).ok());
+          ASSERT_TRUE(stepped.Free(id).ok());
+        }
+        refused_requests += static_cast<int64_t>(refused.size());
+        live = std::move(kept);
+        for (RequestId id : live) ASSERT_TRUE(streamed.JoinStream(id).ok());
       }
       ASSERT_EQ(streamed.streaming(), static_cast<int64_t>(live.size()));
-      for (RequestId id : live) {
-        ASSERT_EQ(streamed.TokensOf(id), stepped.TokensOf(id)) << id;
-        ASSERT_EQ(streamed.BlockTable(id).size(), stepped.BlockTable(id).size()) << id;
-      }
-      for (int c = 0; c < 3; ++c) ASSERT_EQ(streamed.FreeBlocks(c), stepped.FreeBlocks(c));
-      EXPECT_EQ(streamed.Usage(), stepped.Usage());
+      ExpectSameTables(streamed, stepped, live);
+      if (::testing::Test::HasFatalFailure()) return;
       const absl::Status inv = streamed.CheckInvariants();
       ASSERT_TRUE(inv.ok()) << inv;
     }
-    EXPECT_GT(refused, 0) << "the channels are meant to fill up";
+    EXPECT_GT(refused_ticks, 0) << "the channels are meant to fill up";
+    EXPECT_GT(refused_requests, 0);
   }
 }
 
