@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <utility>
@@ -50,6 +51,9 @@ TEST(BlockManagerCreate, RejectsInvalidOptions) {
   EXPECT_EQ(CreateCode(4, {8}, -0.01), kInvalid);
   EXPECT_EQ(CreateCode(4, {8}, 1.0), kInvalid);
   EXPECT_EQ(CreateCode(4, {8}, std::nan("")), kInvalid);
+  // The decode stream keeps a calendar bucket per token of a block.
+  EXPECT_EQ(CreateCode(kMaxBlockTokens + 1, {8}, 0.0), kInvalid);
+  EXPECT_EQ(CreateCode(std::numeric_limits<int>::max(), {8}, 0.0), kInvalid);
 }
 
 TEST(BlockManagerCreate, AcceptsZeroCapacityChannelsAndZeroWatermark) {

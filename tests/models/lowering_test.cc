@@ -157,6 +157,41 @@ TEST(Lowering, PrefillBatchesLinearOpsAndLowersAttentionPerPrompt) {
   EXPECT_EQ(ops->attention.heads, 8);
 }
 
+TEST(Lowering, PrefillAttentionOpsAreTheOpsThePrefillLayerPlacesForThatPrompt) {
+  const ModelConfig m = MustLoad("gpt3-7b");
+  const Parallelism p{.tp = 4, .pp = 1};
+  const std::vector<int64_t> prompts = {100, 28, 100};
+  absl::StatusOr<LayerOps> ops = LowerPrefillLayer(m, p, prompts);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  std::vector<Op> placed;
+  for (const Op& op : ops->pre_attention) {
+    if (op.role == OpRole::kPrefillAttention) placed.push_back(op);
+  }
+  ASSERT_EQ(placed.size(), 3 * prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    const std::vector<Op> one = PrefillAttentionOps(DeviceAttentionDims(m, p), prompts[i]);
+    ASSERT_EQ(one.size(), 3u);
+    for (size_t k = 0; k < one.size(); ++k) {
+      const Op& want = placed[3 * i + k];
+      EXPECT_EQ(one[k].name, want.name);
+      EXPECT_EQ(one[k].kind, want.kind);
+      EXPECT_EQ(one[k].vector, want.vector);
+      EXPECT_EQ(one[k].role, want.role);
+      EXPECT_EQ(one[k].m, want.m);
+      EXPECT_EQ(one[k].k, want.k);
+      EXPECT_EQ(one[k].n, want.n);
+      EXPECT_EQ(one[k].rows, want.rows);
+      EXPECT_EQ(one[k].cols, want.cols);
+      EXPECT_EQ(one[k].count, want.count);
+      EXPECT_EQ(one[k].weights_from_hbm, want.weights_from_hbm);
+    }
+  }
+  EXPECT_TRUE(ValidatePrefillPrompts(prompts).ok());
+  EXPECT_THAT(ValidatePrefillPrompts(std::vector<int64_t>{3, 1, -2}).message(),
+              HasSubstr("prompt 2"));
+}
+
 TEST(Lowering, RejectsEmptyBatchesAndPrompts) {
   const ModelConfig m = MustLoad("gpt3-7b");
   const Parallelism p{.tp = 4, .pp = 1};
