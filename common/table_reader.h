@@ -14,7 +14,6 @@
 #ifndef NEUPIMS_COMMON_TABLE_READER_H_
 #define NEUPIMS_COMMON_TABLE_READER_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -74,9 +73,15 @@ class TableReader {
   // At least the number of lines NextLine has left to return (LFs left, plus one), for
   // reserving per-line storage exactly once.
   size_t LinesLeftBound() const {
-    return static_cast<size_t>(std::count(contents_.begin() + static_cast<ptrdiff_t>(pos_),
-                                          contents_.end(), '\n')) +
-           1;
+    size_t lines = 1;
+    const char* p = contents_.data() + pos_;
+    const char* const end = contents_.data() + contents_.size();
+    // memchr, not std::count: a vectorised search (std::count is a byte loop at -O2).
+    while (const void* lf = std::memchr(p, '\n', static_cast<size_t>(end - p))) {
+      ++lines;
+      p = static_cast<const char*>(lf) + 1;
+    }
+    return lines;
   }
 
   // InvalidArgument "<path>:<line>: <what>" for the line last returned (line 1 before any).
