@@ -882,49 +882,44 @@ class GapRecorder : public EngineObserver {
   std::vector<SimTime> per_token, grouped;
 };
 
-TEST(EnginePreemption, IterationGapsAreThePerTokenGaps) {
-  for (const char* prefill : {"standalone", "local"}) {
-    SCOPED_TRACE(prefill);
-    std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
-    ASSERT_NE(e, nullptr);
-    GapRecorder gaps;
-    e->set_observer(&gaps);
-    ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
-    ASSERT_TRUE(e->RunToCompletion().ok());
-    EXPECT_GT(e->stats().preemptions, 0);
-    std::sort(gaps.per_token.begin(), gaps.per_token.end());
-    std::sort(gaps.grouped.begin(), gaps.grouped.end());
-    EXPECT_GT(gaps.per_token.size(), 30000u);
-    EXPECT_EQ(gaps.grouped, gaps.per_token);
+// Runs the pressure workload event by event, aborting a random request after about one event
+// in `abort_one_in` (none if 0), and checks that the grouped gaps are the per-token gaps.
+void ExpectGroupedGapsArePerTokenGaps(const char* prefill, int abort_one_in) {
+  SCOPED_TRACE(prefill);
+  std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
+  ASSERT_NE(e, nullptr);
+  GapRecorder gaps;
+  e->set_observer(&gaps);
+  ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
+  std::mt19937_64 rng(11);
+  int aborted = 0;
+  while (!e->Idle()) {
+    ASSERT_TRUE(e->AdvanceTo(e->NextEventTime()).ok());
+    if (abort_one_in > 0 && std::uniform_int_distribution<int>(1, abort_one_in)(rng) == 1) {
+      const RequestId id = std::uniform_int_distribution<RequestId>(0, 127)(rng);
+      if (e->Abort(id).ok()) ++aborted;
+    }
   }
+  EXPECT_GT(e->stats().preemptions, 0);
+  EXPECT_EQ(e->stats().finished + e->stats().aborted, 128);
+  if (abort_one_in > 0) {
+    EXPECT_GT(aborted, 5);
+  }
+  std::sort(gaps.per_token.begin(), gaps.per_token.end());
+  std::sort(gaps.grouped.begin(), gaps.grouped.end());
+  EXPECT_GT(gaps.per_token.size(), abort_one_in > 0 ? 10000u : 30000u);
+  EXPECT_EQ(gaps.grouped, gaps.per_token);
 }
 
-// The same with random aborts between events (waiting, prefilling and decoding requests, and
-// those in the iteration in flight): an aborted request's tokens stop in both views alike.
+TEST(EnginePreemption, IterationGapsAreThePerTokenGaps) {
+  for (const char* prefill : {"standalone", "local"}) ExpectGroupedGapsArePerTokenGaps(prefill, 0);
+}
+
+// With random aborts between events (waiting, prefilling and decoding requests, and those in
+// the iteration in flight): an aborted request's tokens stop in both views alike.
 TEST(EnginePreemption, IterationGapsAreThePerTokenGapsWithRandomAborts) {
   for (const char* prefill : {"standalone", "local"}) {
-    SCOPED_TRACE(prefill);
-    std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
-    ASSERT_NE(e, nullptr);
-    GapRecorder gaps;
-    e->set_observer(&gaps);
-    ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
-    std::mt19937_64 rng(11);
-    int aborted = 0;
-    while (!e->Idle()) {
-      ASSERT_TRUE(e->AdvanceTo(e->NextEventTime()).ok());
-      if (std::uniform_int_distribution<int>(0, 30)(rng) == 0) {
-        const RequestId id = std::uniform_int_distribution<RequestId>(0, 127)(rng);
-        if (e->Abort(id).ok()) ++aborted;
-      }
-    }
-    EXPECT_GT(aborted, 5);
-    EXPECT_GT(e->stats().preemptions, 0);
-    EXPECT_EQ(e->stats().finished + e->stats().aborted, 128);
-    std::sort(gaps.per_token.begin(), gaps.per_token.end());
-    std::sort(gaps.grouped.begin(), gaps.grouped.end());
-    EXPECT_GT(gaps.per_token.size(), 10000u);
-    EXPECT_EQ(gaps.grouped, gaps.per_token);
+    ExpectGroupedGapsArePerTokenGaps(prefill, 31);
   }
 }
 

@@ -482,6 +482,21 @@ void ExpectSameCost(const IterationCost& a, const IterationCost& b) {
   EXPECT_EQ(a.pim_commands, b.pim_commands);
 }
 
+void ExpectSameGraph(const StageGraph& got, const StageGraph& want);
+// `m` (which may replay or patch what it kept) runs `in` with the same cost as a fresh model of
+// `mode_name` (which builds and schedules anew), and, if asked, with the same graph.
+void ExpectRunEqualsAFreshModel(IterationModel* m, const char* mode_name, const IterationInput& in,
+                                bool compare_graphs = false) {
+  std::unique_ptr<IterationModel> fresh = MakeModel(mode_name);
+  ASSERT_NE(fresh, nullptr);
+  absl::StatusOr<IterationCost> got = m->Run(in);
+  absl::StatusOr<IterationCost> want = fresh->Run(in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ExpectSameCost(*got, *want);
+  if (compare_graphs) ExpectSameGraph(m->stage_graph(), fresh->stage_graph());
+}
+
 // A decode batch whose requests all grow by `grow` tokens: most steps keep every node's
 // duration (nothing crosses a tile or vector-lane step), so the schedule is replayed; each
 // result must equal what a fresh model (which always schedules) computes.
@@ -493,13 +508,7 @@ TEST(IterationModel, ReplayedScheduleEqualsAFreshSchedule) {
     IterationInput in = Batch128(m->options().mode);
     const int kSteps = 40;
     for (int step = 0; step < kSteps; ++step) {
-      std::unique_ptr<IterationModel> fresh = MakeModel(mode_name);
-      ASSERT_NE(fresh, nullptr);
-      absl::StatusOr<IterationCost> got = m->Run(in);
-      absl::StatusOr<IterationCost> want = fresh->Run(in);
-      ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_TRUE(want.ok()) << want.status();
-      ExpectSameCost(*got, *want);
+      ExpectRunEqualsAFreshModel(m.get(), mode_name, in);
       for (auto& sb : in.sub_batches) {
         for (DecodeItem& d : sb) ++d.seq_len;
       }
@@ -682,14 +691,7 @@ TEST(IterationModel, PrefillAttentionOfKnownPromptsEqualsAFreshLowering) {
       IterationInput in;
       in.sub_batches[0] = {{300, 1}, {900, 2}};
       in.prefill_prompts = prompts;
-      std::unique_ptr<IterationModel> fresh = MakeModel(mode_name);
-      ASSERT_NE(fresh, nullptr);
-      absl::StatusOr<IterationCost> got = m->Run(in);
-      absl::StatusOr<IterationCost> want = fresh->Run(in);
-      ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_TRUE(want.ok()) << want.status();
-      ExpectSameCost(*got, *want);
-      ExpectSameGraph(m->stage_graph(), fresh->stage_graph());
+      ExpectRunEqualsAFreshModel(m.get(), mode_name, in, /*compare_graphs=*/true);
     }
     // The last list's score GEMMs of layer 0 follow its prompts 200, 1500, 700, 1500.
     std::vector<double> scores;
