@@ -537,13 +537,7 @@ TEST(IterationModel, ReplayAcrossLayerCountsExtrapolatesAsAFreshSchedule) {
   for (int layers : {5, 32, 6, 5, 3, 32}) {
     SCOPED_TRACE(layers);
     in.layers = layers;
-    std::unique_ptr<IterationModel> fresh = MakeModel("neupims");
-    ASSERT_NE(fresh, nullptr);
-    absl::StatusOr<IterationCost> got = m->Run(in);
-    absl::StatusOr<IterationCost> want = fresh->Run(in);
-    ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_TRUE(want.ok()) << want.status();
-    ExpectSameCost(*got, *want);
+    ExpectRunEqualsAFreshModel(m.get(), "neupims", in);
   }
 }
 
