@@ -672,15 +672,20 @@ TEST(SchedulerSubBatches, SmallDecodeBatchesAreNotSplitBelowTheMinimum) {
 // ---------------------------------------------------------------------------------------------
 // Randomized invariants.
 
+// The randomized tests' draws: an integer in [lo, hi], and true with probability p.
+int64_t Uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+bool Chance(std::mt19937_64& rng, double p) {
+  return std::uniform_real_distribution<double>(0, 1)(rng) < p;
+}
+
 // Small random scheduler options for the randomized tests (a batch of 3-10, 12-60 prefill
 // tokens; the channel policy, standalone prefill and sub-batches by the seed).
 SchedulerOptions RandomSmallOptions(uint64_t seed, std::mt19937_64& rng) {
-  auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   SchedulerOptions o;
-  o.max_batch = static_cast<int>(uniform(3, 10));
-  o.max_prefill_tokens = uniform(12, 60);
+  o.max_batch = static_cast<int>(Uniform(rng, 3, 10));
+  o.max_prefill_tokens = Uniform(rng, 12, 60);
   o.channel_policy = seed % 2 == 0 ? ChannelPolicy::kMinLoad : ChannelPolicy::kRoundRobin;
   o.standalone_prefill = seed % 3 == 0;
   o.sub_batches = seed % 2 == 1;
@@ -703,10 +708,6 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
   for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
-    auto uniform = [&](int64_t lo, int64_t hi) {
-      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-    };
-    auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
     SchedulerOptions o = RandomSmallOptions(seed, rng);
     const std::vector<int64_t> caps = RandomChannelCaps(rng);
     Harness h(o, 4, caps, seed % 4 == 0 ? 0.15 : 0.0);
@@ -717,16 +718,16 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
     SimTime now = 0;
     for (int step = 0; step < 20000; ++step) {
       // Arrivals.
-      if (static_cast<int>(submitted.size()) < kRequests && chance(0.4)) {
-        const int n = static_cast<int>(uniform(1, 3));
+      if (static_cast<int>(submitted.size()) < kRequests && Chance(rng, 0.4)) {
+        const int n = static_cast<int>(Uniform(rng, 1, 3));
         for (int k = 0; k < n && static_cast<int>(submitted.size()) < kRequests; ++k) {
-          submitted.push_back(
-              h.Add(static_cast<RequestId>(submitted.size()), uniform(1, 24), uniform(1, 16), now));
+          submitted.push_back(h.Add(static_cast<RequestId>(submitted.size()), Uniform(rng, 1, 24),
+                                    Uniform(rng, 1, 16), now));
         }
       }
       // Aborts.
-      if (!submitted.empty() && chance(0.04)) {
-        Request* r = submitted[uniform(0, static_cast<int64_t>(submitted.size()) - 1)];
+      if (!submitted.empty() && Chance(rng, 0.04)) {
+        Request* r = submitted[Uniform(rng, 0, static_cast<int64_t>(submitted.size()) - 1)];
         const bool ended = r->terminal();
         const absl::Status s = h.scheduler().Abort(r);
         if (ended) {
@@ -749,7 +750,7 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
       // Standalone prefills finish at random times.
       if (o.standalone_prefill) {
         for (Request* r : submitted) {
-          if (r->state == RequestState::kPrefilling && chance(0.5)) {
+          if (r->state == RequestState::kPrefilling && Chance(rng, 0.5)) {
             ASSERT_TRUE(h.scheduler().PrefillDone(r, now).ok());
           }
         }
@@ -843,26 +844,22 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
   for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
-    auto uniform = [&](int64_t lo, int64_t hi) {
-      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-    };
-    auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
     SchedulerOptions o = RandomSmallOptions(seed, rng);
-    o.sub_batch_min_decode = uniform(0, 3);  // both branches of step 4 on one output
+    o.sub_batch_min_decode = Uniform(rng, 0, 3);  // both branches of step 4 on one output
     const std::vector<int64_t> caps = RandomChannelCaps(rng);
     Harness reused(o, 4, caps), fresh(o, 4, caps);
     ScheduleOutput out;
     std::vector<Request*> a, b;  // the same requests in `reused` and `fresh`
     int64_t preemptions = 0, steps = 0;
     for (SimTime now = 0; now < 3000; ++now) {
-      if (a.size() < 60 && chance(0.4)) {
-        const int64_t prompt = uniform(1, 24), max_new = uniform(1, 16);
+      if (a.size() < 60 && Chance(rng, 0.4)) {
+        const int64_t prompt = Uniform(rng, 1, 24), max_new = Uniform(rng, 1, 16);
         const RequestId id = static_cast<RequestId>(a.size());
         a.push_back(reused.Add(id, prompt, max_new, now));
         b.push_back(fresh.Add(id, prompt, max_new, now));
       }
-      if (!a.empty() && chance(0.04)) {
-        const size_t k = static_cast<size_t>(uniform(0, static_cast<int64_t>(a.size()) - 1));
+      if (!a.empty() && Chance(rng, 0.04)) {
+        const size_t k = static_cast<size_t>(Uniform(rng, 0, static_cast<int64_t>(a.size()) - 1));
         EXPECT_EQ(reused.scheduler().Abort(a[k]).code(), fresh.scheduler().Abort(b[k]).code());
       }
       reused.scheduler().Schedule(now, &out);
@@ -875,7 +872,7 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
       preemptions += static_cast<int64_t>(out.preempted.size());
       if (o.standalone_prefill) {
         for (size_t k = 0; k < a.size(); ++k) {
-          if (a[k]->state == RequestState::kPrefilling && chance(0.5)) {
+          if (a[k]->state == RequestState::kPrefilling && Chance(rng, 0.5)) {
             ASSERT_TRUE(reused.scheduler().PrefillDone(a[k], now).ok());
             ASSERT_TRUE(fresh.scheduler().PrefillDone(b[k], now).ok());
           }
