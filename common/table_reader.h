@@ -43,6 +43,8 @@ class TableReader {
   // The next line as it is (blank lines included), without its terminator; false at the end.
   // The one line rule of the project's delimited inputs: a line ends at LF or at the end of the
   // file, and one CR before that end is not part of it (CRLF files, a CR at the very end).
+  // In memory a line is followed by its LF, the CR dropped before it, or the NUL after the
+  // contents (std::string's), never by a digit: parsers of numbers may read that one byte.
   // Inline: the length datasets have 391k lines of ~7 bytes, so the LF is looked for in the
   // line's first 8 bytes as one word (swar.h) before memchr takes the rest.
   bool NextLine(absl::string_view* line) {
