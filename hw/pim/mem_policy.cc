@@ -34,6 +34,9 @@ class FrFcfsPolicy final : public MemSchedulingPolicy {
     // Earliest(*pim.next, now), the same for every candidate: computed at most once.
     std::optional<Cycles> pim_next_now;
     for (const MemCandidate& c : candidates) {
+      // Once a candidate can issue, next_ready no longer matters and one that is not served
+      // before it cannot win (ServedBefore is a strict weak order): its PIM check is skipped.
+      if (best != nullptr && !ServedBefore(c, *best)) continue;
       if (c.cmd.type == CommandType::kAct && OwesPimActivations(pim, c.cmd.rank)) {
         pick.next_ready = std::min(pick.next_ready, pim.next_earliest);
         continue;

@@ -66,7 +66,7 @@ inline bool OwesPimActivations(const PimOutlook& pim, int rank) {
 
 struct MemPick {
   std::optional<MemCandidate> issue;  // the candidate to issue now, if any is ready
-  Cycles next_ready = kNeverCycle;    // else the earliest cycle a candidate may be ready
+  Cycles next_ready = kNeverCycle;    // else (no issue) the earliest cycle a candidate may be ready
 };
 
 class MemSchedulingPolicy {

@@ -1,6 +1,8 @@
 #include "common/table_reader.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,44 @@ TEST(TableReader, LinesEndAtLfWithOneCrStrippedBeforeTheEnd) {
   EXPECT_THAT(lines, ElementsAre("1\t2", "3\t4", "5\r6", "", "", "7\t8\r", "9"));
   EXPECT_EQ(table.line_number(), 7);
   EXPECT_EQ(table.Error("x").message(), "t.tsv:7: x");
+}
+
+// NextLine finds the LF in a line's first word or past it, and LinesLeftBound counts LFs by
+// words: random files of short and long lines (LF, CRLF, blank, no LF at the end) read as the
+// plain rule says, and the bound is the LFs left plus one after every line.
+TEST(TableReader, RandomLinesSplitAsTheRuleSaysAndTheBoundCountsLfs) {
+  std::mt19937_64 rng(11);
+  const std::string alphabet = "0123456789\t \r\nx";
+  for (int file = 0; file < 300; ++file) {
+    std::string text;
+    const size_t size = rng() % (file < 200 ? 64 : 4000);  // past the 31-word batches too
+    for (size_t i = 0; i < size; ++i) text += alphabet[rng() % alphabet.size()];
+    // The rule, stated byte by byte.
+    std::vector<std::string> expected;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t lf = text.find('\n', start);
+      const size_t stop = lf == std::string::npos ? text.size() : lf;
+      std::string line = text.substr(start, stop - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      expected.push_back(line);
+      start = lf == std::string::npos ? text.size() : lf + 1;
+    }
+    TableReader table("r.tsv", text, '\t');
+    std::vector<std::string> lines;
+    size_t consumed = 0;
+    for (;;) {
+      const size_t lfs_left =
+          static_cast<size_t>(std::count(text.begin() + consumed, text.end(), '\n'));
+      ASSERT_EQ(table.LinesLeftBound(), lfs_left + 1) << "file " << file;
+      absl::string_view line;
+      if (!table.NextLine(&line)) break;
+      lines.emplace_back(line);
+      const size_t lf = text.find('\n', consumed);
+      consumed = lf == std::string::npos ? text.size() : lf + 1;
+    }
+    ASSERT_EQ(lines, expected) << "file " << file;
+  }
 }
 
 TEST(TableReader, ErrorsNameTheFileAndTheLine) {

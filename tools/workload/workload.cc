@@ -86,6 +86,29 @@ inline size_t CountPairPrefix(absl::string_view text, int64_t* first, int64_t* s
   return static_cast<size_t>(p - text.data());
 }
 
+// A whole "123<TAB>45" line from TableReader::NextLine, at most 18 bytes long (so neither count
+// can overflow), read without an end check per digit: NextLine's lines are followed in memory by
+// a byte that is not a digit (their LF, the CR it dropped, or the NUL after the contents), so
+// each digit loop stops at the line's end at the latest. The same rows as CountPairPrefix taking
+// the whole line.
+inline bool WholeLineCountPair(absl::string_view line, int64_t* first, int64_t* second) {
+  const char* p = line.data();
+  auto digits = [&p](int64_t* value) {
+    const char* const start = p;
+    int64_t v = 0;
+    unsigned d;
+    while ((d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0') <= 9) {
+      v = v * 10 + d;
+      ++p;
+    }
+    *value = v;
+    return p != start;
+  };
+  if (!digits(first) || *p != '\t') return false;
+  ++p;
+  return digits(second) && p == line.data() + line.size();
+}
+
 // A finite non-negative number filling all of `field` (surrounding spaces allowed).
 std::optional<double> ParseSeconds(absl::string_view field) {
   field = absl::StripAsciiWhitespace(field);
@@ -359,8 +382,9 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
     int64_t prompt = 0, output = 0;
     // The shipped datasets' form, "123<TAB>45", in one pass; anything else (blank lines, spaces,
     // errors) on the general path.
-    const size_t taken = CountPairPrefix(line, &prompt, &output);
-    if (taken == 0 || taken != line.size()) {
+    const bool plain = line.size() <= 18 ? WholeLineCountPair(line, &prompt, &output)
+                                         : CountPairPrefix(line, &prompt, &output) == line.size();
+    if (!plain) {
       if (IsBlank(line)) continue;
       RETURN_IF_ERROR(ParseDatasetRow(table, line, &prompt, &output));
     }

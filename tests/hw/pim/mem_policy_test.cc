@@ -2,7 +2,9 @@
 // PIM protection.
 #include "hw/pim/mem_policy.h"
 
+#include <algorithm>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -151,6 +153,66 @@ TEST_F(MemPolicyTest, NoMemActivationInARankThatOwesThePimActivations) {
   EXPECT_EQ(policy->Pick(offers, 0, pim).issue->queue_index, 3) << "row hits still flow";
   offers.erase(offers.begin() + 1);
   EXPECT_EQ(policy->Pick(offers, 0, pim).issue->cmd.rank, 1) << "other ranks may activate";
+}
+
+// Pick against the rule stated whole: of the candidates ready now that neither wait for the
+// PIM's activations nor delay its next command, the row hit first, then the oldest, the first
+// offered among equals; with none, the earliest cycle any may be ready. Random offers, some
+// holding, some delaying the PIM (a MEM activation in the PIM's rank within tRRD).
+TEST_F(MemPolicyTest, PickIsTheFirstBestOfferThatNeitherWaitsNorDelaysThePim) {
+  std::mt19937_64 rng(17);
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const CommandType kTypes[] = {CommandType::kAct, CommandType::kPre, CommandType::kRd,
+                                CommandType::kWr};
+  for (int trial = 0; trial < 3000; ++trial) {
+    const bool protect = uniform(0, 3) > 0;
+    const Cycles now = 2;
+    PimOutlook pim;
+    if (uniform(0, 4) > 0) pim.next = Cmd(CommandType::kPimAct, uniform(0, 1), 0, 0, 100);
+    pim.next_earliest = uniform(1, 12);
+    pim.ranks_owing_activations = static_cast<uint32_t>(uniform(0, 3));
+    std::vector<MemCandidate> offers;
+    for (int i = uniform(0, 8); i > 0; --i) {
+      MemCandidate c = Request(kTypes[uniform(0, 3)], uniform(0, 5), uniform(0, 4), uniform(0, 1),
+                               uniform(0, 3));
+      if (uniform(0, 5) == 0) c.queue_index = kRowPolicyQueueIndex;
+      offers.push_back(c);
+    }
+    // The rule, candidate by candidate.
+    const MemCandidate* best = nullptr;
+    Cycles next_ready = kNeverCycle;
+    for (const MemCandidate& c : offers) {
+      if (c.cmd.type == CommandType::kAct && OwesPimActivations(pim, c.cmd.rank)) {
+        next_ready = std::min(next_ready, pim.next_earliest);  // held, whatever the cycle
+        continue;
+      }
+      Cycles ready = c.earliest;
+      if (c.earliest <= now && protect && pim.next.has_value() && pim.next_earliest > now &&
+          engine_.EarliestIfIssued(*pim.next, now, c.cmd, now) > pim.next_earliest) {
+        ready = pim.next_earliest;
+      }
+      next_ready = std::min(next_ready, ready);
+      if (ready > now) continue;
+      const bool before =
+          best == nullptr ||
+          (c.row_hit != best->row_hit ? c.row_hit : c.queue_index < best->queue_index);
+      if (before) best = &c;
+    }
+    const MemPick pick = Policy(RowPolicy::kOpen, protect)->Pick(offers, now, pim);
+    ASSERT_EQ(pick.issue.has_value(), best != nullptr) << "trial " << trial;
+    if (best == nullptr) {
+      EXPECT_EQ(pick.next_ready, next_ready) << "trial " << trial;
+      continue;
+    }
+    // The reference's offer (the first offered among equals).
+    const auto same = [&](const MemCandidate& c) {
+      return c.queue_index == pick.issue->queue_index && c.row_hit == pick.issue->row_hit &&
+             c.earliest == pick.issue->earliest && c.cmd.type == pick.issue->cmd.type &&
+             c.cmd.rank == pick.issue->cmd.rank && c.cmd.bank_group == pick.issue->cmd.bank_group &&
+             c.cmd.bank == pick.issue->cmd.bank;
+    };
+    ASSERT_TRUE(same(*best)) << "trial " << trial;
+  }
 }
 
 }  // namespace
