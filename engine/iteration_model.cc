@@ -313,19 +313,25 @@ absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t
 // ---------------------------------------------------------------------------------------------
 // One stage: attention accumulation, graph building, scheduling, accounting.
 
-void IterationModel::ResetAttention(int64_t requests, SubBatchAttention* a) const {
+void IterationModel::ResetAttention(int64_t requests, bool zero_channels,
+                                    SubBatchAttention* a) const {
   const int channels = options_.device.hbm.org.channels;
   a->requests = requests;
   a->total_seq = 0;
   a->logit_ns = a->attend_ns = 0;
   a->cost = HwCost{};
-  a->logit_ch.assign(channels, 0.0);
-  a->attend_ch.assign(channels, 0.0);
-  a->mha_ch.assign(channels, 0.0);
   const bool count_instructions =
       options_.device.hbm.pim.issue.scope != hw::PimIssueScope::kUnlimited;
-  a->logit_instr_ch.assign(count_instructions ? channels : 0, 0.0);
-  a->attend_instr_ch.assign(count_instructions ? channels : 0, 0.0);
+  for (std::vector<double>* v :
+       {&a->logit_ch, &a->attend_ch, &a->mha_ch, &a->logit_instr_ch, &a->attend_instr_ch}) {
+    const bool instructions = v == &a->logit_instr_ch || v == &a->attend_instr_ch;
+    const size_t size = !instructions || count_instructions ? channels : 0;
+    if (zero_channels) {
+      v->assign(size, 0.0);
+    } else {
+      v->resize(size);
+    }
+  }
   a->serial_logit_ns = a->serial_context_ns = 0;
 }
 
@@ -404,14 +410,21 @@ absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, Su
     i = SumLaneRun<kCountInstructions>(items, i, stop, &sums);
     if (i < stop) RETURN_IF_ERROR(AddUncached<kCountInstructions>(items[i++], &sums));
   }
+  // Every channel's entry written (ResetAttention left them unzeroed); the busy time summed in
+  // channel order as before.
+  double busy = 0;
   for (size_t ch = 0; ch < channels; ++ch) {
-    a->logit_ch[ch] = channel_ns_[ch][0];
-    a->attend_ch[ch] = channel_ns_[ch][1];
+    const double logit = channel_ns_[ch][0], attend = channel_ns_[ch][1];
+    a->logit_ch[ch] = logit;
+    a->attend_ch[ch] = attend;
+    a->mha_ch[ch] = logit + attend;
+    busy += a->mha_ch[ch];
     if constexpr (kCountInstructions) {
       a->logit_instr_ch[ch] = channel_instructions_[ch][0];
       a->attend_instr_ch[ch] = channel_instructions_[ch][1];
     }
   }
+  a->cost.pim_channel_busy_ns = busy;
   a->total_seq = sums.total_seq;
   a->cost.pim_mac_ns = sums.work[0];
   a->cost.pim_macs = sums.work[1];
@@ -423,8 +436,9 @@ absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, Su
 
 absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> items,
                                                  SubBatchAttention* a, HwCost* cost) {
-  ResetAttention(static_cast<int64_t>(items.size()), a);
-  if (!options_.mode.pim_attention) {
+  const bool pim = options_.mode.pim_attention;
+  ResetAttention(static_cast<int64_t>(items.size()), /*zero_channels=*/!pim, a);
+  if (!pim) {
     for (const DecodeItem& d : items) a->total_seq += d.seq_len;
     if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
       AccumulateSerialGemvAttention(items, a);
@@ -435,12 +449,6 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
   RETURN_IF_ERROR(count_instructions ? SumAttention<true>(items, a, cost)
                                      : SumAttention<false>(items, a, cost));
-  double busy = 0;
-  for (size_t ch = 0; ch < a->mha_ch.size(); ++ch) {
-    a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
-    busy += a->mha_ch[ch];
-  }
-  a->cost.pim_channel_busy_ns = busy;
   a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
   a->attend_ns = hw::IssueLimitedSpanNs(a->attend_ch, a->attend_instr_ch, issue);
   return absl::OkStatus();

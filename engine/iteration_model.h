@@ -190,8 +190,10 @@ class IterationModel {
                                      SubBatchAttention* a) const;
   absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                    HwCost* cost);
-  // AccumulateAttention's parts: `a` emptied for `requests` requests; the per-request sums.
-  void ResetAttention(int64_t requests, SubBatchAttention* a) const;
+  // AccumulateAttention's parts: `a` emptied for `requests` requests (the per-channel arrays
+  // sized, and zeroed only if `zero_channels`: SumAttention writes every entry); the
+  // per-request sums, with the channels' MHA loads and busy time.
+  void ResetAttention(int64_t requests, bool zero_channels, SubBatchAttention* a) const;
   template <bool kCountInstructions>
   absl::Status SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a, HwCost* cost);
   // The hot loop's view of one cached length's AttentionCost: the fields SumAttention adds,
