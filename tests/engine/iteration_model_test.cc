@@ -680,6 +680,32 @@ IterationInput RandomStage(std::mt19937_64& rng) {
 // sub-batches (npu+pim with two), other layer counts, timelines, stage barriers, a chip-wide
 // PIM issue limit, serial-GEMV npu-only attention, two pipeline stages. Each layer's end is also
 // checked against all of its nodes.
+// The patch walk's per-node check (the review's): a walk of another topology with the same
+// node count must stop the program rather than keep the old dependencies and stages.
+TEST(StageGraph, APatchWalkOfAnotherTopologyStops) {
+  const std::vector<CostedOp> one(1), two(2);
+  StageGraph g;
+  g.Clear(false);
+  g.AddChain(two, 0, 0, Phase::kPreAttention);
+  g.AddChain(one, 0, 0, Phase::kPostAttention);
+  StageGraph::Patcher same(&g);
+  same.Clear(false);
+  same.AddChain(two, 0, 0, Phase::kPreAttention);
+  same.AddChain(one, 0, 0, Phase::kPostAttention);
+  EXPECT_TRUE(same.done());
+  const auto walk = [&g](absl::Span<const CostedOp> first, int layer, int s,
+                         absl::Span<const CostedOp> second) {
+    StageGraph::Patcher p(&g);
+    p.Clear(false);
+    p.AddChain(first, s, layer, Phase::kPreAttention);
+    p.AddChain(second, s, layer, Phase::kPostAttention);
+  };
+  EXPECT_DEATH(walk(one, 0, 0, two), "a patch walk of the same topology");  // a phase
+  EXPECT_DEATH(walk(two, 1, 0, one), "a patch walk of the same topology");  // a layer
+  EXPECT_DEATH(walk(two, 0, 1, one), "a patch walk of the same topology");  // a sub-batch
+  EXPECT_DEATH(walk(two, 0, 0, two), "a patch walk of the same topology");  // past the end
+}
+
 TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   std::mt19937_64 rng(20261127);
   struct Variant {
