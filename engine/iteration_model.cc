@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -39,36 +38,6 @@ double AllReduceNs(const LinkSpec& link, int tp, double bytes) {
   const double steps = 2.0 * (tp - 1);
   return steps * (link.latency_ns + bytes / tp / link.gb_per_s);
 }
-
-// A sum of command counts kept two counters per SSE register: the loop runs once per decoding
-// request per iteration, and at -O2 GCC leaves a plain loop over the counts scalar and a
-// rolled loop's sum in memory (loaded and stored per request). Integer sums: the same result
-// in any order.
-class CommandSum {
- public:
-  void Add(const hw::CommandCounts& add) {
-    // Unrolled, so that the sum stays in registers across the requests.
-#pragma GCC unroll 16
-    for (int k = 0; k < kPairs; ++k) {
-      V2 x;
-      std::memcpy(&x, add.data() + 2 * k, sizeof(x));
-      sum_[k] += x;
-    }
-  }
-  // counts += the sum.
-  void AddTo(hw::CommandCounts* counts) const {
-    for (int k = 0; k < kPairs; ++k) {
-      (*counts)[2 * k] += sum_[k][0];
-      (*counts)[2 * k + 1] += sum_[k][1];
-    }
-  }
-
- private:
-  using V2 = int64_t __attribute__((vector_size(16)));
-  static_assert(hw::kNumCommandTypes % 2 == 0);
-  static constexpr int kPairs = hw::kNumCommandTypes / 2;
-  V2 sum_[kPairs] = {};
-};
 
 // Busiest channel's MHA load over the mean, over both sub-batches (1 without PIM work).
 double ChannelImbalance(const std::vector<double>& sb0, const std::vector<double>& sb1) {
@@ -165,6 +134,9 @@ absl::StatusOr<std::unique_ptr<IterationModel>> IterationModel::Create(
   }
   m->attention_cache_.resize(options.model.max_seq_len + 2);
   m->attention_cached_.assign(options.model.max_seq_len + 2, 0);
+  m->attention_lanes_.resize(options.model.max_seq_len + 2);
+  m->channel_ns_.resize(options.device.hbm.org.channels);
+  m->channel_instructions_.resize(options.device.hbm.org.channels);
   return m;
 }
 
@@ -202,8 +174,24 @@ absl::StatusOr<const AttentionCost*> IterationModel::AttentionRef(int64_t seq_le
                         static_cast<double>(lr.cycles + ar.cycles) * precharge_standby_pj_ * kPjToJ;
   c.background_j = std::max(0.0, lr.energy.background_j + ar.energy.background_j - idle_j);
   for (int t = 0; t < hw::kNumCommandTypes; ++t) c.commands[t] = lr.commands[t] + ar.commands[t];
-  if (cacheable) attention_cached_[seq_len] = 1;
+  if (cacheable) attention_cached_[seq_len] = ToLanes(c, &attention_lanes_[seq_len]);
   return &c;
+}
+
+// The lanes hold the same doubles; the counts fit in int32 lanes when at most kMaxLaneCommands
+// (a request's commands on its channel in one layer: thousands at GPT3-7B's 2,048 tokens).
+uint8_t IterationModel::ToLanes(const AttentionCost& c, AttentionLanes* lanes) {
+  for (const int64_t n : c.commands) {
+    if (n < 0 || n > kMaxLaneCommands) return kCostedWide;
+  }
+  lanes->ns = V2d{c.logit_ns, c.attend_ns};
+  lanes->work = V2d{c.mac_ns, c.macs};
+  lanes->energy = V2d{c.dynamic_j, c.background_j};
+  lanes->instructions = V2d{c.logit_instructions, c.attend_instructions};
+  for (int v = 0; v < kCommandVectors; ++v) {
+    for (int k = 0; k < 4; ++k) lanes->commands[v][k] = static_cast<int32_t>(c.commands[4 * v + k]);
+  }
+  return kCostedInLanes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,105 +313,142 @@ absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t
 // ---------------------------------------------------------------------------------------------
 // One stage: attention accumulation, graph building, scheduling, accounting.
 
-void IterationModel::ResetAttention(int64_t requests, SubBatchAttention* a) const {
+void IterationModel::ResetAttention(int64_t requests, bool zero_channels,
+                                    SubBatchAttention* a) const {
   const int channels = options_.device.hbm.org.channels;
   a->requests = requests;
   a->total_seq = 0;
   a->logit_ns = a->attend_ns = 0;
   a->cost = HwCost{};
-  a->logit_ch.assign(channels, 0.0);
-  a->attend_ch.assign(channels, 0.0);
-  a->mha_ch.assign(channels, 0.0);
   const bool count_instructions =
       options_.device.hbm.pim.issue.scope != hw::PimIssueScope::kUnlimited;
-  a->logit_instr_ch.assign(count_instructions ? channels : 0, 0.0);
-  a->attend_instr_ch.assign(count_instructions ? channels : 0, 0.0);
+  for (std::vector<double>* v :
+       {&a->logit_ch, &a->attend_ch, &a->mha_ch, &a->logit_instr_ch, &a->attend_instr_ch}) {
+    const bool instructions = v == &a->logit_instr_ch || v == &a->attend_instr_ch;
+    const size_t size = !instructions || count_instructions ? channels : 0;
+    if (zero_channels) {
+      v->assign(size, 0.0);
+    } else {
+      v->resize(size);
+    }
+  }
   a->serial_logit_ns = a->serial_context_ns = 0;
 }
 
-// Lengths not costed yet are costed first, so that the hot loop makes no call: across a call
-// its sums would not stay in registers (every vector register is caller-saved). A length beyond
-// the cache (longer than the model's max_seq_len) is costed in the loop instead: false then.
-absl::StatusOr<bool> IterationModel::CostNewLengths(absl::Span<const DecodeItem> items) {
+// Hot loop (once per decoding request per iteration): every add of a request's cost is one
+// 16-byte lane add (the channel's logit and attend times, the MAC time and count, the two
+// energies: each double summed in request order, as one add per field would), the commands in
+// three int32x4 adds, widened once per chunk. No call and no second pass over the requests: the
+// loop stops at the first request whose length is not in the lane cache (a predictable branch),
+// and SumAttention adds that request with AddUncached and resumes.
+template <bool kCountInstructions>
+size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t begin, size_t end,
+                                  AttentionSums* sums) {
+  const uint32_t channels = static_cast<uint32_t>(channel_ns_.size());
   const uint64_t cached_below = attention_cached_.size();
   const uint8_t* cached = attention_cached_.data();
-  bool all_cached = true;
-  for (const DecodeItem& d : items) {
-    if (static_cast<uint64_t>(d.seq_len) < cached_below && cached[d.seq_len]) continue;
-    RETURN_IF_ERROR(AttentionRef(d.seq_len).status());
-    all_cached &= static_cast<uint64_t>(d.seq_len) < cached_below;
+  const AttentionLanes* lanes = attention_lanes_.data();
+  V2d* channel_ns = channel_ns_.data();
+  V2d* channel_instructions = channel_instructions_.data();
+  V2d work = sums->work, energy = sums->energy;
+  int64_t total_seq = sums->total_seq;
+  V4i commands[kCommandVectors] = {};
+  // Raw pointers: a Span's operator[] checks its bound on every request.
+  const DecodeItem* const first = items.data();
+  const DecodeItem* d = first + begin;
+  for (const DecodeItem* const last = first + end; d < last; ++d) {
+    const uint64_t len = static_cast<uint64_t>(d->seq_len);
+    const uint32_t ch = static_cast<uint32_t>(d->channel);
+    // A channel out of range also leaves (AddUncached clamps it): cheaper than clamping here.
+    if (len >= cached_below || cached[len] != kCostedInLanes || ch >= channels) [[unlikely]] {
+      break;
+    }
+    const AttentionLanes& c = lanes[len];
+    total_seq += d->seq_len;
+    channel_ns[ch] += c.ns;
+    if constexpr (kCountInstructions) channel_instructions[ch] += c.instructions;
+    work += c.work;
+    energy += c.energy;
+#pragma GCC unroll 4
+    for (int v = 0; v < kCommandVectors; ++v) commands[v] += c.commands[v];
   }
-  return all_cached;
+  sums->work = work;
+  sums->energy = energy;
+  sums->total_seq = total_seq;
+  for (int v = 0; v < kCommandVectors; ++v) {
+    for (int k = 0; k < 4; ++k) sums->commands[4 * v + k] += commands[v][k];
+  }
+  return static_cast<size_t>(d - first);
 }
 
-// Hot loop (once per decoding request per iteration): cached costs, the sums and the channel
-// arrays' data in locals, the issue-limit counts compiled in or out.
-template <bool kCountInstructions, bool kCachedOnly>
+template <bool kCountInstructions>
+absl::Status IterationModel::AddUncached(const DecodeItem& d, AttentionSums* sums) {
+  ASSIGN_OR_RETURN(const AttentionCost* c, AttentionRef(d.seq_len));
+  const int ch = std::clamp(d.channel, 0, options_.device.hbm.org.channels - 1);
+  sums->total_seq += d.seq_len;
+  channel_ns_[ch] += V2d{c->logit_ns, c->attend_ns};
+  if constexpr (kCountInstructions) {
+    channel_instructions_[ch] += V2d{c->logit_instructions, c->attend_instructions};
+  }
+  sums->work += V2d{c->mac_ns, c->macs};
+  sums->energy += V2d{c->dynamic_j, c->background_j};
+  for (int t = 0; t < hw::kNumCommandTypes; ++t) sums->commands[t] += c->commands[t];
+  return absl::OkStatus();
+}
+
+template <bool kCountInstructions>
 absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                           HwCost* cost) {
-  const int channels = options_.device.hbm.org.channels;
-  const AttentionCost* cache = attention_cache_.data();
-  double* logit_ch = a->logit_ch.data();
-  double* attend_ch = a->attend_ch.data();
-  double* logit_instr_ch = a->logit_instr_ch.data();
-  double* attend_instr_ch = a->attend_instr_ch.data();
-  CommandSum commands;
-  double mac_ns = 0, macs = 0, pim_j = 0, background_j = 0;
-  int64_t total_seq = 0;
-  for (const DecodeItem& d : items) {
-    total_seq += d.seq_len;
-    const AttentionCost* c = cache + (kCachedOnly ? d.seq_len : 0);
-    if constexpr (!kCachedOnly) {
-      ASSIGN_OR_RETURN(c, AttentionRef(d.seq_len));
-    }
-    const int ch = std::clamp(d.channel, 0, channels - 1);
-    logit_ch[ch] += c->logit_ns;
-    attend_ch[ch] += c->attend_ns;
-    if constexpr (kCountInstructions) {
-      logit_instr_ch[ch] += c->logit_instructions;
-      attend_instr_ch[ch] += c->attend_instructions;
-    }
-    mac_ns += c->mac_ns;
-    macs += c->macs;
-    pim_j += c->dynamic_j;
-    background_j += c->background_j;
-    commands.Add(c->commands);
+  const size_t channels = channel_ns_.size();
+  std::fill(channel_ns_.begin(), channel_ns_.end(), V2d{});
+  if constexpr (kCountInstructions) {
+    std::fill(channel_instructions_.begin(), channel_instructions_.end(), V2d{});
   }
-  a->total_seq = total_seq;
-  a->cost.pim_mac_ns = mac_ns;
-  a->cost.pim_macs = macs;
-  a->cost.pim_j = pim_j;
-  a->cost.dram_background_j = background_j;
-  commands.AddTo(&cost->pim_commands);
+  AttentionSums sums;
+  for (size_t i = 0; i < items.size();) {
+    const size_t stop = std::min(items.size(), i + static_cast<size_t>(kLaneChunk));
+    i = SumLaneRun<kCountInstructions>(items, i, stop, &sums);
+    if (i < stop) RETURN_IF_ERROR(AddUncached<kCountInstructions>(items[i++], &sums));
+  }
+  // Every channel's entry written (ResetAttention left them unzeroed); the busy time summed in
+  // channel order as before.
+  double busy = 0;
+  for (size_t ch = 0; ch < channels; ++ch) {
+    const double logit = channel_ns_[ch][0], attend = channel_ns_[ch][1];
+    a->logit_ch[ch] = logit;
+    a->attend_ch[ch] = attend;
+    a->mha_ch[ch] = logit + attend;
+    busy += a->mha_ch[ch];
+    if constexpr (kCountInstructions) {
+      a->logit_instr_ch[ch] = channel_instructions_[ch][0];
+      a->attend_instr_ch[ch] = channel_instructions_[ch][1];
+    }
+  }
+  a->cost.pim_channel_busy_ns = busy;
+  a->total_seq = sums.total_seq;
+  a->cost.pim_mac_ns = sums.work[0];
+  a->cost.pim_macs = sums.work[1];
+  a->cost.pim_j = sums.energy[0];
+  a->cost.dram_background_j = sums.energy[1];
+  for (int t = 0; t < hw::kNumCommandTypes; ++t) cost->pim_commands[t] += sums.commands[t];
   return absl::OkStatus();
 }
 
 absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> items,
                                                  SubBatchAttention* a, HwCost* cost) {
-  ResetAttention(static_cast<int64_t>(items.size()), a);
-  if (!options_.mode.pim_attention) {
+  const bool pim = options_.mode.pim_attention;
+  ResetAttention(static_cast<int64_t>(items.size()), /*zero_channels=*/!pim, a);
+  if (!pim) {
     for (const DecodeItem& d : items) a->total_seq += d.seq_len;
     if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
       AccumulateSerialGemvAttention(items, a);
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(const bool all_cached, CostNewLengths(items));
   const hw::PimIssue& issue = options_.device.hbm.pim.issue;
   const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
-  // Parenthesised: a template argument list's comma would split a macro argument.
-  const absl::Status summed =
-      all_cached ? (count_instructions ? SumAttention<true, true>(items, a, cost)
-                                       : SumAttention<false, true>(items, a, cost))
-                 : (count_instructions ? SumAttention<true, false>(items, a, cost)
-                                       : SumAttention<false, false>(items, a, cost));
-  RETURN_IF_ERROR(summed);
-  double busy = 0;
-  for (size_t ch = 0; ch < a->mha_ch.size(); ++ch) {
-    a->mha_ch[ch] = a->logit_ch[ch] + a->attend_ch[ch];
-    busy += a->mha_ch[ch];
-  }
-  a->cost.pim_channel_busy_ns = busy;
+  RETURN_IF_ERROR(count_instructions ? SumAttention<true>(items, a, cost)
+                                     : SumAttention<false>(items, a, cost));
   a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
   a->attend_ns = hw::IssueLimitedSpanNs(a->attend_ch, a->attend_instr_ch, issue);
   return absl::OkStatus();
@@ -452,15 +477,26 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
     stage_layer_[s] = nullptr;
     const int64_t tokens = static_cast<int64_t>(sb[s].size()) + (s == 0 ? prompt_tokens : 0);
     if (tokens > 0) {
-      ASSIGN_OR_RETURN(stage_layer_[s], Layer(tokens));
+      // The last call's layer while the token count repeats (a node_hash_map entry: stable).
+      if (tokens != stage_cache_[s].tokens) {
+        ASSIGN_OR_RETURN(stage_cache_[s].layer, Layer(tokens));
+        stage_cache_[s].tokens = tokens;
+      }
+      stage_layer_[s] = stage_cache_[s].layer;
     }
     const SubBatchAttention& a = attention_[s];
     if (a.requests == 0) continue;
     const int64_t mean_seq = static_cast<int64_t>(
         std::ceil(static_cast<double>(a.total_seq) / static_cast<double>(a.requests)));
-    ASSIGN_OR_RETURN(softmax_[s],
-                     CostVector("softmax", NodeKind::kSoftmax, models::VectorKind::kSoftmax,
-                                a.requests * dims_.num_heads, mean_seq, 1));
+    // The softmax is a function of its shape alone (and the fixed options): costed again only
+    // when the shape differs from the one softmax_[s] was costed for.
+    const std::array<int64_t, 2> softmax_shape{a.requests * dims_.num_heads, mean_seq};
+    if (softmax_shape != stage_cache_[s].softmax_shape) {
+      ASSIGN_OR_RETURN(softmax_[s],
+                       CostVector("softmax", NodeKind::kSoftmax, models::VectorKind::kSoftmax,
+                                  softmax_shape[0], softmax_shape[1], 1));
+      stage_cache_[s].softmax_shape = softmax_shape;
+    }
     if (!mode.pim_attention) {
       // npu-only: the keys and values stream through the systolic arrays (GEMV-shaped).
       const int64_t heads = dims_.num_heads, hd = dims_.head_dim;

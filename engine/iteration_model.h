@@ -190,12 +190,48 @@ class IterationModel {
                                      SubBatchAttention* a) const;
   absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
                                    HwCost* cost);
-  // AccumulateAttention's parts: `a` emptied for `requests` requests; the lengths not costed
-  // yet costed (true if all now come from the cache); the per-request sums.
-  void ResetAttention(int64_t requests, SubBatchAttention* a) const;
-  absl::StatusOr<bool> CostNewLengths(absl::Span<const DecodeItem> items);
-  template <bool kCountInstructions, bool kCachedOnly>
+  // AccumulateAttention's parts: `a` emptied for `requests` requests (the per-channel arrays
+  // sized, and zeroed only if `zero_channels`: SumAttention writes every entry); the
+  // per-request sums, with the channels' MHA loads and busy time.
+  void ResetAttention(int64_t requests, bool zero_channels, SubBatchAttention* a) const;
+  template <bool kCountInstructions>
   absl::Status SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a, HwCost* cost);
+  // The hot loop's view of one cached length's AttentionCost: the fields SumAttention adds,
+  // paired in 16-byte lanes (a pair adds as its two doubles would, lane by lane), the command
+  // counts as int32 (at most kMaxLaneCommands each, so that kLaneChunk requests' sums fit).
+  using V2d = double __attribute__((vector_size(16)));
+  using V4i = int32_t __attribute__((vector_size(16)));
+  static_assert(hw::kNumCommandTypes % 4 == 0);
+  static constexpr int kCommandVectors = hw::kNumCommandTypes / 4;
+  static constexpr int64_t kMaxLaneCommands = int64_t{1} << 20;
+  static constexpr int64_t kLaneChunk = int64_t{1} << 10;  // 2^30 < 2^31 per chunk
+  struct alignas(64) AttentionLanes {
+    V2d ns;      // logit_ns, attend_ns
+    V2d work;    // mac_ns, macs
+    V2d energy;  // dynamic_j, background_j
+    V4i commands[kCommandVectors];
+    V2d instructions;  // logit_instructions, attend_instructions (PIM issue limits only)
+  };
+  // SumAttention's running sums (kept in locals inside the loop, SumLaneRun).
+  struct AttentionSums {
+    V2d work{}, energy{};
+    int64_t total_seq = 0;
+    hw::CommandCounts commands{};
+  };
+  // Adds items[begin, end) (end - begin <= kLaneChunk) from the lane cache up to the first
+  // request whose length is not in it or whose channel is out of range; returns where it
+  // stopped. Makes no call: across a call GCC keeps
+  // the sums in memory (every vector register is caller-saved).
+  template <bool kCountInstructions>
+  size_t SumLaneRun(absl::Span<const DecodeItem> items, size_t begin, size_t end,
+                    AttentionSums* sums);
+  // Fills `lanes` from `c`: kCostedInLanes, or kCostedWide (lanes untouched) when a command
+  // count does not fit.
+  static uint8_t ToLanes(const AttentionCost& c, AttentionLanes* lanes);
+  // Adds one request SumLaneRun stopped at: a length not costed yet (costed now), beyond the
+  // cache or with counts too large for the lanes, or a channel out of range (clamped).
+  template <bool kCountInstructions>
+  absl::Status AddUncached(const DecodeItem& d, AttentionSums* sums);
   // What determines a stage's schedule: the graph's shape and every node's duration.
   struct ScheduleKey {
     std::array<const CostedLayer*, 2> layer{};  // each sub-batch's costed layer (by tokens)
@@ -274,8 +310,14 @@ class IterationModel {
   absl::node_hash_map<GemmKey, hw::NpuOpResult> gemm_cache_;
   absl::node_hash_map<VectorKey, hw::NpuOpResult> vector_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
-  std::vector<uint8_t> attention_cached_;       // bytes: read once per request per iteration
-  AttentionCost attention_scratch_;             // a seq_len beyond the cache
+  // By seq_len: 0 not costed, kCostedInLanes costed and in attention_lanes_, kCostedWide costed
+  // but with a command count above kMaxLaneCommands (summed from attention_cache_).
+  static constexpr uint8_t kCostedInLanes = 1, kCostedWide = 2;
+  std::vector<uint8_t> attention_cached_;
+  std::vector<AttentionLanes> attention_lanes_;  // by seq_len, where kCostedInLanes
+  AttentionCost attention_scratch_;              // a seq_len beyond the cache
+  // SumAttention's per-channel sums: (logit, attend) ns and instructions, by channel.
+  std::vector<V2d> channel_ns_, channel_instructions_;
 
   // Per-stage scratch, reused (allocation-free in steady state).
   // A few graphs of the topologies seen last (a batch that grows past the adaptive sub-batch
@@ -308,7 +350,16 @@ class IterationModel {
   std::vector<CostedOp> prefill_costed_;  // the stage's local prefills' attention ops
   // Each prompt length's costed attention ops (names interned; at most max_seq_len entries).
   absl::flat_hash_map<int64_t, std::vector<CostedOp>> prompt_attention_;
-  std::array<CostedOp, 2> softmax_;                            // per sub-batch
+  std::array<CostedOp, 2> softmax_;  // per sub-batch
+  // CostStage's last inputs per sub-batch (decode batches change little between iterations):
+  // the token count of stage_layer_'s layer and the (rows, cols) softmax_ was costed for; -1:
+  // none yet. softmax_[s] is written nowhere else.
+  struct StageCache {
+    int64_t tokens = -1;
+    const CostedLayer* layer = nullptr;
+    std::array<int64_t, 2> softmax_shape{-1, -1};
+  };
+  std::array<StageCache, 2> stage_cache_;
   std::array<std::array<CostedOp, 2>, 2> npu_attention_;       // npu-only: [s] logit, context
   std::vector<std::array<std::vector<DecodeItem>, 2>> micro_;  // pp > 1 micro-batches
   std::vector<std::vector<DecodeItem>> micro_channels_;        // their per-channel split

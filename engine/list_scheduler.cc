@@ -1,6 +1,7 @@
 #include "engine/list_scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -61,11 +62,11 @@ double Duration(const ScheduleNode& node, bool shares_bandwidth, double pim_left
 // 2^63, and a point of pass 1 or 2 is one 64-bit integer: twice the bits plus the pass - 1
 // (Replay refuses a third pass, which needs a zero-duration node after a zero-duration node).
 using Point = uint64_t;
-Point At(double t, int pass) {
-  uint64_t bits;
-  std::memcpy(&bits, &t, sizeof(bits));
-  return (bits << 1) | static_cast<uint64_t>(pass - 1);
-}
+constexpr uint64_t Bits(double t) { return std::bit_cast<uint64_t>(t); }
+// The bits of the largest finite double: a double >= +0 is finite exactly when its bits are at
+// most these.
+constexpr uint64_t kMaxFiniteBits = Bits(std::numeric_limits<double>::max());
+Point At(double t, int pass) { return (Bits(t) << 1) | static_cast<uint64_t>(pass - 1); }
 int PassOf(Point p) { return static_cast<int>(p & 1) + 1; }
 double TimeOf(Point p) {
   const uint64_t bits = p >> 1;
@@ -142,14 +143,24 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
   constexpr Point kUnset = ~Point{0};  // not yet started: no finite time has these bits
   // The pass runs once per node of every replayed stage: raw pointers and per-lane decision
   // counts in locals (no bounds-checked spans, no vector ends reloaded after each store).
-  retire_.assign(n, kUnset);
-  Point* retire = retire_.data();
-  if (decisions_.size() < static_cast<size_t>(kNumLanes) * n) decisions_.resize(kNumLanes * n);
-  Decision* taken[kNumLanes];  // each lane's decisions so far, in order
-  for (int lane = 0; lane < kNumLanes; ++lane) taken[lane] = decisions_.data() + lane * n;
-  int taken_count[kNumLanes] = {0, 0, 0, 0};
+  // retire[DepList::kNone] is the origin, so a node's ready point is the max over its four
+  // padded dependency slots, without a loop over its dependency count.
+  static_assert(DepList::kNone == -1 && DepList::kMax == 4);
+  retire_.assign(n + 1, kUnset);
+  Point* retire = retire_.data() + 1;
+  // Each lane's decisions so far, in order, after a sentinel whose `after` (0) is no point's: the
+  // walk below stops at it without counting.
+  const size_t per_lane = static_cast<size_t>(n) + 1;
+  if (decisions_.size() < kNumLanes * per_lane) decisions_.resize(kNumLanes * per_lane);
+  Decision* taken_end[kNumLanes];  // one past each lane's last decision
+  for (int lane = 0; lane < kNumLanes; ++lane) {
+    Decision* sentinel = decisions_.data() + lane * per_lane;
+    *sentinel = {0, 0};
+    taken_end[lane] = sentinel + 1;
+  }
   ScheduleNode* node_at = nodes.data();
-  const Point origin = At(0, 1);                                   // the first pass at time 0
+  const Point origin = At(0, 1);  // the first pass at time 0
+  retire[DepList::kNone] = origin;
   Point lane_free[kNumLanes] = {origin, origin, origin, origin};   // last node's retire point
   Point idle_start[kNumLanes] = {origin, origin, origin, origin};  // latest decision after idling
   Point last = 0;      // the previous decision's point...
@@ -163,8 +174,10 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
     if (static_cast<unsigned>(i) >= static_cast<unsigned>(n) || retire[i] != kUnset) return false;
     ScheduleNode& node = node_at[i];
     const int lane = static_cast<int>(node.lane);
-    Point ready = origin;
-    for (int d : node.deps) ready = std::max(ready, retire[d]);
+    // origin <= every point: the max over the padded slots is the loop's max(origin, deps).
+    const std::array<int, DepList::kMax>& deps = node.deps.padded();
+    Point ready = std::max(std::max(retire[deps[0]], retire[deps[1]]),
+                           std::max(retire[deps[2]], retire[deps[3]]));
     if (ready == kUnset) return false;
     if (barriers) {
       if (node.stage < stage) return false;
@@ -177,25 +190,32 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
     const Point at = std::max(ready, lane_free[lane]);
     if (at < last || (at == last && kRank[lane] <= last_rank)) return false;
     if (ready < idle_start[lane]) return false;
-    const Decision* decided = taken[lane];
-    for (int r = taken_count[lane]; r-- > 0 && decided[r].at >= ready;) {
-      if (decided[r].priority >= node.priority) return false;  // ties: the loop's ready order
+    // The lane's decisions at points >= ready (after > ready), latest first.
+    for (const Decision* d = taken_end[lane] - 1; d->after > ready; --d) {
+      if (d->priority >= node.priority) return false;  // ties: the loop's ready order
     }
     if (lane_free[lane] < at) idle_start[lane] = at;
     const double t = TimeOf(at);
     const double end = t + Duration(node, lane == kSystolic, pim_end - t);
-    // Points need finite times >= 0 (false for NaN and infinity too).
-    if (!(end >= t && end <= std::numeric_limits<double>::max())) return false;
+    // Points need finite times >= 0, and end >= t. t is +0 or positive and finite (a point's
+    // time), so end is never -0 and, as an integer, its bits lie in [t's bits, kMaxFiniteBits]
+    // exactly when end >= t and end <= the largest double (a negative end has the sign bit,
+    // infinity and NaN lie above): one pair of integer compares for the two double checks.
+    const uint64_t end_bits = Bits(end), t_bits = at >> 1;
+    if (end_bits < t_bits || end_bits > kMaxFiniteBits) return false;
     node.start_ns = t;
     node.end_ns = end;
     if (lane == kPim) pim_end = end;
     span = std::max(span, end);
-    if (end <= t && PassOf(at) == 2) return false;  // its retire point would be a third pass
-    const Point retired = end > t ? At(end, 1) : At(t, PassOf(at) + 1);
+    Point retired = end_bits << 1;  // At(end, 1) when end > t
+    if (end_bits == t_bits) {
+      if (PassOf(at) == 2) return false;  // its retire point would be a third pass
+      retired = at + 1;                   // At(t, 2)
+    }
     retire[i] = retired;
     lane_free[lane] = retired;
     retired_max = std::max(retired_max, retired);
-    taken[lane][taken_count[lane]++] = {at, node.priority};
+    *taken_end[lane]++ = {at + 1, node.priority};  // at < kUnset: no overflow
     last = at;
     last_rank = kRank[lane];
   }

@@ -39,10 +39,12 @@ inline constexpr int kNumLanes = 4;
 const char* ToString(Lane lane);
 
 // The dependencies of a node: at most four (a join of the attention branches has three), kept
-// inline so that building and copying nodes never allocates.
+// inline so that building and copying nodes never allocates. The unused slots hold kNone, so a
+// reader may take all four (padded()) without a loop over size() (ListScheduler's replay).
 class DepList {
  public:
   static constexpr int kMax = 4;
+  static constexpr int kNone = -1;
   DepList() = default;
   DepList(std::initializer_list<int> ids) {
     for (int id : ids) push_back(id);
@@ -56,14 +58,19 @@ class DepList {
     clear();
     for (; first != last; ++first) push_back(*first);
   }
-  void clear() { size_ = 0; }
+  void clear() {
+    ids_.fill(kNone);
+    size_ = 0;
+  }
   bool empty() const { return size_ == 0; }
   size_t size() const { return static_cast<size_t>(size_); }
   const int* begin() const { return ids_.data(); }
   const int* end() const { return ids_.data() + size_; }
+  // The ids, then kNone in the slots beyond size().
+  const std::array<int, kMax>& padded() const { return ids_; }
 
  private:
-  std::array<int, kMax> ids_{};
+  std::array<int, kMax> ids_{kNone, kNone, kNone, kNone};
   int size_ = 0;
 };
 
@@ -97,10 +104,10 @@ class ListScheduler {
     std::vector<int> order;
     int64_t last_used = 0;  // calls_ when last found or stored; 0: empty
   };
-  // A replayed decision of one lane: when it was taken (a point, Replay), and the node's
-  // priority.
+  // A replayed decision of one lane: just after when it was taken (a point of Replay, plus 1),
+  // and the node's priority.
   struct Decision {
-    uint64_t at = 0;
+    uint64_t after = 0;  // the point + 1 (0: a sentinel before the lane's first decision)
     int priority = 0;
   };
 
@@ -119,7 +126,8 @@ class ListScheduler {
   // A few graph sizes alternate (decode and prefill stages on one model): one memory each.
   std::array<Memory, 4> memories_;
   std::vector<int> order_;  // the event loop's start order
-  // Replay scratch: each node's retire point, each lane's decisions (room for n per lane).
+  // Replay scratch: each node's retire point (after one slot for DepList::kNone), each lane's
+  // decisions (room for n per lane).
   std::vector<uint64_t> retire_;
   std::vector<Decision> decisions_;
   int64_t calls_ = 0, replays_ = 0, event_loop_runs_ = 0;

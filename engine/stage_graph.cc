@@ -22,6 +22,7 @@ void StageGraph::Clear(bool interleaved) {
   interleaved_ = interleaved;
   sched_.clear();
   info_.clear();
+  place_.clear();
   layer_last_.clear();
   last_ = {-1, -1};
   attention_start_ = {-1, -1};
@@ -65,6 +66,7 @@ int StageGraph::Add(const NodeSpec& spec, DepList deps) {
   n.deps = std::move(deps);
   n.stage = StageOf(spec.info);
   info_.push_back(spec.info);
+  place_.push_back(PlaceOf(spec.info));
   const size_t layer = static_cast<size_t>(spec.info.layer);
   if (layer >= layer_last_.size()) layer_last_.resize(layer + 1, {-1, -1});
   layer_last_[layer][spec.info.sub_batch] = n.priority;

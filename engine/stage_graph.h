@@ -202,10 +202,18 @@ class StageGraph {
   }
   DepList Chain(int s) const;
   int StageOf(const NodeInfo& info) const;
+  // A node's layer, sub-batch (0 or 1) and phase in one integer, one to one: what a Patcher
+  // checks per node.
+  static uint64_t PlaceOf(const NodeInfo& info) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(info.layer)) << 32 |
+           static_cast<uint64_t>(static_cast<uint32_t>(info.sub_batch)) << 8 |
+           static_cast<uint64_t>(info.phase);
+  }
 
   bool interleaved_ = false;
   std::vector<ScheduleNode> sched_;
   std::vector<NodeInfo> info_;
+  std::vector<uint64_t> place_;                 // PlaceOf(info_[i])
   std::vector<std::array<int, 2>> layer_last_;  // per layer and sub-batch: the last node, or -1
   std::array<int, 2> last_{-1, -1};             // last node of each sub-batch's chain
   std::array<int, 2> attention_start_{-1, -1};  // the node attention branches depend on
@@ -223,7 +231,10 @@ class StageGraph::Patcher {
   explicit Patcher(StageGraph* graph) : g_(graph) {}
   void Clear(bool /*interleaved: part of the topology*/) { next_ = 0; }
   void AddChain(absl::Span<const CostedOp> ops, int s, int layer, Phase phase) {
-    for (const CostedOp& op : ops) Set(OpNode(op, s, layer, phase));
+    // next_ <= the node count always: one bound for the chain, and one place for all its nodes
+    // (the compiler keeps it out of the loop).
+    NEUPIMS_CHECK_MSG(ops.size() <= g_->sched_.size() - next_, "a patch walk of the same topology");
+    for (const CostedOp& op : ops) Write(OpNode(op, s, layer, phase));
   }
   void BeginAttention(int s) { branched_[s] = false; }
   void AddPimAttention(const SubBatchAttention& a, const CostedOp& softmax, bool dual_row_buffers,
@@ -242,18 +253,24 @@ class StageGraph::Patcher {
  private:
   void Set(const NodeSpec& spec) {
     NEUPIMS_CHECK_MSG(next_ < g_->sched_.size(), "a patch walk of the same topology");
+    Write(spec);
+  }
+  // Set after the bound check (next_ < the node count).
+  void Write(const NodeSpec& spec) {
     // The node's place in the topology must be the one it was built with: a walk of another
     // topology with the same node count (an incomplete topology key) would otherwise keep the
-    // old dependencies and stages silently.
-    const NodeInfo& was = g_->info_[next_];
-    NEUPIMS_CHECK_MSG(was.layer == spec.info.layer && was.sub_batch == spec.info.sub_batch &&
-                          was.phase == spec.info.phase,
-                      "a patch walk of the same topology");
+    // old dependencies and stages silently. Its layer, sub-batch and phase are compared as one
+    // packed integer, and, being equal, are not written again.
+    NEUPIMS_CHECK_MSG(g_->place_[next_] == PlaceOf(spec.info), "a patch walk of the same topology");
     ScheduleNode& n = g_->sched_[next_];
     n.lane = spec.lane;
     n.dur_ns = spec.dur_ns;
     n.dur_shared_ns = spec.dur_shared_ns;
-    g_->info_[next_] = spec.info;
+    NodeInfo& info = g_->info_[next_];
+    info.name = spec.info.name;
+    info.kind = spec.info.kind;
+    info.cost = spec.info.cost;
+    info.channel_ns = spec.info.channel_ns;
     ++next_;
   }
 

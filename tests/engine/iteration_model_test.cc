@@ -482,6 +482,63 @@ void ExpectSameCost(const IterationCost& a, const IterationCost& b) {
   EXPECT_EQ(a.pim_commands, b.pim_commands);
 }
 
+// The hot loop adds cached lengths from 16-byte lanes with int32 command counts, widened once per
+// chunk of 1,024 requests, and leaves it for a length not costed yet, beyond the cache, or a
+// channel out of range. A batch of 2,500 requests (three chunks) with all three, run on a fresh
+// model (most requests leave the loop) and again (all cached lengths from the lanes), must give
+// the same bits both times and the sums of the requests' own costs, channels clamped.
+TEST(IterationModel, AttentionSumsFromTheLaneCacheEqualTheRequestsOwnCosts) {
+  for (const bool issue_limit : {false, true}) {
+    SCOPED_TRACE(issue_limit ? "chip-wide issue limit" : "unlimited issue");
+    std::unique_ptr<IterationModel> m =
+        issue_limit ? MakeModel("npu+pim",
+                                [](hw::DeviceConfig* d) {
+                                  d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0};
+                                })
+                    : MakeModel("neupims");
+    ASSERT_NE(m, nullptr);
+    const int channels = m->options().device.hbm.org.channels;
+    const int64_t max_seq = m->options().model.max_seq_len;
+    std::mt19937_64 rng(7);
+    IterationInput in;
+    in.layers = 32;
+    for (int i = 0; i < 2500; ++i) {
+      const bool beyond = std::uniform_int_distribution<int>(0, 99)(rng) == 0;
+      const int64_t len = beyond ? max_seq + std::uniform_int_distribution<int64_t>(1, 20)(rng)
+                                 : std::uniform_int_distribution<int64_t>(1, 600)(rng);
+      in.sub_batches[0].push_back({len, std::uniform_int_distribution<int>(-2, channels + 2)(rng)});
+    }
+    absl::StatusOr<IterationCost> first = m->Run(in);
+    absl::StatusOr<IterationCost> again = m->Run(in);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(again.ok()) << again.status();
+    ExpectSameCost(*first, *again);
+    // The requests' own costs, summed in request order per channel as the model sums them.
+    hw::CommandCounts commands{};
+    double macs = 0;
+    std::vector<double> logit(channels, 0.0), attend(channels, 0.0);
+    for (const DecodeItem& d : in.sub_batches[0]) {
+      absl::StatusOr<AttentionCost> a = m->Attention(d.seq_len);
+      ASSERT_TRUE(a.ok()) << a.status();
+      for (int t = 0; t < hw::kNumCommandTypes; ++t) commands[t] += a->commands[t];
+      macs += a->macs;
+      const int ch = std::clamp(d.channel, 0, channels - 1);
+      logit[ch] += a->logit_ns;
+      attend[ch] += a->attend_ns;
+    }
+    for (int t = 0; t < hw::kNumCommandTypes; ++t) {
+      EXPECT_EQ(first->pim_commands[t], 32 * commands[t]) << t;
+    }
+    EXPECT_EQ(first->pim_macs, 32 * macs);
+    double busiest = 0, sum = 0;
+    for (int ch = 0; ch < channels; ++ch) {
+      busiest = std::max(busiest, logit[ch] + attend[ch]);
+      sum += logit[ch] + attend[ch];
+    }
+    EXPECT_EQ(first->channel_imbalance, busiest / (sum / channels));
+  }
+}
+
 void ExpectSameGraph(const StageGraph& got, const StageGraph& want);
 // `m` (which may replay or patch what it kept) runs `in` with the same cost as a fresh model of
 // `mode_name` (which builds and schedules anew), and, if asked, with the same graph.
@@ -623,6 +680,32 @@ IterationInput RandomStage(std::mt19937_64& rng) {
 // sub-batches (npu+pim with two), other layer counts, timelines, stage barriers, a chip-wide
 // PIM issue limit, serial-GEMV npu-only attention, two pipeline stages. Each layer's end is also
 // checked against all of its nodes.
+// The patch walk's per-node check (the review's): a walk of another topology with the same
+// node count must stop the program rather than keep the old dependencies and stages.
+TEST(StageGraph, APatchWalkOfAnotherTopologyStops) {
+  const std::vector<CostedOp> one(1), two(2);
+  StageGraph g;
+  g.Clear(false);
+  g.AddChain(two, 0, 0, Phase::kPreAttention);
+  g.AddChain(one, 0, 0, Phase::kPostAttention);
+  StageGraph::Patcher same(&g);
+  same.Clear(false);
+  same.AddChain(two, 0, 0, Phase::kPreAttention);
+  same.AddChain(one, 0, 0, Phase::kPostAttention);
+  EXPECT_TRUE(same.done());
+  const auto walk = [&g](absl::Span<const CostedOp> first, int layer, int s,
+                         absl::Span<const CostedOp> second) {
+    StageGraph::Patcher p(&g);
+    p.Clear(false);
+    p.AddChain(first, s, layer, Phase::kPreAttention);
+    p.AddChain(second, s, layer, Phase::kPostAttention);
+  };
+  EXPECT_DEATH(walk(one, 0, 0, two), "a patch walk of the same topology");  // a phase
+  EXPECT_DEATH(walk(two, 1, 0, one), "a patch walk of the same topology");  // a layer
+  EXPECT_DEATH(walk(two, 0, 1, one), "a patch walk of the same topology");  // a sub-batch
+  EXPECT_DEATH(walk(two, 0, 0, two), "a patch walk of the same topology");  // past the end
+}
+
 TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   std::mt19937_64 rng(20261127);
   struct Variant {

@@ -1,6 +1,9 @@
 #include "engine/list_scheduler.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -197,6 +200,50 @@ TEST(ListScheduler, ReplayEqualsTheEventLoopOnRandomGraphs) {
   // Both paths were taken: replays, and event-loop runs beyond each graph's first call.
   EXPECT_GT(replaying.replays(), calls / 10);
   EXPECT_GT(replaying.event_loop_runs(), 60 + calls / 20);
+}
+
+// Replay's range check on a node's end compares bits as integers: a negative, infinite or NaN
+// end must still fall back to the event loop, whose times the call then returns bit for bit.
+TEST(ListScheduler, ReplayLeavesNegativeAndNonFiniteDurationsToTheEventLoop) {
+  for (const double bad : {-1.0, -20.0, std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN()}) {
+    std::vector<ScheduleNode> nodes = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 4),
+                                       N(Lane::kVector, 2, 3, {0, 1}),
+                                       N(Lane::kSystolic, 3, 2, {2})};
+    ListScheduler s;
+    s.Run(absl::MakeSpan(nodes), false);
+    nodes[2].dur_ns = nodes[2].dur_shared_ns = bad;
+    std::vector<ScheduleNode> fresh_nodes = nodes;
+    ListScheduler fresh;
+    const double want = fresh.Run(absl::MakeSpan(fresh_nodes), false);
+    const double got = s.Run(absl::MakeSpan(nodes), false);
+    EXPECT_EQ(s.replays(), 0) << bad;
+    EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << bad;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(nodes[i].start_ns),
+                std::bit_cast<uint64_t>(fresh_nodes[i].start_ns))
+          << bad << " node " << i;
+      EXPECT_EQ(std::bit_cast<uint64_t>(nodes[i].end_ns),
+                std::bit_cast<uint64_t>(fresh_nodes[i].end_ns))
+          << bad << " node " << i;
+    }
+  }
+}
+
+// Replay reads all four dependency slots: the unused ones must hold kNone, also after a list is
+// cleared and refilled shorter.
+TEST(DepList, SlotsBeyondTheSizeHoldNone) {
+  DepList deps{3, 1, 4, 2};
+  deps.clear();
+  deps.push_back(5);
+  EXPECT_EQ(deps.size(), 1u);
+  EXPECT_EQ(deps.padded()[0], 5);
+  for (int k = 1; k < DepList::kMax; ++k) EXPECT_EQ(deps.padded()[k], DepList::kNone);
+  const std::vector<int> two = {7, 8};
+  deps.assign(two.begin(), two.end());
+  EXPECT_EQ(deps.padded()[2], DepList::kNone);
+  EXPECT_EQ(deps.padded()[3], DepList::kNone);
+  EXPECT_EQ(DepList{}.padded()[0], DepList::kNone);
 }
 
 TEST(ListScheduler, BlockedModeNeverReplays) {
