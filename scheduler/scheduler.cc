@@ -353,47 +353,82 @@ absl::Status Scheduler::Finish(Request* r, SimTime now) {
 std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now,
                                               std::vector<StepToken>* tokens) {
   std::vector<Request*> finished;
+  // A token whose request's previous token was at the previous step's time continues the
+  // common gap; the others (first tokens, tokens after a prefill or a skipped step) are listed
+  // with their previous token's time.
+  const SimTime previous = step_time_;
+  gap_others_.clear();
+  const bool list = list_step_tokens_ || tokens != nullptr;
+  const size_t produced =
+      list ? ProduceTokens<true>(out, now, &finished) : ProduceTokens<false>(out, now, &finished);
+  gaps_previous_ = previous;
+  gaps_continuing_ = static_cast<int64_t>(produced - gap_others_.size());
+  step_time_ = now;
+  if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
+  return finished;
+}
+
+template <bool kListTokens>
+size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
+                                std::vector<Request*>* finished) {
   // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
   // length at the end (an emplace_back per token reloaded the vector's ends after every store).
   // The list is kept between steps, so making room value-initialises only what it grows by.
-  const size_t room = out.decode.size() + out.prefill.size();
-  if (step_tokens_.size() < room) step_tokens_.resize(room);
+  // Without the list (nobody reads it) only the count is kept: the pair stores were a quarter
+  // of the per-token work.
+  if constexpr (kListTokens) {
+    const size_t room = out.decode.size() + out.prefill.size();
+    if (step_tokens_.size() < room) step_tokens_.resize(room);
+  } else {
+    step_tokens_.clear();
+  }
   StepToken* next = step_tokens_.data();
-  // A token whose request's previous token was at the previous step's time continues the
-  // common gap; the others (first tokens, tokens after a prefill or a skipped step) are listed
-  // with their previous token's time. A request has a first token exactly when it has a last
-  // one (both are set together, here and in PrefillDone), so the first-token check is needed
-  // only for the others.
+  // A request has a first token exactly when it has a last one (both are set together, here
+  // and in PrefillDone), so the first-token check is needed only for the others. The loop keeps
+  // the request's new count in a register and counts only the rare skipped requests (aborted
+  // since Schedule); the rare cases are out of line.
   const SimTime previous = step_time_;
-  gap_others_.clear();
-  auto produced = [&](Request* r) {
-    *next++ = {r, r->generated};
-    ++r->generated;
+  Request* const* decode = out.decode.data();
+  const size_t decodes = out.decode.size();
+  size_t skipped = 0;
+  for (size_t i = 0; i < decodes; ++i) {
+    Request* const r = decode[i];
+    if (r->state != RequestState::kRunning) {
+      ++skipped;
+      continue;
+    }
+    if constexpr (kListTokens) *next++ = {r, r->generated};
+    const int64_t generated = ++r->generated;
     if (r->last_token != previous) NoteOtherGap(r, now);
     r->last_token = now;
-    if (!r->done()) return;
-    const absl::Status s = Finish(r, now);
-    Record(s, "finishing", *r);
-    if (s.ok()) finished.push_back(r);
-  };
-  for (Request* r : out.decode) {
-    if (r->state == RequestState::kRunning) produced(r);
+    if (generated >= r->max_new_tokens) FinishProduced(r, now, finished);  // done()
   }
+  size_t count = decodes - skipped;
   if (!options_.standalone_prefill) {
     for (Request* r : out.prefill) {
       if (r->state != RequestState::kRunning) continue;
       r->needs_prefill = false;
-      produced(r);
-      // It decodes from the next step on (unless that token was its last).
-      if (r->state == RequestState::kRunning) Record(StartDecoding(r), "streaming", *r);
+      if constexpr (kListTokens) *next++ = {r, r->generated};
+      ++count;
+      ++r->generated;
+      if (r->last_token != previous) NoteOtherGap(r, now);
+      r->last_token = now;
+      if (r->done()) {
+        FinishProduced(r, now, finished);
+      } else {
+        // It decodes from the next step on.
+        Record(StartDecoding(r), "streaming", *r);
+      }
     }
   }
-  step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
-  gaps_previous_ = previous;
-  gaps_continuing_ = static_cast<int64_t>(step_tokens_.size() - gap_others_.size());
-  step_time_ = now;
-  if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
-  return finished;
+  if constexpr (kListTokens) step_tokens_.resize(count);
+  return count;
+}
+
+void Scheduler::FinishProduced(Request* r, SimTime now, std::vector<Request*>* finished) {
+  const absl::Status s = Finish(r, now);
+  Record(s, "finishing", *r);
+  if (s.ok()) finished->push_back(r);
 }
 
 void Scheduler::NoteOtherGap(Request* r, SimTime now) {

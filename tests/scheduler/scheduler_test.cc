@@ -572,6 +572,38 @@ TEST(SchedulerCompleteStep, StepGapsCountTokensThatContinueFromThePreviousStep) 
   EXPECT_EQ(static_cast<int64_t>(h.scheduler().step_tokens().size()), 3);
 }
 
+// With the token list off, step_tokens() is empty and step_gaps() counts the same tokens; a
+// caller's `tokens` still gets them.
+TEST(SchedulerCompleteStep, WithoutTheTokenListTheGapsStillCountEveryToken) {
+  Harness listed(RoundRobinOptions(), 4, {10, 10});
+  Harness counted(RoundRobinOptions(), 4, {10, 10});
+  counted.scheduler().set_list_step_tokens(false);
+  for (Harness* h : {&listed, &counted}) {
+    h->Add(1, 5, 4, 0);
+    h->Add(2, 5, 2, 0);
+  }
+  for (SimTime now : {10, 20, 35, 50}) {
+    SCOPED_TRACE(now);
+    if (now == 20) {
+      for (Harness* h : {&listed, &counted}) h->Add(3, 5, 4, 0);
+    }
+    listed.Step(now);
+    counted.Step(now);
+    const StepGaps a = listed.scheduler().step_gaps(), b = counted.scheduler().step_gaps();
+    EXPECT_EQ(a.previous, b.previous);
+    EXPECT_EQ(a.continuing, b.continuing);
+    EXPECT_EQ(Others(a), Others(b));
+    EXPECT_EQ(a.continuing + static_cast<int64_t>(a.others.size()),
+              static_cast<int64_t>(listed.scheduler().step_tokens().size()));
+    EXPECT_THAT(counted.scheduler().step_tokens(), IsEmpty());
+  }
+  std::vector<StepToken> tokens;
+  counted.scheduler().CompleteStep(counted.scheduler().Schedule(60), 60, &tokens);
+  ASSERT_EQ(tokens.size(), 1u);  // 1 and 2 are done; 3's fourth token, index 3
+  EXPECT_EQ(tokens[0].first->id, 3);
+  EXPECT_EQ(tokens[0].second, 3);
+}
+
 // A standalone prefill's token comes between steps: the request's next token is listed with the
 // prefill's time, and continues the common gap from the step after on.
 TEST(SchedulerCompleteStep, StepGapsListTheFirstDecodeAfterAStandalonePrefill) {
