@@ -496,21 +496,29 @@ std::vector<double> Scheduler::ChannelLoads() {
 void Scheduler::ChannelLoads(std::vector<double>* loads) {
   loads->assign(static_cast<size_t>(kv_->channels()), 0.0);
   double* const load = loads->data();
-  // EstimateFast's answer for each request, with the memo's bounds held in a local between
-  // estimates that were not memoised (through EstimateFast they were reloaded per request,
-  // since its fallback may grow the memo). Same values, same order of the sums.
-  absl::Span<const double> known = estimator_->known();
+  // EstimateFast's answer for each request, with the memo's start and bound held in registers
+  // between estimates that were not memoised (through EstimateFast they were reloaded per
+  // request, since its fallback may grow the memo): 1 <= seq_len < size as one unsigned compare
+  // of seq_len - 1 with size - 1. Same values, same order of the sums.
+  const double* memo = nullptr;
+  size_t bound = 0;  // memo size - 1 (0 if empty: no seq_len passes)
+  auto reload = [&] {
+    const absl::Span<const double> known = estimator_->known();
+    memo = known.data();
+    bound = known.empty() ? 0 : known.size() - 1;
+  };
+  reload();
   for (const Request* r : running_) {
-    if (r->channel < 0) continue;
+    const int channel = r->channel;
+    if (channel < 0) continue;
     const int64_t seq_len = r->context_tokens();
-    double estimate;
-    if (seq_len >= 1 && static_cast<size_t>(seq_len) < known.size() && known[seq_len] >= 0) {
-      estimate = known[seq_len];
-    } else {
+    double estimate = -1;
+    if (static_cast<size_t>(seq_len) - 1 < bound) estimate = memo[seq_len];
+    if (estimate < 0) {
       estimate = estimator_->Estimate(seq_len);
-      known = estimator_->known();
+      reload();
     }
-    load[r->channel] += estimate;
+    load[channel] += estimate;
   }
 }
 
