@@ -67,6 +67,7 @@ void Scheduler::RemoveRunning(Request* r) {
 
 absl::Status Scheduler::StartDecoding(Request* r) {
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
+  r->sub_batch = 0;
   // Usually the latest admitted: searched from the back.
   auto at = decoders_.end();
   while (at != decoders_.begin() && (*(at - 1))->admission > r->admission) --at;
@@ -77,6 +78,7 @@ absl::Status Scheduler::StartDecoding(Request* r) {
 void Scheduler::StopDecoding(Request* r) {
   auto it = FindAdmitted(decoders_, r);
   if (it != decoders_.end()) decoders_.erase(it);
+  r->sub_batch = 0;
 }
 
 absl::Status Scheduler::Abort(Request* r) {
@@ -152,8 +154,14 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
         out.decode, kv_->channels(), [](const Request* r) { return r->channel; },
         [](Request* r, int s) { r->sub_batch = s; }, &out.sub_batch[0], &out.sub_batch[1],
         &partition_scratch_);
+    sub_batch_ones_ = !out.sub_batch[1].empty();
   } else {
-    for (Request* r : out.decode) r->sub_batch = 0;
+    // Only a partition sets sub_batch to 1, and a request that starts or stops decoding is
+    // reset to 0: after a step without one, every decoding request is already at 0.
+    if (sub_batch_ones_) {
+      for (Request* r : out.decode) r->sub_batch = 0;
+      sub_batch_ones_ = false;
+    }
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
   }
@@ -473,6 +481,10 @@ absl::Status Scheduler::CheckInvariants() const {
     if (FindAdmitted(running_, r) == running_.end()) {
       return absl::InternalError(
           absl::StrCat("request ", r->id, " is listed as decoding but is not running"));
+    }
+    if (!sub_batch_ones_ && r->sub_batch != 0) {
+      return absl::InternalError(absl::StrCat("request ", r->id, " is in sub-batch ", r->sub_batch,
+                                              " after a step without partition"));
     }
     if (!kv_->Streaming(r->id)) {
       return absl::InternalError(

@@ -122,7 +122,8 @@ class Scheduler {
   absl::Status fault() const;
   // The scheduler's own consistency: the decoding requests (kRunning, prefill done) are listed
   // once each in admission order, and they are exactly the KV cache's streaming requests. The
-  // first broken one as INTERNAL. O(running requests); for tests and the engine's checks.
+  // first broken one as INTERNAL. Also that after a step without partition every decoding
+  // request is in sub-batch 0. O(running requests); for tests and the engine's checks.
   absl::Status CheckInvariants() const;
   // Estimated MHA load of each channel (sum over its running requests).
   std::vector<double> ChannelLoads();
@@ -186,6 +187,9 @@ class Scheduler {
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
   std::vector<size_t> partition_scratch_;
+  // The last partition put requests in sub-batch 1 (Request::sub_batch); until a step without
+  // partition resets them, not every decoding request is at 0.
+  bool sub_batch_ones_ = false;
   // Scratch of admission (per channel: tentative free blocks, loads; per admitted request: its
   // channel), reused so that a step that admits does not allocate.
   std::vector<int64_t> free_scratch_;

@@ -901,6 +901,11 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
       ASSERT_EQ(Ids(out.preempted), Ids(expected.preempted));
       ASSERT_EQ(Ids(out.rejected), Ids(expected.rejected));
       for (int s = 0; s < 2; ++s) ASSERT_EQ(Ids(out.sub_batch[s]), Ids(expected.sub_batch[s]));
+      // Every request of a sub-batch says so, also after a step whose sub-batch 1 was not reset
+      // request by request (no partition before it).
+      for (int s = 0; s < 2; ++s) {
+        for (const Request* r : out.sub_batch[s]) ASSERT_EQ(r->sub_batch, s) << r->id;
+      }
       preemptions += static_cast<int64_t>(out.preempted.size());
       if (o.standalone_prefill) {
         for (size_t k = 0; k < a.size(); ++k) {
@@ -914,6 +919,8 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
       fresh.scheduler().CompleteStep(expected, now);
       ASSERT_EQ(TokenIds(reused.scheduler().step_tokens()),
                 TokenIds(fresh.scheduler().step_tokens()));
+      const absl::Status invariants = reused.scheduler().CheckInvariants();
+      ASSERT_TRUE(invariants.ok()) << invariants;
       ++steps;
     }
     EXPECT_GT(preemptions, 0) << "the cache is meant to be too small";
