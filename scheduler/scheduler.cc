@@ -382,7 +382,7 @@ size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
   // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
   // length at the end (an emplace_back per token reloaded the vector's ends after every store).
   // The list is kept between steps, so making room value-initialises only what it grows by.
-  // Without the list (nobody reads it) only the count is kept: the pair stores were a quarter
+  // Without the list (nobody reads it) only the count is kept: the pair stores were a fifth
   // of the per-token work.
   if constexpr (kListTokens) {
     const size_t room = out.decode.size() + out.prefill.size();
