@@ -399,10 +399,12 @@ absl::Status Engine::EndIteration() {
   }
   // Tokens of this iteration (requests aborted meanwhile produce nothing), listed by the
   // scheduler as it counts them: decodes, then local prefills (Scheduler::step_tokens).
+  const bool list_tokens = observer_ != nullptr && observer_->WantsIterationTokens();
+  scheduler_->set_list_step_tokens(list_tokens);
   std::vector<Request*> finished = scheduler_->CompleteStep(out, now_);
   RETURN_IF_ERROR(scheduler_->fault());
   if (observer_ != nullptr) {
-    observer_->OnIterationTokens(scheduler_->step_tokens(), now_);
+    if (list_tokens) observer_->OnIterationTokens(scheduler_->step_tokens(), now_);
     observer_->OnIterationGaps(scheduler_->step_gaps(), now_);
   }
   // Statistics.

@@ -123,6 +123,10 @@ class EngineObserver {
   // previous iteration. Standalone prefills' tokens (a recompute after a preemption has a gap
   // too) are not among them: they arrive only through OnTokens, above.
   virtual void OnIterationGaps(const scheduler::StepGaps& /*gaps*/, SimTime /*t*/) {}
+  // False: this observer needs no OnIterationTokens (it counts tokens from OnIterationGaps:
+  // gaps.continuing + gaps.others.size()), so the scheduler does not list them per token.
+  // Asked once per iteration.
+  virtual bool WantsIterationTokens() const { return true; }
   // `r` ended (finish_reason says how); it is released after this call.
   virtual void OnFinished(const Request& /*r*/) {}
   virtual void OnIteration(const IterationRecord& /*it*/) {}

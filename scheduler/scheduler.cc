@@ -67,6 +67,7 @@ void Scheduler::RemoveRunning(Request* r) {
 
 absl::Status Scheduler::StartDecoding(Request* r) {
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
+  r->sub_batch = 0;
   // Usually the latest admitted: searched from the back.
   auto at = decoders_.end();
   while (at != decoders_.begin() && (*(at - 1))->admission > r->admission) --at;
@@ -77,6 +78,7 @@ absl::Status Scheduler::StartDecoding(Request* r) {
 void Scheduler::StopDecoding(Request* r) {
   auto it = FindAdmitted(decoders_, r);
   if (it != decoders_.end()) decoders_.erase(it);
+  r->sub_batch = 0;
 }
 
 absl::Status Scheduler::Abort(Request* r) {
@@ -152,8 +154,14 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
         out.decode, kv_->channels(), [](const Request* r) { return r->channel; },
         [](Request* r, int s) { r->sub_batch = s; }, &out.sub_batch[0], &out.sub_batch[1],
         &partition_scratch_);
+    sub_batch_ones_ = !out.sub_batch[1].empty();
   } else {
-    for (Request* r : out.decode) r->sub_batch = 0;
+    // Only a partition sets sub_batch to 1, and a request that starts or stops decoding is
+    // reset to 0: after a step without one, every decoding request is already at 0.
+    if (sub_batch_ones_) {
+      for (Request* r : out.decode) r->sub_batch = 0;
+      sub_batch_ones_ = false;
+    }
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
   }
@@ -353,47 +361,82 @@ absl::Status Scheduler::Finish(Request* r, SimTime now) {
 std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime now,
                                               std::vector<StepToken>* tokens) {
   std::vector<Request*> finished;
+  // A token whose request's previous token was at the previous step's time continues the
+  // common gap; the others (first tokens, tokens after a prefill or a skipped step) are listed
+  // with their previous token's time.
+  const SimTime previous = step_time_;
+  gap_others_.clear();
+  const bool list = list_step_tokens_ || tokens != nullptr;
+  const size_t produced =
+      list ? ProduceTokens<true>(out, now, &finished) : ProduceTokens<false>(out, now, &finished);
+  gaps_previous_ = previous;
+  gaps_continuing_ = static_cast<int64_t>(produced - gap_others_.size());
+  step_time_ = now;
+  if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
+  return finished;
+}
+
+template <bool kListTokens>
+size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
+                                std::vector<Request*>* finished) {
   // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
   // length at the end (an emplace_back per token reloaded the vector's ends after every store).
   // The list is kept between steps, so making room value-initialises only what it grows by.
-  const size_t room = out.decode.size() + out.prefill.size();
-  if (step_tokens_.size() < room) step_tokens_.resize(room);
+  // Without the list (nobody reads it) only the count is kept: the pair stores were a fifth
+  // of the per-token work.
+  if constexpr (kListTokens) {
+    const size_t room = out.decode.size() + out.prefill.size();
+    if (step_tokens_.size() < room) step_tokens_.resize(room);
+  } else {
+    step_tokens_.clear();
+  }
   StepToken* next = step_tokens_.data();
-  // A token whose request's previous token was at the previous step's time continues the
-  // common gap; the others (first tokens, tokens after a prefill or a skipped step) are listed
-  // with their previous token's time. A request has a first token exactly when it has a last
-  // one (both are set together, here and in PrefillDone), so the first-token check is needed
-  // only for the others.
+  // A request has a first token exactly when it has a last one (both are set together, here
+  // and in PrefillDone), so the first-token check is needed only for the others. The loop keeps
+  // the request's new count in a register and counts only the rare skipped requests (aborted
+  // since Schedule); the rare cases are out of line.
   const SimTime previous = step_time_;
-  gap_others_.clear();
-  auto produced = [&](Request* r) {
-    *next++ = {r, r->generated};
-    ++r->generated;
+  Request* const* decode = out.decode.data();
+  const size_t decodes = out.decode.size();
+  size_t skipped = 0;
+  for (size_t i = 0; i < decodes; ++i) {
+    Request* const r = decode[i];
+    if (r->state != RequestState::kRunning) {
+      ++skipped;
+      continue;
+    }
+    if constexpr (kListTokens) *next++ = {r, r->generated};
+    const int64_t generated = ++r->generated;
     if (r->last_token != previous) NoteOtherGap(r, now);
     r->last_token = now;
-    if (!r->done()) return;
-    const absl::Status s = Finish(r, now);
-    Record(s, "finishing", *r);
-    if (s.ok()) finished.push_back(r);
-  };
-  for (Request* r : out.decode) {
-    if (r->state == RequestState::kRunning) produced(r);
+    if (generated >= r->max_new_tokens) FinishProduced(r, now, finished);  // done()
   }
+  size_t count = decodes - skipped;
   if (!options_.standalone_prefill) {
     for (Request* r : out.prefill) {
       if (r->state != RequestState::kRunning) continue;
       r->needs_prefill = false;
-      produced(r);
-      // It decodes from the next step on (unless that token was its last).
-      if (r->state == RequestState::kRunning) Record(StartDecoding(r), "streaming", *r);
+      if constexpr (kListTokens) *next++ = {r, r->generated};
+      ++count;
+      ++r->generated;
+      if (r->last_token != previous) NoteOtherGap(r, now);
+      r->last_token = now;
+      if (r->done()) {
+        FinishProduced(r, now, finished);
+      } else {
+        // It decodes from the next step on.
+        Record(StartDecoding(r), "streaming", *r);
+      }
     }
   }
-  step_tokens_.resize(static_cast<size_t>(next - step_tokens_.data()));
-  gaps_previous_ = previous;
-  gaps_continuing_ = static_cast<int64_t>(step_tokens_.size() - gap_others_.size());
-  step_time_ = now;
-  if (tokens != nullptr) tokens->insert(tokens->end(), step_tokens_.begin(), step_tokens_.end());
-  return finished;
+  if constexpr (kListTokens) step_tokens_.resize(count);
+  return count;
+}
+
+void Scheduler::FinishProduced(Request* r, SimTime now, std::vector<Request*>* finished) {
+  const absl::Status s = Finish(r, now);
+  Record(s, "finishing", *r);
+  if (s.ok()) finished->push_back(r);
 }
 
 void Scheduler::NoteOtherGap(Request* r, SimTime now) {
@@ -439,6 +482,10 @@ absl::Status Scheduler::CheckInvariants() const {
       return absl::InternalError(
           absl::StrCat("request ", r->id, " is listed as decoding but is not running"));
     }
+    if (!sub_batch_ones_ && r->sub_batch != 0) {
+      return absl::InternalError(absl::StrCat("request ", r->id, " is in sub-batch ", r->sub_batch,
+                                              " after a step without partition"));
+    }
     if (!kv_->Streaming(r->id)) {
       return absl::InternalError(
           absl::StrCat("request ", r->id, " decodes but is not in the KV cache's stream"));
@@ -461,21 +508,29 @@ std::vector<double> Scheduler::ChannelLoads() {
 void Scheduler::ChannelLoads(std::vector<double>* loads) {
   loads->assign(static_cast<size_t>(kv_->channels()), 0.0);
   double* const load = loads->data();
-  // EstimateFast's answer for each request, with the memo's bounds held in a local between
-  // estimates that were not memoised (through EstimateFast they were reloaded per request,
-  // since its fallback may grow the memo). Same values, same order of the sums.
-  absl::Span<const double> known = estimator_->known();
+  // EstimateFast's answer for each request, with the memo's start and bound held in registers
+  // between estimates that were not memoised (through EstimateFast they were reloaded per
+  // request, since its fallback may grow the memo): 1 <= seq_len < size as one unsigned compare
+  // of seq_len - 1 with size - 1. Same values, same order of the sums.
+  const double* memo = nullptr;
+  size_t bound = 0;  // memo size - 1 (0 if empty: no seq_len passes)
+  auto reload = [&] {
+    const absl::Span<const double> known = estimator_->known();
+    memo = known.data();
+    bound = known.empty() ? 0 : known.size() - 1;
+  };
+  reload();
   for (const Request* r : running_) {
-    if (r->channel < 0) continue;
+    const int channel = r->channel;
+    if (channel < 0) continue;
     const int64_t seq_len = r->context_tokens();
-    double estimate;
-    if (seq_len >= 1 && static_cast<size_t>(seq_len) < known.size() && known[seq_len] >= 0) {
-      estimate = known[seq_len];
-    } else {
+    double estimate = -1;
+    if (static_cast<size_t>(seq_len) - 1 < bound) estimate = memo[seq_len];
+    if (estimate < 0) {
       estimate = estimator_->Estimate(seq_len);
-      known = estimator_->known();
+      reload();
     }
-    load[r->channel] += estimate;
+    load[channel] += estimate;
   }
 }
 

@@ -102,8 +102,12 @@ class Scheduler {
   // without a second pass over the batch); with `tokens`, that list is also appended to it.
   std::vector<Request*> CompleteStep(const ScheduleOutput& out, SimTime now,
                                      std::vector<StepToken>* tokens = nullptr);
-  // The tokens of the last CompleteStep (see there); valid until the next CompleteStep.
+  // The tokens of the last CompleteStep (see there); valid until the next CompleteStep. Empty
+  // when the list is off (set_list_step_tokens) and that step was given no `tokens`.
   absl::Span<const StepToken> step_tokens() const { return step_tokens_; }
+  // Whether CompleteStep lists its tokens in step_tokens() (on by default). The engine turns it
+  // off when its observer takes the tokens as gaps only (step_gaps() counts them either way).
+  void set_list_step_tokens(bool on) { list_step_tokens_ = on; }
   // The same tokens as gaps (StepGaps); valid until the next CompleteStep.
   StepGaps step_gaps() const { return {gaps_previous_, gaps_continuing_, gap_others_}; }
   // A standalone prefill finished (first token produced, KV arrived): the request decodes next.
@@ -118,7 +122,8 @@ class Scheduler {
   absl::Status fault() const;
   // The scheduler's own consistency: the decoding requests (kRunning, prefill done) are listed
   // once each in admission order, and they are exactly the KV cache's streaming requests. The
-  // first broken one as INTERNAL. O(running requests); for tests and the engine's checks.
+  // first broken one as INTERNAL. Also that after a step without partition every decoding
+  // request is in sub-batch 0. O(running requests); for tests and the engine's checks.
   absl::Status CheckInvariants() const;
   // Estimated MHA load of each channel (sum over its running requests).
   std::vector<double> ChannelLoads();
@@ -148,10 +153,16 @@ class Scheduler {
   // ChannelLoads() into `loads` (overwritten).
   void ChannelLoads(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
+  // CompleteStep's per-token pass: counts (and with kListTokens lists in step_tokens_) the
+  // step's tokens, finishing requests into `finished`. Returns the count.
+  template <bool kListTokens>
+  size_t ProduceTokens(const ScheduleOutput& out, SimTime now, std::vector<Request*>* finished);
   // CompleteStep's rare case, out of line (inside, GCC stopped inlining the per-token code): a
   // token that does not continue from the previous step goes to gap_others_, and a first token
   // sets first_token.
   [[gnu::noinline]] void NoteOtherGap(Request* r, SimTime now);
+  // A produced token was r's last: Finish, into `finished` if that worked (out of line, rare).
+  [[gnu::noinline]] void FinishProduced(Request* r, SimTime now, std::vector<Request*>* finished);
   void RemoveRunning(Request* r);
   // A request starts decoding (its prefill is done): it joins the KV cache's stream and
   // decoders_. StopDecoding takes it out of decoders_ if it is there (its KV blocks leave the
@@ -176,6 +187,9 @@ class Scheduler {
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
   std::vector<size_t> partition_scratch_;
+  // The last partition put requests in sub-batch 1 (Request::sub_batch); until a step without
+  // partition resets them, not every decoding request is at 0.
+  bool sub_batch_ones_ = false;
   // Scratch of admission (per channel: tentative free blocks, loads; per admitted request: its
   // channel), reused so that a step that admits does not allocate.
   std::vector<int64_t> free_scratch_;
@@ -184,6 +198,7 @@ class Scheduler {
   // The last step's tokens; kept between steps (resized, not cleared and refilled) so that
   // making room for a step's tokens does not value-initialise the whole list every step.
   std::vector<StepToken> step_tokens_;
+  bool list_step_tokens_ = true;
   // step_gaps(): the time of the step before the last CompleteStep's (a value no token time
   // equals before the first), its count of continuing tokens, and the others.
   static constexpr SimTime kNoStep = std::numeric_limits<SimTime>::min();

@@ -923,6 +923,45 @@ TEST(EnginePreemption, IterationGapsAreThePerTokenGapsWithRandomAborts) {
   }
 }
 
+// Counts tokens: per token (OnIterationTokens) when it wants the list, else from the gaps
+// (continuing + others), and standalone prefills' tokens through OnTokens either way.
+class TokenCounter : public EngineObserver {
+ public:
+  explicit TokenCounter(bool wants_list) : wants_list_(wants_list) {}
+  bool WantsIterationTokens() const override { return wants_list_; }
+  void OnTokens(const Request&, int64_t, int count, SimTime) override { tokens += count; }
+  void OnIterationTokens(absl::Span<const EmittedToken> list, SimTime) override {
+    ++list_calls;
+    tokens += static_cast<int64_t>(list.size());
+  }
+  void OnIterationGaps(const scheduler::StepGaps& gaps, SimTime) override {
+    if (!wants_list_) tokens += gaps.continuing + static_cast<int64_t>(gaps.others.size());
+  }
+  int64_t tokens = 0, list_calls = 0;
+
+ private:
+  bool wants_list_;
+};
+
+// An observer that wants no token list gets none, and the gaps count the same tokens.
+TEST(EngineObserver, WithoutTheTokenListTheGapsCountTheSameTokens) {
+  for (const char* prefill : {"standalone", "local"}) {
+    SCOPED_TRACE(prefill);
+    TokenCounter listed(true), counted(false);
+    for (TokenCounter* observer : {&listed, &counted}) {
+      std::unique_ptr<Engine> e = MakeEngine(PressureOptions(prefill));
+      ASSERT_NE(e, nullptr);
+      e->set_observer(observer);
+      ASSERT_TRUE(SubmitAll(*e, PressureWorkload()).ok());
+      while (!e->Idle()) ASSERT_TRUE(e->AdvanceTo(e->NextEventTime()).ok());
+    }
+    EXPECT_GT(listed.list_calls, 0);
+    EXPECT_EQ(counted.list_calls, 0);
+    EXPECT_GT(listed.tokens, 30000);
+    EXPECT_EQ(counted.tokens, listed.tokens);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Single-iteration study.
 

@@ -572,6 +572,38 @@ TEST(SchedulerCompleteStep, StepGapsCountTokensThatContinueFromThePreviousStep) 
   EXPECT_EQ(static_cast<int64_t>(h.scheduler().step_tokens().size()), 3);
 }
 
+// With the token list off, step_tokens() is empty and step_gaps() counts the same tokens; a
+// caller's `tokens` still gets them.
+TEST(SchedulerCompleteStep, WithoutTheTokenListTheGapsStillCountEveryToken) {
+  Harness listed(RoundRobinOptions(), 4, {10, 10});
+  Harness counted(RoundRobinOptions(), 4, {10, 10});
+  counted.scheduler().set_list_step_tokens(false);
+  for (Harness* h : {&listed, &counted}) {
+    h->Add(1, 5, 4, 0);
+    h->Add(2, 5, 2, 0);
+  }
+  for (SimTime now : {10, 20, 35, 50}) {
+    SCOPED_TRACE(now);
+    if (now == 20) {
+      for (Harness* h : {&listed, &counted}) h->Add(3, 5, 4, 0);
+    }
+    listed.Step(now);
+    counted.Step(now);
+    const StepGaps a = listed.scheduler().step_gaps(), b = counted.scheduler().step_gaps();
+    EXPECT_EQ(a.previous, b.previous);
+    EXPECT_EQ(a.continuing, b.continuing);
+    EXPECT_EQ(Others(a), Others(b));
+    EXPECT_EQ(a.continuing + static_cast<int64_t>(a.others.size()),
+              static_cast<int64_t>(listed.scheduler().step_tokens().size()));
+    EXPECT_THAT(counted.scheduler().step_tokens(), IsEmpty());
+  }
+  std::vector<StepToken> tokens;
+  counted.scheduler().CompleteStep(counted.scheduler().Schedule(60), 60, &tokens);
+  ASSERT_EQ(tokens.size(), 1u);  // 1 and 2 are done; 3's fourth token, index 3
+  EXPECT_EQ(tokens[0].first->id, 3);
+  EXPECT_EQ(tokens[0].second, 3);
+}
+
 // A standalone prefill's token comes between steps: the request's next token is listed with the
 // prefill's time, and continues the common gap from the step after on.
 TEST(SchedulerCompleteStep, StepGapsListTheFirstDecodeAfterAStandalonePrefill) {
@@ -869,6 +901,11 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
       ASSERT_EQ(Ids(out.preempted), Ids(expected.preempted));
       ASSERT_EQ(Ids(out.rejected), Ids(expected.rejected));
       for (int s = 0; s < 2; ++s) ASSERT_EQ(Ids(out.sub_batch[s]), Ids(expected.sub_batch[s]));
+      // Every request of a sub-batch says so, also after a step whose sub-batch 1 was not reset
+      // request by request (no partition before it).
+      for (int s = 0; s < 2; ++s) {
+        for (const Request* r : out.sub_batch[s]) ASSERT_EQ(r->sub_batch, s) << r->id;
+      }
       preemptions += static_cast<int64_t>(out.preempted.size());
       if (o.standalone_prefill) {
         for (size_t k = 0; k < a.size(); ++k) {
@@ -882,6 +919,8 @@ TEST(SchedulerReusedOutput, EqualsAFreshOutputEveryStep) {
       fresh.scheduler().CompleteStep(expected, now);
       ASSERT_EQ(TokenIds(reused.scheduler().step_tokens()),
                 TokenIds(fresh.scheduler().step_tokens()));
+      const absl::Status invariants = reused.scheduler().CheckInvariants();
+      ASSERT_TRUE(invariants.ok()) << invariants;
       ++steps;
     }
     EXPECT_GT(preemptions, 0) << "the cache is meant to be too small";

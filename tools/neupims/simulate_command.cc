@@ -55,15 +55,15 @@ class Collector : public engine::EngineObserver {
     AddGap(r.last_token, t, 1);
   }
 
-  void OnIterationTokens(absl::Span<const engine::EmittedToken> tokens, SimTime) override {
-    tokens_ += static_cast<int64_t>(tokens.size());
-  }
+  // Tokens are counted from the gaps (below), so the engine need not list them.
+  bool WantsIterationTokens() const override { return false; }
 
   // Run-length inter-token gaps: the decoding requests of an iteration mostly share one gap
   // (the iteration), so memory grows with iterations, not tokens, and only the tokens that do
   // not continue from the previous iteration are visited. The runs' order differs from a
   // token-by-token pass (the continuing tokens' run comes first), which changes no quantile.
   void OnIterationGaps(const scheduler::StepGaps& gaps, SimTime t) override {
+    tokens_ += gaps.continuing + static_cast<int64_t>(gaps.others.size());
     AddGap(gaps.previous, t, gaps.continuing);
     for (const scheduler::StepGap& g : gaps.others) AddGap(g.previous, t, 1);
   }
