@@ -43,8 +43,12 @@ constexpr uint64_t BytesEqual(uint64_t w, char c) { return ZeroBytes(w ^ Broadca
 // The index of the first (lowest) marked byte; `marks` must be nonzero.
 constexpr int FirstMarked(uint64_t marks) { return std::countr_zero(marks) / 8; }
 
+// The sum of w's eight bytes, which must be at most 255 (the multiply adds every byte into the
+// top one, and a larger sum would carry out of it).
+constexpr int SumByteLanes(uint64_t w) { return static_cast<int>((w * kOnes) >> 56); }
+
 // The number of marked bytes (a sum of byte lanes of 0 or 1: no popcount instruction needed).
-constexpr int CountMarked(uint64_t marks) { return static_cast<int>(((marks >> 7) * kOnes) >> 56); }
+constexpr int CountMarked(uint64_t marks) { return SumByteLanes(marks >> 7); }
 
 }  // namespace neupims::swar
 

@@ -80,16 +80,14 @@ class TableReader {
     const char* p = contents_.data() + pos_;
     const size_t n = contents_.size() - pos_;
     size_t lines = 1, i = 0;
-    if constexpr (swar::kLittleEndian) {
-      // Eight bytes a word; the per-byte counts (0 or 1) add up in byte lanes for at most 31
-      // words before CountMarked-style summing, so the total (<= 248) fits in a byte.
-      while (n - i >= 8) {
-        uint64_t lanes = 0;
-        for (int k = 0; k < 31 && n - i >= 8; ++k, i += 8) {
-          lanes += swar::BytesEqual(swar::Load8(p + i), '\n') >> 7;
-        }
-        lines += static_cast<size_t>((lanes * swar::kOnes) >> 56);
+    // Eight bytes a word (the count does not depend on the byte order); the per-byte counts
+    // (0 or 1) add up in byte lanes for at most 31 words, so their total (<= 248) is a byte.
+    while (n - i >= 8) {
+      uint64_t lanes = 0;
+      for (int k = 0; k < 31 && n - i >= 8; ++k, i += 8) {
+        lanes += swar::BytesEqual(swar::Load8(p + i), '\n') >> 7;
       }
+      lines += static_cast<size_t>(swar::SumByteLanes(lanes));
     }
     for (; i < n; ++i) lines += p[i] == '\n';
     return lines;

@@ -119,9 +119,10 @@ class EngineObserver {
   }
   // The same tokens as inter-token gaps (scheduler::StepGaps: a count of tokens that share the
   // gap t - gaps.previous, and the others with their previous token's time), called after
-  // OnIterationTokens: an observer of gaps visits only the tokens that do not continue from the
-  // previous iteration. Standalone prefills' tokens (a recompute after a preemption has a gap
-  // too) are not among them: they arrive only through OnTokens, above.
+  // OnIterationTokens when that is wanted (WantsIterationTokens): an observer of gaps visits only
+  // the tokens that do not continue from the previous iteration. Standalone prefills' tokens (a
+  // recompute after a preemption has a gap too) are not among them: they arrive only through
+  // OnTokens, above.
   virtual void OnIterationGaps(const scheduler::StepGaps& /*gaps*/, SimTime /*t*/) {}
   // False: this observer needs no OnIterationTokens (it counts tokens from OnIterationGaps:
   // gaps.continuing + gaps.others.size()), so the scheduler does not list them per token.

@@ -322,15 +322,17 @@ void IterationModel::ResetAttention(int64_t requests, bool zero_channels,
   a->cost = HwCost{};
   const bool count_instructions =
       options_.device.hbm.pim.issue.scope != hw::PimIssueScope::kUnlimited;
-  for (std::vector<double>* v :
-       {&a->logit_ch, &a->attend_ch, &a->mha_ch, &a->logit_instr_ch, &a->attend_instr_ch}) {
-    const bool instructions = v == &a->logit_instr_ch || v == &a->attend_instr_ch;
-    const size_t size = !instructions || count_instructions ? channels : 0;
+  const auto size = [zero_channels](std::vector<double>* v, size_t n) {
     if (zero_channels) {
-      v->assign(size, 0.0);
+      v->assign(n, 0.0);
     } else {
-      v->resize(size);
+      v->resize(n);
     }
+  };
+  for (std::vector<double>* v : {&a->logit_ch, &a->attend_ch, &a->mha_ch}) size(v, channels);
+  const size_t instruction_channels = count_instructions ? channels : 0;
+  for (std::vector<double>* v : {&a->logit_instr_ch, &a->attend_instr_ch}) {
+    size(v, instruction_channels);
   }
   a->serial_logit_ns = a->serial_context_ns = 0;
 }

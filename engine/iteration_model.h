@@ -220,8 +220,8 @@ class IterationModel {
   };
   // Adds items[begin, end) (end - begin <= kLaneChunk) from the lane cache up to the first
   // request whose length is not in it or whose channel is out of range; returns where it
-  // stopped. Makes no call: across a call GCC keeps
-  // the sums in memory (every vector register is caller-saved).
+  // stopped. Makes no call: across a call GCC keeps the sums in memory (every vector register
+  // is caller-saved).
   template <bool kCountInstructions>
   size_t SumLaneRun(absl::Span<const DecodeItem> items, size_t begin, size_t end,
                     AttentionSums* sums);
@@ -311,7 +311,10 @@ class IterationModel {
   absl::node_hash_map<VectorKey, hw::NpuOpResult> vector_cache_;
   std::vector<AttentionCost> attention_cache_;  // by seq_len (filled lazily)
   // By seq_len: 0 not costed, kCostedInLanes costed and in attention_lanes_, kCostedWide costed
-  // but with a command count above kMaxLaneCommands (summed from attention_cache_).
+  // but with a command count above kMaxLaneCommands (summed from attention_cache_). No shipped
+  // device reaches kCostedWide (a request's commands in a layer are bounded by its channel's KV
+  // capacity, ~126k at neupims' blocks per channel): a guard that keeps the int32 lanes exact on
+  // a device with larger channels.
   static constexpr uint8_t kCostedInLanes = 1, kCostedWide = 2;
   std::vector<uint8_t> attention_cached_;
   std::vector<AttentionLanes> attention_lanes_;  // by seq_len, where kCostedInLanes

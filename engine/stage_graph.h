@@ -122,7 +122,8 @@ struct TimelineEvent {
   double start_ns = 0, end_ns = 0;
 };
 
-// What a node is, besides its scheduling fields (ScheduleNode).
+// What a node is, besides its scheduling fields (ScheduleNode). A field added here must also be
+// patched (StageGraph::Patcher::Write) or be part of the checked place (PlaceOf).
 struct NodeInfo {
   const char* name = "";
   NodeKind kind = NodeKind::kLayerOp;
@@ -271,6 +272,18 @@ class StageGraph::Patcher {
     info.kind = spec.info.kind;
     info.cost = spec.info.cost;
     info.channel_ns = spec.info.channel_ns;
+    // Every NodeInfo field is written above or checked by place (layer, sub-batch, phase): a
+    // field added to NodeInfo changes its size against this list of them.
+    struct Fields {
+      const char* name;
+      NodeKind kind;
+      int sub_batch, layer;
+      const HwCost* cost;
+      const std::vector<double>* channel_ns;
+      Phase phase;
+    };
+    static_assert(sizeof(NodeInfo) == sizeof(Fields),
+                  "a NodeInfo field is neither patched nor checked");
     ++next_;
   }
 

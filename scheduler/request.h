@@ -42,7 +42,9 @@ struct Request {
   int64_t generated = 0;  // output tokens produced so far
   int channel = -1;       // PIM channel of its KV cache (kept after it ends; -1 while waiting)
   int kv_slot = -1;       // BlockManager::SlotOf while its KV cache is allocated (a lookup hint)
-  int sub_batch = 0;      // 0 or 1 (Algorithm 3), decided every iteration
+  // 0 or 1: its sub-batch in the last step (Algorithm 3); 0 after a step without partition and
+  // while not decoding.
+  int sub_batch = 0;
   int64_t admission = 0;  // the scheduler's count of admissions when it was last admitted
   int preemptions = 0;
   bool needs_prefill = true;  // the next step must (re)compute its prompt (+ generated) tokens
@@ -57,7 +59,9 @@ struct Request {
 
   // Tokens in the KV cache: the prompt plus every generated token.
   int64_t context_tokens() const { return prompt_tokens + generated; }
-  bool done() const { return generated >= max_new_tokens; }
+  bool done() const { return DoneAt(generated); }
+  // done() once `tokens` have been generated (the per-token loop keeps the count in a register).
+  bool DoneAt(int64_t tokens) const { return tokens >= max_new_tokens; }
   // Running with its KV cache in place: it decodes a token every iteration (Scheduler's decode
   // list and the KV cache's stream hold exactly these requests).
   bool decoding() const { return state == RequestState::kRunning && !needs_prefill; }

@@ -409,7 +409,7 @@ size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
     const int64_t generated = ++r->generated;
     if (r->last_token != previous) NoteOtherGap(r, now);
     r->last_token = now;
-    if (generated >= r->max_new_tokens) FinishProduced(r, now, finished);  // done()
+    if (r->DoneAt(generated)) FinishProduced(r, now, finished);
   }
   size_t count = decodes - skipped;
   if (!options_.standalone_prefill) {

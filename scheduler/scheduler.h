@@ -195,8 +195,9 @@ class Scheduler {
   std::vector<int64_t> free_scratch_;
   std::vector<double> loads_scratch_;
   std::vector<int> channel_scratch_;
-  // The last step's tokens; kept between steps (resized, not cleared and refilled) so that
-  // making room for a step's tokens does not value-initialise the whole list every step.
+  // The last step's tokens; while listed, kept between steps (resized, not cleared and
+  // refilled) so that making room for a step's tokens does not value-initialise the whole list
+  // every step; cleared when a step does not list them (set_list_step_tokens(false)).
   std::vector<StepToken> step_tokens_;
   bool list_step_tokens_ = true;
   // step_gaps(): the time of the step before the last CompleteStep's (a value no token time

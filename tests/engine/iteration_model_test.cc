@@ -42,6 +42,15 @@ std::unique_ptr<IterationModel> MakeModel(const std::string& mode_name,
   return m.ok() ? *std::move(m) : nullptr;
 }
 
+// A model for the attention sums' two hot-loop forms: NeuPIMs without a PIM issue limit, or
+// npu+pim with a chip-wide one (the per-channel instruction counts compiled in).
+std::unique_ptr<IterationModel> MakeAttentionModel(bool issue_limit) {
+  if (!issue_limit) return MakeModel("neupims");
+  return MakeModel("npu+pim", [](hw::DeviceConfig* d) {
+    d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0};
+  });
+}
+
 // 128 decoding requests, sequence lengths 64 .. 963, channel i % 32; split by Algorithm 3 when
 // the mode interleaves sub-batches.
 IterationInput Batch128(const SystemMode& mode) {
@@ -261,12 +270,7 @@ TEST(IterationModel, AttentionSumsCountRequestsBeyondTheCacheAndRejectLengthZero
   // issue limit.
   for (const bool issue_limit : {false, true}) {
     SCOPED_TRACE(issue_limit ? "chip-wide issue limit" : "unlimited issue");
-    std::unique_ptr<IterationModel> m =
-        issue_limit ? MakeModel("npu+pim",
-                                [](hw::DeviceConfig* d) {
-                                  d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0};
-                                })
-                    : MakeModel("neupims");
+    std::unique_ptr<IterationModel> m = MakeAttentionModel(issue_limit);
     ASSERT_NE(m, nullptr);
     const int64_t beyond = m->options().model.max_seq_len + 10;
     for (int64_t second : {int64_t{700}, beyond}) {
@@ -490,12 +494,7 @@ void ExpectSameCost(const IterationCost& a, const IterationCost& b) {
 TEST(IterationModel, AttentionSumsFromTheLaneCacheEqualTheRequestsOwnCosts) {
   for (const bool issue_limit : {false, true}) {
     SCOPED_TRACE(issue_limit ? "chip-wide issue limit" : "unlimited issue");
-    std::unique_ptr<IterationModel> m =
-        issue_limit ? MakeModel("npu+pim",
-                                [](hw::DeviceConfig* d) {
-                                  d->hbm.pim.issue = {hw::PimIssueScope::kChip, 1.0};
-                                })
-                    : MakeModel("neupims");
+    std::unique_ptr<IterationModel> m = MakeAttentionModel(issue_limit);
     ASSERT_NE(m, nullptr);
     const int channels = m->options().device.hbm.org.channels;
     const int64_t max_seq = m->options().model.max_seq_len;
@@ -674,14 +673,9 @@ IterationInput RandomStage(std::mt19937_64& rng) {
   return in;
 }
 
-// A graph whose topology repeats is patched (durations, lanes, names, costs overwritten in
-// place) instead of built; after scheduling it must equal the graph a fresh model builds, node
-// by node, on random stages: attention on and off per sub-batch, local prefills, serialised
-// sub-batches (npu+pim with two), other layer counts, timelines, stage barriers, a chip-wide
-// PIM issue limit, serial-GEMV npu-only attention, two pipeline stages. Each layer's end is also
-// checked against all of its nodes.
-// The patch walk's per-node check (the review's): a walk of another topology with the same
-// node count must stop the program rather than keep the old dependencies and stages.
+// The patch walk's per-node check: a walk of another topology with the same node count must stop
+// the program rather than keep the old graph's dependencies and stages (which would schedule the
+// new stage on the old stage's edges).
 TEST(StageGraph, APatchWalkOfAnotherTopologyStops) {
   const std::vector<CostedOp> one(1), two(2);
   StageGraph g;
@@ -706,6 +700,12 @@ TEST(StageGraph, APatchWalkOfAnotherTopologyStops) {
   EXPECT_DEATH(walk(two, 0, 0, two), "a patch walk of the same topology");  // past the end
 }
 
+// A graph whose topology repeats is patched (durations, lanes, names, costs overwritten in
+// place) instead of built; after scheduling it must equal the graph a fresh model builds, node
+// by node, on random stages: attention on and off per sub-batch, local prefills, serialised
+// sub-batches (npu+pim with two), other layer counts, timelines, stage barriers, a chip-wide
+// PIM issue limit, serial-GEMV npu-only attention, two pipeline stages. Each layer's end is also
+// checked against all of its nodes.
 TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   std::mt19937_64 rng(20261127);
   struct Variant {
