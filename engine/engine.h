@@ -201,8 +201,7 @@ class Engine {
   // the KV cache's own invariants (kv_cache::BlockManager::CheckInvariants), every request
   // holding KV blocks is a live request, the KV cache's decode stream holds exactly the
   // decoding requests (and the scheduler lists them: Scheduler::CheckInvariants), and the
-  // scheduler's queues hold no more requests than are live. The first
-  // broken one as INTERNAL.
+  // scheduler's queues hold no more requests than are live. The first broken one as INTERNAL.
   absl::Status CheckInvariants() const;
   // Test hook: the KV cache's next Free fails (kv_cache::BlockManager::FailNextFreeForTesting).
   void InjectKvFaultForTesting() { kv_->FailNextFreeForTesting(); }

@@ -479,26 +479,15 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
     stage_layer_[s] = nullptr;
     const int64_t tokens = static_cast<int64_t>(sb[s].size()) + (s == 0 ? prompt_tokens : 0);
     if (tokens > 0) {
-      // The last call's layer while the token count repeats (a node_hash_map entry: stable).
-      if (tokens != stage_cache_[s].tokens) {
-        ASSIGN_OR_RETURN(stage_cache_[s].layer, Layer(tokens));
-        stage_cache_[s].tokens = tokens;
-      }
-      stage_layer_[s] = stage_cache_[s].layer;
+      ASSIGN_OR_RETURN(stage_layer_[s], Layer(tokens));
     }
     const SubBatchAttention& a = attention_[s];
     if (a.requests == 0) continue;
     const int64_t mean_seq = static_cast<int64_t>(
         std::ceil(static_cast<double>(a.total_seq) / static_cast<double>(a.requests)));
-    // The softmax is a function of its shape alone (and the fixed options): costed again only
-    // when the shape differs from the one softmax_[s] was costed for.
-    const std::array<int64_t, 2> softmax_shape{a.requests * dims_.num_heads, mean_seq};
-    if (softmax_shape != stage_cache_[s].softmax_shape) {
-      ASSIGN_OR_RETURN(softmax_[s],
-                       CostVector("softmax", NodeKind::kSoftmax, models::VectorKind::kSoftmax,
-                                  softmax_shape[0], softmax_shape[1], 1));
-      stage_cache_[s].softmax_shape = softmax_shape;
-    }
+    ASSIGN_OR_RETURN(softmax_[s],
+                     CostVector("softmax", NodeKind::kSoftmax, models::VectorKind::kSoftmax,
+                                a.requests * dims_.num_heads, mean_seq, 1));
     if (!mode.pim_attention) {
       // npu-only: the keys and values stream through the systolic arrays (GEMV-shaped).
       const int64_t heads = dims_.num_heads, hd = dims_.head_dim;

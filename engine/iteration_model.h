@@ -353,16 +353,7 @@ class IterationModel {
   std::vector<CostedOp> prefill_costed_;  // the stage's local prefills' attention ops
   // Each prompt length's costed attention ops (names interned; at most max_seq_len entries).
   absl::flat_hash_map<int64_t, std::vector<CostedOp>> prompt_attention_;
-  std::array<CostedOp, 2> softmax_;  // per sub-batch
-  // CostStage's last inputs per sub-batch (decode batches change little between iterations):
-  // the token count of stage_layer_'s layer and the (rows, cols) softmax_ was costed for; -1:
-  // none yet. softmax_[s] is written nowhere else.
-  struct StageCache {
-    int64_t tokens = -1;
-    const CostedLayer* layer = nullptr;
-    std::array<int64_t, 2> softmax_shape{-1, -1};
-  };
-  std::array<StageCache, 2> stage_cache_;
+  std::array<CostedOp, 2> softmax_;                            // per sub-batch
   std::array<std::array<CostedOp, 2>, 2> npu_attention_;       // npu-only: [s] logit, context
   std::vector<std::array<std::vector<DecodeItem>, 2>> micro_;  // pp > 1 micro-batches
   std::vector<std::vector<DecodeItem>> micro_channels_;        // their per-channel split

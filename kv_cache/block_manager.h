@@ -219,8 +219,8 @@ class BlockManager {
   // a block at tick `phase` and then has block_tokens - 1 slots left, one fewer every tick.
   int64_t Room(const Table& table) const {
     if (!table.streaming) return table.room;
-    const int64_t d = int64_t{table.phase} - 1 - tick_;  // in [-block_tokens, block_tokens)
-    return d < 0 ? (d + block_tokens_) % block_tokens_ : d;
+    const int64_t d = int64_t{table.phase} - 1 - tick_;  // in [-block_tokens, block_tokens - 1)
+    return d < 0 ? d + block_tokens_ : d;
   }
   int64_t Tokens(const Table& table) const {
     return static_cast<int64_t>(table.blocks.size()) * block_tokens_ - Room(table);
