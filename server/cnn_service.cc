@@ -1,6 +1,8 @@
 #include "server/cnn_service.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -181,6 +183,21 @@ absl::StatusOr<const CnnModel*> InferenceServiceImpl::FindModel(const CnnRunner&
                                             "' (served: ", kModelVersion, ")"));
   }
   return m;
+}
+
+int64_t InferenceServiceImpl::MaxRequestBytes(const std::vector<const CnnModel*>& models,
+                                              int max_batch, CnnDatatype datatype) {
+  // Per element: FP32 raw bytes and packed fp32_contents both take 4; an INT8 int_contents
+  // varint takes up to 10 (a negative int32 is sign-extended to 64 bits), raw takes 1.
+  const int64_t per_element = datatype == CnnDatatype::kFp32 ? kFp32Bytes : 10;
+  // Names, shape, parameters, field tags and lengths: small beside the tensor.
+  constexpr int64_t kEnvelopeBytes = 64 << 10;
+  constexpr int64_t kCap = std::numeric_limits<int>::max();
+  int64_t largest = 0;
+  for (const CnnModel* m : models) largest = std::max(largest, m->input.elements_per_image());
+  // A graph's dimensions go up to 2^20 each, so the product can overflow: compare by division.
+  if (largest > 0 && max_batch > (kCap - kEnvelopeBytes) / per_element / largest) return kCap;
+  return std::min(kCap, max_batch * largest * per_element + kEnvelopeBytes);
 }
 
 absl::StatusOr<int64_t> InferenceServiceImpl::CheckInferRequest(

@@ -13,6 +13,7 @@
 #define NEUPIMS_SERVER_CNN_SERVICE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
@@ -51,6 +52,13 @@ class InferenceServiceImpl final : public inference::GRPCInferenceService::Callb
   // INVALID_ARGUMENT naming the offending field.
   static absl::StatusOr<int64_t> CheckInferRequest(const CnnModel& model, int max_batch,
                                                    const inference::ModelInferRequest& request);
+  // The largest ModelInfer message a well-formed request can need: the largest model's input at
+  // `max_batch` images in the widest encoding its datatype allows (FP32: 4 bytes an element, raw
+  // or packed fp32_contents; INT8: 10, the int_contents varint of a negative value), plus 64 KiB
+  // for the rest of the message; capped at INT_MAX, gRPC's largest limit. The server raises the
+  // port's receive limit to it, so --cnn-max-batch is never cut by --max-message-bytes.
+  static int64_t MaxRequestBytes(const std::vector<const CnnModel*>& models, int max_batch,
+                                 CnnDatatype datatype);
 
  private:
   CnnRunner* runner_;

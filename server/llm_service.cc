@@ -395,11 +395,19 @@ neupims::v1::FinishReason ToProto(Finish f) {
 }
 
 LlmServiceImpl::LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version,
-                               int64_t max_stream_buffer)
+                               int64_t max_stream_buffer, int64_t max_message_bytes)
     : runner_(runner),
       metrics_(metrics),
       version_(std::move(version)),
-      max_stream_buffer_(max_stream_buffer) {}
+      max_stream_buffer_(max_stream_buffer),
+      max_message_bytes_(max_message_bytes) {}
+
+absl::Status LlmServiceImpl::CheckSize(const GenerateRequest& request) const {
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes <= static_cast<size_t>(max_message_bytes_)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "request of ", bytes, " bytes is over --max-message-bytes (", max_message_bytes_, ")"));
+}
 
 GenerateInput LlmServiceImpl::ToInput(const GenerateRequest& req) {
   GenerateInput in;
@@ -430,6 +438,10 @@ grpc::ServerWriteReactor<GenerateResponse>* LlmServiceImpl::Generate(
     grpc::CallbackServerContext* ctx, const GenerateRequest* request) {
   (void)ctx;
   auto* reactor = new GenerateReactor(runner_, metrics_, max_stream_buffer_);
+  if (absl::Status s = CheckSize(*request); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   reactor->Start(ToInput(*request));
   return reactor;
 }
@@ -439,6 +451,10 @@ grpc::ServerUnaryReactor* LlmServiceImpl::Complete(grpc::CallbackServerContext* 
                                                    neupims::v1::CompleteResponse* response) {
   (void)ctx;
   auto* reactor = new CompleteReactor(runner_);
+  if (absl::Status s = CheckSize(*request); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   auto sink = std::make_shared<CompleteSink>(reactor, response, &runner_->tokenizer());
   absl::StatusOr<std::string> id = SubmitGenerate(runner_, metrics_, ToInput(*request), sink);
   if (!id.ok()) {

@@ -12,8 +12,10 @@
 #define NEUPIMS_SERVER_LLM_SERVICE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/cnn_runner.h"
 #include "server/engine_runner.h"
@@ -24,9 +26,11 @@ namespace neupims::server {
 
 class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
  public:
-  // `max_stream_buffer`: ServerOptions::max_stream_buffer (0: unbounded).
+  // `max_stream_buffer`: ServerOptions::max_stream_buffer (0: unbounded). `max_message_bytes`:
+  // ServerOptions::max_message_bytes, checked here too since CNN models can raise the port's
+  // limit above it (a larger Generate / Complete request is RESOURCE_EXHAUSTED).
   LlmServiceImpl(EngineRunner* runner, ServerMetrics* metrics, std::string version,
-                 int64_t max_stream_buffer);
+                 int64_t max_stream_buffer, int64_t max_message_bytes);
 
   grpc::ServerWriteReactor<neupims::v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* ctx, const neupims::v1::GenerateRequest* request) override;
@@ -50,10 +54,14 @@ class LlmServiceImpl final : public neupims::v1::LlmService::CallbackService {
   static GenerateInput ToInput(const neupims::v1::GenerateRequest& request);
 
  private:
+  // RESOURCE_EXHAUSTED when `request` is over max_message_bytes_.
+  absl::Status CheckSize(const neupims::v1::GenerateRequest& request) const;
+
   EngineRunner* runner_;
   ServerMetrics* metrics_;
   std::string version_;
   int64_t max_stream_buffer_;
+  int64_t max_message_bytes_;
   const CnnRunner* cnn_ = nullptr;
 };
 

@@ -4,8 +4,10 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/config_enum.h"
@@ -187,6 +189,18 @@ absl::Status CheckBindAddress(const std::string& host) {
   return absl::OkStatus();
 }
 
+// The port's message limit: --max-message-bytes, raised to what a ModelInfer of
+// --cnn-max-batch images needs when CNN models are served (the LLM service then checks its own
+// requests against --max-message-bytes).
+int64_t GrpcReceiveLimit(const ServerOptions& options, const CnnRunner* cnn) {
+  if (cnn == nullptr) return options.max_message_bytes;
+  std::vector<const CnnModel*> models;
+  for (const auto& m : cnn->models()) models.push_back(m.get());
+  return std::max(options.max_message_bytes,
+                  InferenceServiceImpl::MaxRequestBytes(models, cnn->options().max_batch,
+                                                        cnn->options().input_datatype));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
@@ -220,8 +234,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     const std::vector<int> ports = im.exposer->GetListeningPorts();
     s->metrics_port_ = ports.empty() ? options.metrics_port : ports.front();
   }
-  im.service = std::make_unique<LlmServiceImpl>(s->runner_.get(), im.metrics.get(), kVersion,
-                                                options.max_stream_buffer);
+  im.service =
+      std::make_unique<LlmServiceImpl>(s->runner_.get(), im.metrics.get(), kVersion,
+                                       options.max_stream_buffer, options.max_message_bytes);
   if (options.cnn.any()) {
     ASSIGN_OR_RETURN(s->cnn_runner_, CnnRunner::Create(options.cnn, options.runner.pacing,
                                                        options.runner.speed, im.metrics.get()));
@@ -237,7 +252,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat(options.bind_address, ":", options.port),
                            GrpcCredentials(im.security, im.metrics.get()), &s->port_);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(GrpcReceiveLimit(options, s->cnn_runner_.get())));
   builder.RegisterService(im.service.get());
   // Registered before BuildAndStart, so the reflection plugin lists it too.
   if (im.cnn_service != nullptr) builder.RegisterService(im.cnn_service.get());

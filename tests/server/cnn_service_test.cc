@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -320,6 +321,49 @@ TEST_F(CnnServiceTest, AnInt8ModelTakesIntContentsOrOneByteAnElement) {
                 "INT8 needs 150528");
   raw.mutable_raw_input_contents(0)->resize(kImageElements);
   ASSERT_TRUE(Infer(raw, &out).ok());
+}
+
+// --cnn-max-batch is a promise to KServe clients: a request of that many images fits the port's
+// message limit even above --max-message-bytes (8 ResNet50 images in FP32 are 4.8 MB, over the
+// 4 MiB default), raw or typed; the LLM service keeps --max-message-bytes for its own requests.
+TEST_F(CnnServiceTest, ARequestOfCnnMaxBatchImagesFitsTheMessageLimit) {
+  ServerOptions o = CnnOptionsFor(Pacing::kFast);
+  o.cnn.max_batch = 8;
+  ASSERT_GT(8 * kImageElements * 4, o.max_message_bytes);
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  for (bool raw : {true, false}) {
+    ModelInferResponse out;
+    const grpc::Status s = Infer(InferRequest(8, raw), &out);
+    ASSERT_TRUE(s.ok()) << "raw " << raw << ": " << s.error_code() << " " << s.error_message();
+    EXPECT_THAT(out.outputs(0).shape(), ElementsAre(8, 1000));
+  }
+  auto llm = neupims::v1::LlmService::NewStub(channel_);
+  neupims::v1::GenerateRequest big;
+  big.set_text(std::string(static_cast<size_t>(o.max_message_bytes) + 1, 'a'));
+  big.set_max_new_tokens(1);
+  grpc::ClientContext ctx;
+  neupims::v1::CompleteResponse done;
+  const grpc::Status s = llm->Complete(&ctx, big, &done);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("--max-message-bytes"));
+}
+
+TEST(CnnMessageLimit, CoversTheLargestModelAtTheMaxBatchInItsWidestEncoding) {
+  CnnModel resnet, vgg8;
+  resnet.input.shape = {-1, 3, 224, 224};
+  vgg8.input.shape = {-1, 3, 32, 32};
+  const std::vector<const CnnModel*> models = {&vgg8, &resnet};
+  // FP32: 4 bytes an element, raw or packed fp32_contents; INT8: up to 10 bytes an element
+  // (int_contents varints of negative values are sign-extended to 64 bits).
+  EXPECT_GE(InferenceServiceImpl::MaxRequestBytes(models, 64, CnnDatatype::kFp32),
+            64 * kImageElements * 4);
+  EXPECT_LT(InferenceServiceImpl::MaxRequestBytes(models, 64, CnnDatatype::kFp32),
+            64 * kImageElements * 4 + (1 << 20));
+  EXPECT_GE(InferenceServiceImpl::MaxRequestBytes(models, 2, CnnDatatype::kInt8),
+            2 * kImageElements * 10);
+  // gRPC's limit is an int.
+  EXPECT_EQ(InferenceServiceImpl::MaxRequestBytes(models, 4096, CnnDatatype::kInt8),
+            std::numeric_limits<int>::max());
 }
 
 // A ModelInfer on the callback API that records its status.
