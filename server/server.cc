@@ -15,6 +15,7 @@
 #include "common/enum_names.h"
 #include "common/option_ranges.h"
 #include "common/status_macros.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -245,6 +246,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     im.service->SetCnnRunner(s->cnn_runner_.get());
   }
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC serves health from its own upb code: without this file's descriptor in the protobuf
+  // pool, reflection lists grpc.health.v1.Health but cannot describe it, and grpcurl cannot call
+  // it (proto/grpc/health/v1/health.proto). Naming the descriptor links the file in.
+  grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default on Linux, which lets a second server bind a port already

@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -217,6 +218,7 @@ using testing_util::HealthCheck;
 using testing_util::HttpGet;
 using testing_util::Metric;
 using testing_util::ParsePrometheus;
+using testing_util::ReflectionFilesContaining;
 using testing_util::ReflectionListServices;
 using testing_util::Sample;
 
@@ -836,6 +838,29 @@ TEST_F(ServerTest, ReflectionListsTheServices) {
   const std::vector<std::string> services = ReflectionListServices(channel_);
   EXPECT_THAT(services, Contains("neupims.v1.LlmService"));
   EXPECT_THAT(services, Contains("grpc.health.v1.Health"));
+}
+
+// grpcurl resolves every method through reflection before calling it, health included
+// (`grpcurl -plaintext host:port grpc.health.v1.Health/Check`): the symbol must resolve to a
+// file that describes the service, not only be listed.
+TEST_F(ServerTest, ReflectionDescribesEveryListedService) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  for (const char* service : {"grpc.health.v1.Health", "neupims.v1.LlmService"}) {
+    std::vector<std::string> methods;
+    for (const std::string& bytes : ReflectionFilesContaining(channel_, service)) {
+      google::protobuf::FileDescriptorProto file;
+      ASSERT_TRUE(file.ParseFromString(bytes));
+      for (const auto& s : file.service()) {
+        if (absl::StrCat(file.package(), ".", s.name()) != service) continue;
+        for (const auto& m : s.method()) methods.push_back(m.name());
+      }
+    }
+    if (std::string(service) == "grpc.health.v1.Health") {
+      EXPECT_THAT(methods, ::testing::UnorderedElementsAre("Check", "Watch"));
+    } else {
+      EXPECT_THAT(methods, Contains("Generate"));
+    }
+  }
 }
 
 TEST_F(ServerTest, MetricsEndpointCountsWhatWasServed) {

@@ -78,12 +78,10 @@ inline int HealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std:
   return status;
 }
 
-// grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with one list_services request
-// (field 7). The answer's list_services_response (field 6) holds repeated ServiceResponse
-// (field 1) whose name is field 1.
-inline std::vector<std::string> ReflectionListServices(
-    const std::shared_ptr<grpc::Channel>& channel) {
-  std::vector<std::string> names;
+// grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with one request (its encoded
+// ServerReflectionRequest); returns the encoded answer, "" if none came.
+inline std::string ReflectionRoundTrip(const std::shared_ptr<grpc::Channel>& channel,
+                                       const std::string& request) {
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
@@ -99,7 +97,7 @@ inline std::vector<std::string> ReflectionListServices(
   };
   call->StartCall(reinterpret_cast<void*>(1));
   EXPECT_TRUE(step(1));
-  call->Write(ToByteBuffer(Field(7, "")), reinterpret_cast<void*>(2));
+  call->Write(ToByteBuffer(request), reinterpret_cast<void*>(2));
   EXPECT_TRUE(step(2));
   grpc::ByteBuffer response;
   call->Read(&response, reinterpret_cast<void*>(3));
@@ -116,23 +114,46 @@ inline std::vector<std::string> ReflectionListServices(
   bool ok = false;
   while (cq.Next(&tag, &ok)) {
   }
-  if (!read_ok) return names;
-  google::protobuf::UnknownFieldSet top;
-  EXPECT_TRUE(top.ParseFromString(FromByteBuffer(response)));
-  for (int i = 0; i < top.field_count(); ++i) {
-    if (top.field(i).number() != 6) continue;
-    google::protobuf::UnknownFieldSet list;
-    EXPECT_TRUE(list.ParseFromString(top.field(i).length_delimited()));
-    for (int j = 0; j < list.field_count(); ++j) {
-      if (list.field(j).number() != 1) continue;
-      google::protobuf::UnknownFieldSet service;
-      EXPECT_TRUE(service.ParseFromString(list.field(j).length_delimited()));
-      for (int k = 0; k < service.field_count(); ++k) {
-        if (service.field(k).number() == 1) names.push_back(service.field(k).length_delimited());
-      }
+  return read_ok ? FromByteBuffer(response) : "";
+}
+
+// The length-delimited fields `number` of an encoded message.
+inline std::vector<std::string> LengthDelimited(const std::string& message, int number) {
+  std::vector<std::string> out;
+  google::protobuf::UnknownFieldSet fields;
+  EXPECT_TRUE(fields.ParseFromString(message));
+  for (int i = 0; i < fields.field_count(); ++i) {
+    if (fields.field(i).number() == number &&
+        fields.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      out.push_back(fields.field(i).length_delimited());
+    }
+  }
+  return out;
+}
+
+// Reflection's list_services (request field 7). The answer's list_services_response (field 6)
+// holds repeated ServiceResponse (field 1) whose name is field 1.
+inline std::vector<std::string> ReflectionListServices(
+    const std::shared_ptr<grpc::Channel>& channel) {
+  std::vector<std::string> names;
+  for (const std::string& list : LengthDelimited(ReflectionRoundTrip(channel, Field(7, "")), 6)) {
+    for (const std::string& service : LengthDelimited(list, 1)) {
+      for (const std::string& name : LengthDelimited(service, 1)) names.push_back(name);
     }
   }
   return names;
+}
+
+// Reflection's file_containing_symbol (request field 4), as grpcurl asks before every call: the
+// encoded FileDescriptorProtos of the answer's file_descriptor_response (field 4, repeated
+// bytes 1); none when the server answers with an error_response ("Symbol not found").
+inline std::vector<std::string> ReflectionFilesContaining(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& symbol) {
+  std::vector<std::string> files;
+  for (const std::string& r : LengthDelimited(ReflectionRoundTrip(channel, Field(4, symbol)), 4)) {
+    for (const std::string& file : LengthDelimited(r, 1)) files.push_back(file);
+  }
+  return files;
 }
 
 // ---- /metrics over a plain socket.
