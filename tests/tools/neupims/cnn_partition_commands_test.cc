@@ -12,6 +12,7 @@ namespace neupims::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(CnnSelectCommand, Vgg19TextNamesTheSelectionAndItsShare) {
   const CliOutput o = RunCli("cnn select --model vgg19");
@@ -67,6 +68,15 @@ TEST(CnnHypeCommand, BadInputsAreClearErrors) {
   o = RunCli("cnn hype --power-cap-w 40");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("idle"));
+}
+
+// A cap that is not a number is a usage error naming the flag, not the scheduler's internal
+// "made no progress" (exit 1) that NaN comparisons led to.
+TEST(CnnHypeCommand, ANanPowerCapIsAUsageError) {
+  const CliOutput o = RunCli("cnn hype --power-cap-w nan");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--power-cap-w"));
+  EXPECT_THAT(o.out, Not(HasSubstr("no progress")));
 }
 
 }  // namespace
