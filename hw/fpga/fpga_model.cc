@@ -88,6 +88,15 @@ class Tiler {
     t.n_oc = CeilDiv(t.oc, s_.oc_p);
     t.n_h = CeilDiv(c.out.h, s_.h_p);
     t.n_w = CeilDiv(c.out.w, t.tw);
+    // In double: the product of four counts of up to 2^20 each can overflow int64.
+    const double tiles = static_cast<double>(c.groups) * static_cast<double>(t.n_oc) *
+                         static_cast<double>(t.n_h) * static_cast<double>(t.n_w);
+    if (tiles > static_cast<double>(kMaxTilesPerGroup)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("a convolution to ", c.out.c, "x", c.out.h, "x", c.out.w, " is ",
+                       absl::SixDigits(tiles), " tiles on ", s_.name, ", more than the ",
+                       kMaxTilesPerGroup, " one group may have (kMaxTilesPerGroup)"));
+    }
     t.weight_bytes = t.ic * c.kernel_h * c.kernel_w * t.oc * e;
     t.input_bytes = t.ic * c.in.h * c.in.w * e;
     return t;

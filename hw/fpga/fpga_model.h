@@ -91,6 +91,13 @@ struct Group {
   std::vector<Op> ops;
 };
 
+// The most tiles (steps) one group may have. FpgaModel::Cost walks a group tile by tile, so a
+// layer of far more tiles (a graph file may give every dimension up to 2^20) would take
+// gigabytes and minutes; it is ResourceExhausted naming the count instead (a layer the device
+// cannot run, as when a weight tile does not fit B_weights). A 4K frame
+// (2160 x 3840) through a 3x3 convolution of 64 channels is about 200,000 tiles on ZU2.
+inline constexpr int64_t kMaxTilesPerGroup = int64_t{1} << 22;
+
 struct GroupCost {
   int64_t cycles = 0;
   double time_s = 0;

@@ -110,6 +110,23 @@ TEST(FpgaModelTest, WeightTileLargerThanTheBufferIsRefused) {
   EXPECT_THAT(cost.status().message(), HasSubstr("B_weights"));
 }
 
+// A graph file may give every dimension up to 2^20; a 2^20 x 2^20 output on ZU2 is ~2.3e8 tiles,
+// which the per-tile model would hold in ~10 GB and walk for about a minute. Such a layer does
+// not fit the model (ResourceExhausted, as a weight tile too large for B_weights: the compiler
+// and the profiler then treat the layer as one the device cannot run), naming the count, before
+// any tile is built; a 4K frame stays far below the limit.
+TEST(FpgaModelTest, AConvolutionOfTooManyTilesIsRefusedBeforeAnyIsBuilt) {
+  const FpgaSpec s = Zu2();
+  absl::StatusOr<GroupCost> cost =
+      FpgaModel(s).Cost({Fusion::kSingle, {Op::Conv(Conv(3, 4, 1 << 20, 1 << 20, 3))}});
+  ASSERT_FALSE(cost.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(cost.status())) << cost.status();
+  EXPECT_THAT(cost.status().message(), HasSubstr("tiles"));
+  cost = FpgaModel(s).Cost({Fusion::kSingle, {Op::Conv(Conv(3, 64, 2160, 3840, 3))}});
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  EXPECT_LE(cost->tiles, kMaxTilesPerGroup);
+}
+
 TEST(FpgaModelTest, ConvPoolFusionSkipsTheIntermediateRoundTrip) {
   const FpgaModel m(Zu2());
   const ConvOp c = Conv(64, 64, 112, 112, 3);
