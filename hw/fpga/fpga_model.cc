@@ -61,6 +61,15 @@ struct ConvTiling {
   int64_t input_bytes = 0;   // one group's input
 };
 
+// kMaxTilesPerGroup, checked before any tile is built: ResourceExhausted naming the count.
+absl::Status CheckTileCount(const FpgaSpec& s, const char* what, const Dims& out, double tiles) {
+  if (tiles <= static_cast<double>(kMaxTilesPerGroup)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("a ", what, " to ", out.c, "x", out.h, "x", out.w, " is ",
+                   absl::SixDigits(tiles), " tiles on ", s.name, ", more than the ",
+                   kMaxTilesPerGroup, " one group may have (kMaxTilesPerGroup)"));
+}
+
 class Tiler {
  public:
   explicit Tiler(const FpgaSpec& s) : s_(s) {}
@@ -89,14 +98,9 @@ class Tiler {
     t.n_h = CeilDiv(c.out.h, s_.h_p);
     t.n_w = CeilDiv(c.out.w, t.tw);
     // In double: the product of four counts of up to 2^20 each can overflow int64.
-    const double tiles = static_cast<double>(c.groups) * static_cast<double>(t.n_oc) *
-                         static_cast<double>(t.n_h) * static_cast<double>(t.n_w);
-    if (tiles > static_cast<double>(kMaxTilesPerGroup)) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("a convolution to ", c.out.c, "x", c.out.h, "x", c.out.w, " is ",
-                       absl::SixDigits(tiles), " tiles on ", s_.name, ", more than the ",
-                       kMaxTilesPerGroup, " one group may have (kMaxTilesPerGroup)"));
-    }
+    RETURN_IF_ERROR(CheckTileCount(s_, "convolution", c.out,
+                                   static_cast<double>(c.groups) * static_cast<double>(t.n_oc) *
+                                       static_cast<double>(t.n_h) * static_cast<double>(t.n_w)));
     t.weight_bytes = t.ic * c.kernel_h * c.kernel_w * t.oc * e;
     t.input_bytes = t.ic * c.in.h * c.in.w * e;
     return t;
@@ -194,11 +198,20 @@ absl::Status PoolSteps(const FpgaSpec& s, const PoolOp& p, std::vector<Step>* st
   RETURN_IF_ERROR(CheckDims(p.out, "pool output"));
   if (p.out.c != p.in.c) return absl::InvalidArgumentError("pooling must keep the channel count");
   const int64_t e = s.bytes_per_element;
+  auto chunk_of = [&](int64_t rows) {  // channels whose input rows fit half of B_in
+    const int64_t per_channel = InputExtent(rows, p.kernel_h, p.stride_h, p.in.h) * p.in.w * e;
+    return std::max<int64_t>(1, s.input_buffer_bytes / 2 / per_channel);
+  };
+  // Full slabs have the smallest chunk, so this bounds the steps below.
+  RETURN_IF_ERROR(CheckTileCount(
+      s, "pooling", p.out,
+      static_cast<double>(CeilDiv(p.out.h, s.h_p)) *
+          static_cast<double>(CeilDiv(p.in.c, chunk_of(std::min<int64_t>(s.h_p, p.out.h))))));
   for (int64_t h = 0; h < p.out.h; h += s.h_p) {
     const int64_t rows = std::min<int64_t>(s.h_p, p.out.h - h);
     const int64_t in_rows = InputExtent(rows, p.kernel_h, p.stride_h, p.in.h);
     const int64_t per_channel = in_rows * p.in.w * e;
-    const int64_t chunk = std::max<int64_t>(1, s.input_buffer_bytes / 2 / per_channel);
+    const int64_t chunk = chunk_of(rows);
     for (int64_t c = 0; c < p.in.c; c += chunk) {
       const int64_t ch = std::min(chunk, p.in.c - c);
       Step step;

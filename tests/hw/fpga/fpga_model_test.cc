@@ -125,6 +125,18 @@ TEST(FpgaModelTest, AConvolutionOfTooManyTilesIsRefusedBeforeAnyIsBuilt) {
   cost = FpgaModel(s).Cost({Fusion::kSingle, {Op::Conv(Conv(3, 64, 2160, 3840, 3))}});
   ASSERT_TRUE(cost.ok()) << cost.status();
   EXPECT_LE(cost->tiles, kMaxTilesPerGroup);
+  // A pooling whose rows are too wide for B_in takes one channel a step: 10^5 channels of
+  // 25,000 slabs.
+  const PoolOp wide{.in = {100000, 100000, 40000},
+                    .out = {100000, 50000, 20000},
+                    .kernel_h = 2,
+                    .kernel_w = 2,
+                    .stride_h = 2,
+                    .stride_w = 2};
+  cost = FpgaModel(s).Cost({Fusion::kSingle, {Op::Pool(wide)}});
+  ASSERT_FALSE(cost.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(cost.status())) << cost.status();
+  EXPECT_THAT(cost.status().message(), HasSubstr("pooling"));
 }
 
 TEST(FpgaModelTest, ConvPoolFusionSkipsTheIntermediateRoundTrip) {
