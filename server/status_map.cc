@@ -2,9 +2,24 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/engine.h"
 
 namespace neupims::server {
+namespace {
+
+// `m`, or its first kMaxGrpcMessageBytes bytes (not splitting a UTF-8 character) and how long
+// it was (status_map.h says why).
+std::string CutMessage(absl::string_view m) {
+  if (m.size() <= kMaxGrpcMessageBytes) return std::string(m);
+  size_t end = kMaxGrpcMessageBytes;
+  // Back off over continuation bytes (10xxxxxx) to the start of the character the cut hits.
+  while (end > 0 && (static_cast<unsigned char>(m[end]) & 0xC0) == 0x80) --end;
+  return absl::StrCat(m.substr(0, end), "... (", m.size(), " bytes in all)");
+}
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -59,7 +74,7 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
       code = grpc::StatusCode::UNKNOWN;
       break;
   }
-  return grpc::Status(code, std::string(s.message()));
+  return grpc::Status(code, CutMessage(s.message()));
 }
 
 HttpError ToHttpError(const absl::Status& s) {

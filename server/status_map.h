@@ -3,11 +3,21 @@
 #ifndef NEUPIMS_SERVER_STATUS_MAP_H_
 #define NEUPIMS_SERVER_STATUS_MAP_H_
 
+#include <cstddef>
+
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
 
 namespace neupims::server {
 
+// The longest gRPC status message sent as is. Messages echo what the client sent (an id, a model
+// name, a shape), and gRPC carries the message in a trailer, percent-encoded (a non-ASCII byte
+// takes three), that a client drops when it is over its metadata limit (8-16 KiB), replacing the
+// status with its own RESOURCE_EXHAUSTED. A longer message is cut at a UTF-8 character boundary
+// and ends "... (N bytes in all)".
+inline constexpr size_t kMaxGrpcMessageBytes = 1024;
+
+// The code mapped one to one; the message cut to kMaxGrpcMessageBytes.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // An error as the OpenAI HTTP API reports it: the HTTP status and the error object's "type".

@@ -499,6 +499,19 @@ TEST_F(ServerTest, AbortOfAnUnknownIdIsNotFoundAndOfAnEmptyIdInvalidArgument) {
   EXPECT_EQ(Abort("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Error messages echo what the client sent (an id, a model name, a shape). gRPC carries the
+// message in a trailer, and a client drops trailers over its metadata limit (8-16 KiB), so an
+// echoed 100 KB id turned NOT_FOUND into the client's own RESOURCE_EXHAUSTED ("received
+// initial metadata size exceeds limit"): the code must survive, with the message cut.
+TEST_F(ServerTest, AnErrorEchoingAHugeFieldKeepsItsCode) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  const grpc::Status s = Abort(std::string(100000, 'x'));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message().substr(0, 200);
+  EXPECT_THAT(s.error_message(), ::testing::StartsWith("no live request 'xxx"));
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("bytes in all"));
+  EXPECT_LT(s.error_message().size(), 2000u);
+}
+
 TEST_F(ServerTest, ClientCancelFreesTheRequestsKvBlocks) {
   ASSERT_NO_FATAL_FAILURE(StartServer(RealtimeOptions(kSlowSpeed)));
   grpc::ClientContext ctx;
