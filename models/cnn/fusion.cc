@@ -103,13 +103,31 @@ class Matcher {
     return std::find(in.begin(), in.end(), from) != in.end();
   }
 
-  // RefineCandidates: only graph neighbours of an already matched pattern neighbour.
+  // RefineCandidates: only graph neighbours of an already matched pattern neighbour. The
+  // convolutions of a horizontal pattern come from their input's first kMaxHorizontalSiblings
+  // convolution consumers.
   std::vector<int> Refine(int v) const {
     for (const auto& [a, b] : q_.edges) {
-      if (b == v && map_[a] >= 0) return Filter(consumers_[map_[a]], v);
+      if (b == v && map_[a] >= 0) {
+        std::vector<int> out = Filter(consumers_[map_[a]], v);
+        if (q_.kind == FusionKind::kHorizontal && out.size() > kMaxHorizontalSiblings) {
+          out.resize(kMaxHorizontalSiblings);
+        }
+        return out;
+      }
       if (a == v && map_[b] >= 0) return Filter(g_.nodes[map_[b]].inputs, v);
     }
     return candidates_[v];
+  }
+
+  // Whether conv `u` is among the first kMaxHorizontalSiblings convolutions reading `x`.
+  bool AmongFirstSiblings(int x, int u) const {
+    int rank = 0;
+    for (int c : consumers_[x]) {
+      if (c == u) return rank < kMaxHorizontalSiblings;
+      if (g_.nodes[c].kind == OpKind::kConv) ++rank;
+    }
+    return false;
   }
 
   std::vector<int> Filter(const std::vector<int>& nodes, int v) const {
@@ -165,6 +183,9 @@ class Matcher {
                b.window.stride_w == 1;
       }
       case FusionKind::kHorizontal: {
+        // The first convolution may be matched before its input (the search starts at the
+        // rarest vertex type), so its rank is checked here; Refine bounds the others.
+        if (!AmongFirstSiblings(map_[0], map_[1])) return false;
         const Node& first = g_.nodes[map_[1]];
         for (size_t i = 2; i < map_.size(); ++i) {
           const Node& n = g_.nodes[map_[i]];

@@ -41,6 +41,11 @@ struct FusionGroup {
 
 // Largest horizontal group enumerated (GoogLeNet's inception inputs feed three convolutions).
 inline constexpr int kMaxHorizontalConvs = 4;
+// Horizontal groups are formed among a fork's first kMaxHorizontalSiblings convolution
+// consumers (graph order) only. n siblings offer C(n, 2) + C(n, 3) + C(n, 4) groups (100,000
+// for 40) and more disjoint choices still for Algorithm 2; the widest fork of a shipped network
+// feeds four layers (GoogLeNet's inception inputs), so none of them is affected.
+inline constexpr int kMaxHorizontalSiblings = 16;
 
 // Algorithm 1: every match of every template, without duplicates, ordered by first node then
 // template. Singletons are not listed.

@@ -187,6 +187,9 @@ class OptimalSearch {
     }
   }
 
+  // False once a component stopped at kMaxSearchSteps or exceeded kMaxSearchDepth.
+  bool proven() const { return proven_; }
+
   std::vector<int> Run() {
     std::vector<int> chosen;
     std::vector<bool> chain_done(chains_.nodes.size(), false);
@@ -262,13 +265,48 @@ class OptimalSearch {
     best_picks_.clear();
     std::vector<bool> removed(g_.nodes.size(), false);
     std::vector<int> picks;
-    Enumerate(component, 0, chains, &removed, &picks, 0.0);
+    steps_ = 0;
+    if (component.size() <= static_cast<size_t>(kMaxSearchDepth)) {
+      Enumerate(component, 0, chains, &removed, &picks, 0.0);
+    }
+    if (component.size() > static_cast<size_t>(kMaxSearchDepth) || steps_ > kMaxSearchSteps) {
+      proven_ = false;
+      TryGreedyByGain(component, chains);
+    }
     chosen->insert(chosen->end(), best_picks_.begin(), best_picks_.end());
     for (int ch : chains) (*chain_done)[ch] = true;
   }
 
+  // The component's cover with its barrier fusions taken by decreasing saving while disjoint,
+  // completed by the chains' shortest paths; kept if cheaper than the best seen.
+  void TryGreedyByGain(const std::vector<int>& component, const std::vector<int>& chains) {
+    std::vector<int> order;
+    for (int k : component) order.push_back(cross_[k]);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return Gain(c_, a) > Gain(c_, b); });
+    std::vector<bool> removed(g_.nodes.size(), false);
+    std::vector<int> all;
+    double total = 0;
+    for (int cand : order) {
+      const std::vector<int>& nodes = c_.candidates[cand].nodes;
+      if (Gain(c_, cand) <= 0 ||
+          std::any_of(nodes.begin(), nodes.end(), [&](int n) { return removed[n]; })) {
+        continue;
+      }
+      for (int n : nodes) removed[n] = true;
+      all.push_back(cand);
+      total += c_.candidate_cost[cand];
+    }
+    for (int ch : chains) total += ShortestPath(ch, removed, &all);
+    if (total < best_cost_) {
+      best_cost_ = total;
+      best_picks_ = std::move(all);
+    }
+  }
+
   void Enumerate(const std::vector<int>& component, size_t k, const std::vector<int>& chains,
                  std::vector<bool>* removed, std::vector<int>* picks, double cost) {
+    if (++steps_ > kMaxSearchSteps) return;  // SolveComponent falls back
     if (k == component.size()) {
       std::vector<int> all = *picks;
       double total = cost;
@@ -332,6 +370,8 @@ class OptimalSearch {
   std::vector<int> cross_;                  // candidates touching a barrier
   double best_cost_ = kInf;
   std::vector<int> best_picks_;
+  int64_t steps_ = 0;   // Enumerate calls for the current component
+  bool proven_ = true;  // no component stopped at the budget
 };
 
 void BruteForce(const Costed& c, size_t k, std::vector<bool>* used, std::vector<int>* picks,
@@ -348,6 +388,17 @@ void BruteForce(const Costed& c, size_t k, std::vector<bool>* used, std::vector<
   BruteForce(c, k + 1, used, picks, saved + Gain(c, static_cast<int>(k)), best_saved, best);
   picks->pop_back();
   for (int n : nodes) (*used)[n] = false;
+}
+
+// Algorithm 2; where its enumeration stopped at the budget, never worse than greedy.
+absl::StatusOr<Strategy> Optimal(const Graph& g, const Costed& c) {
+  OptimalSearch search(g, c);
+  ASSIGN_OR_RETURN(Strategy s, Finish(g, c, search.Run()));
+  if (search.proven()) return s;
+  ASSIGN_OR_RETURN(Strategy greedy, Finish(g, c, Greedy(g, c)));
+  if (greedy.cost < s.cost) s = std::move(greedy);
+  s.proven_optimal = false;
+  return s;
 }
 
 constexpr EnumName<StrategyKind> kStrategyKinds[] = {{"none", StrategyKind::kNone},
@@ -371,7 +422,7 @@ absl::StatusOr<Strategy> ChooseStrategy(const Graph& graph,
     case StrategyKind::kGreedy:
       return Finish(graph, c, Greedy(graph, c));
     case StrategyKind::kOptimal:
-      return Finish(graph, c, OptimalSearch(graph, c).Run());
+      return Optimal(graph, c);
   }
   return absl::InvalidArgumentError("unknown strategy kind");
 }

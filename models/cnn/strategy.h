@@ -8,11 +8,13 @@
 //              consumers) into chains; fusions inside a chain are extra edges of a shortest
 //              path along it (the Floyd pass of lines 17-25, here a DAG shortest path), and the
 //              fusions that touch a barrier (Conv+Eltwise, horizontal) are enumerated with the
-//              chains they cut (lines 5-12). Exact: tests compare it with BruteForceStrategy.
+//              chains they cut (lines 5-12). Exact within kMaxSearchSteps (tests compare it
+//              with BruteForceStrategy); beyond, the best seen, never worse than kGreedy.
 // Groups run one after another on the device, so a strategy's cost is the sum of its groups'.
 #ifndef NEUPIMS_MODELS_CNN_STRATEGY_H_
 #define NEUPIMS_MODELS_CNN_STRATEGY_H_
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -34,7 +36,18 @@ using GroupCostFn = absl::FunctionRef<std::optional<double>(const FusionGroup&)>
 struct Strategy {
   std::vector<FusionGroup> groups;  // execution order: every group after the groups it reads
   double cost = 0;
+  // kOptimal: false when the exact search stopped at its budget somewhere (kMaxSearchSteps) and
+  // the cover there is the best seen, not a proven optimum. Always true for kNone and kGreedy.
+  bool proven_optimal = true;
 };
+
+// Budget of the exact search's enumeration of barrier fusions (Algorithm 2, lines 5-12), in
+// choices visited per group of fusions decided together. Beyond it, that group takes the
+// cheapest of: the best cover seen, a greedy cover by gain (largest saving first, disjoint);
+// and the whole strategy is never worse than kGreedy's. A group of more than kMaxSearchDepth
+// fusions is not enumerated at all (the enumeration recurses once per fusion).
+inline constexpr int64_t kMaxSearchSteps = int64_t{1} << 21;
+inline constexpr int kMaxSearchDepth = 4096;
 
 // Covers every node of `graph` with singletons and a disjoint subset of `candidates` (usually
 // EnumerateFusions(graph)). FailedPrecondition naming the node if a singleton cannot run.
