@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -149,8 +150,70 @@ std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
   return std::nullopt;
 }
 
-// Translates the fields this server honours; the sampling ones (temperature, top_p, stop...)
-// are accepted and have no effect, since no real token is computed (tokenizer.h).
+// An optional number within OpenAI's documented range for it.
+std::optional<ApiError> CheckRange(const json& body, const char* key, double lo, double hi) {
+  std::optional<double> v;
+  if (auto e = Read(body, key, &v)) return e;
+  if (v.has_value() && !(*v >= lo && *v <= hi)) {
+    return BadField(key, absl::StrCat("must be in [", lo, ", ", hi, "], got ", *v));
+  }
+  return std::nullopt;
+}
+
+// An optional field of a JSON type other than Read's (`stop`, `logit_bias`).
+std::optional<ApiError> CheckStop(const json& body) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null() || it->is_string()) return std::nullopt;
+  if (it->is_array() &&
+      std::all_of(it->begin(), it->end(), [](const json& s) { return s.is_string(); })) {
+    return std::nullopt;
+  }
+  return BadField("stop", "must be a string or a list of strings");
+}
+
+// Something the synthetic tokens cannot give: refused rather than answered without it.
+ApiError Unavailable(const char* key) {
+  return BadField(key,
+                  "is not available: generated tokens are synthetic, no probabilities or "
+                  "alternatives are computed (docs/api.md)");
+}
+
+// The sampling fields have no effect, since no real token is computed (tokenizer.h), but are
+// checked as OpenAI checks them (type and range), so that a client's mistake is not silently
+// accepted; log probabilities, an echoed prompt and best_of > 1 are refused (Unavailable).
+std::optional<ApiError> CheckSamplingFields(Api api, const json& body) {
+  std::optional<std::string> user;
+  std::optional<int64_t> best_of, top_logprobs, completion_logprobs;
+  std::optional<bool> chat_logprobs, echo;
+  for (auto e :
+       {CheckRange(body, "temperature", 0, 2), CheckRange(body, "top_p", 0, 1),
+        CheckRange(body, "presence_penalty", -2, 2), CheckRange(body, "frequency_penalty", -2, 2),
+        CheckStop(body), Read(body, "user", &user), Read(body, "best_of", &best_of),
+        Read(body, "top_logprobs", &top_logprobs), Read(body, "echo", &echo),
+        api == Api::kChat ? Read(body, "logprobs", &chat_logprobs)
+                          : Read(body, "logprobs", &completion_logprobs)}) {
+    if (e.has_value()) return e;
+  }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !it->is_object()) {
+    return BadField("logit_bias", "must be an object of token id -> bias");
+  }
+  if (best_of.has_value() && *best_of < 1) return BadField("best_of", "must be >= 1");
+  if (best_of.value_or(1) > 1) return BadField("best_of", "only best_of = 1 is supported");
+  if (chat_logprobs.value_or(false) || completion_logprobs.has_value()) {
+    return Unavailable("logprobs");
+  }
+  if (top_logprobs.value_or(0) != 0) return Unavailable("top_logprobs");
+  if (echo.value_or(false)) return Unavailable("echo");
+  return std::nullopt;
+}
+
+// A completion length the client set must be positive; it is named as the client sent it.
+std::optional<ApiError> CheckLength(const char* key, const std::optional<int64_t>& v) {
+  if (v.has_value() && *v < 1) return BadField(key, absl::StrCat("must be >= 1, got ", *v));
+  return std::nullopt;
+}
+
+// Translates the fields this server honours, after CheckSamplingFields.
 std::optional<ApiError> ParseBody(Api api, const json& body, const ServedEngine& served,
                                   const ByteTokenizer& tokenizer, uint64_t default_seed,
                                   ParsedRequest* out) {
@@ -166,8 +229,15 @@ std::optional<ApiError> ParseBody(Api api, const json& body, const ServedEngine&
     if (e.has_value()) return e;
   }
   if (n.value_or(1) != 1) return BadField("n", "only n = 1 is supported");
+  for (auto e : {CheckSamplingFields(api, body), CheckLength("max_tokens", max_tokens),
+                 CheckLength("max_completion_tokens", max_completion_tokens)}) {
+    if (e.has_value()) return e;
+  }
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) return BadField("stream_options", "must be an object");
+    if (!stream.value_or(false)) {
+      return BadField("stream_options", "is only allowed when stream is true");
+    }
     std::optional<bool> usage;
     if (auto e = Read(*so, "include_usage", &usage)) return e;
     out->include_usage = usage.value_or(false);

@@ -392,15 +392,107 @@ TEST_F(OpenAiApiTest, BadRequestsAre400) {
   EXPECT_EQ(
       ExpectError(Post("/v1/chat/completions", json{{"messages", json::array()}}), 400)["param"],
       "messages");
-  // The engine's one check (Engine::CheckRequest) judges lengths.
-  const json e =
-      ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 0}}), 400);
-  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("max_new_tokens must be >= 1"));
+  // The engine's one check (Engine::CheckRequest) judges the prompt's length.
   ExpectError(Post("/v1/completions", json{{"prompt", ""}, {"max_tokens", 3}}), 400);
   // Refused before the stream starts: a plain JSON error, not SSE.
   const HttpResult streamed =
       Post("/v1/completions", json{{"prompt", "x"}, {"n", 3}, {"stream", true}});
   ExpectError(streamed, 400);
+}
+
+// A length below 1 is refused under the name the client sent, not gRPC's max_new_tokens.
+TEST_F(OpenAiApiTest, ALengthBelowOneNamesItsField) {
+  StartServer(FastOptions());
+  json e = ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 0}}), 400);
+  EXPECT_EQ(e["param"], "max_tokens");
+  EXPECT_EQ(e["message"], "max_tokens: must be >= 1, got 0");
+  e = ExpectError(
+      Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                        {"max_completion_tokens", -3}}),
+      400);
+  EXPECT_EQ(e["param"], "max_completion_tokens");
+}
+
+// OpenAI's sampling fields have no effect here, but a wrong type or an out-of-range value is
+// refused as OpenAI refuses it, naming the field, rather than silently accepted.
+TEST_F(OpenAiApiTest, SamplingFieldsAreTypeAndRangeChecked) {
+  StartServer(FastOptions());
+  const json base = {{"prompt", "x"}, {"max_tokens", 2}};
+  auto param_of = [&](const json& extra) {
+    json body = base;
+    body.update(extra);
+    return ExpectError(Post("/v1/completions", body), 400)["param"];
+  };
+  EXPECT_EQ(param_of({{"temperature", "hot"}}), "temperature");
+  EXPECT_EQ(param_of({{"temperature", 2.5}}), "temperature");
+  EXPECT_EQ(param_of({{"top_p", 5}}), "top_p");
+  EXPECT_EQ(param_of({{"presence_penalty", -3}}), "presence_penalty");
+  EXPECT_EQ(param_of({{"frequency_penalty", "x"}}), "frequency_penalty");
+  EXPECT_EQ(param_of({{"stop", 5}}), "stop");
+  EXPECT_EQ(param_of({{"stop", {"a", 1}}}), "stop");
+  EXPECT_EQ(param_of({{"user", 7}}), "user");
+  EXPECT_EQ(param_of({{"logit_bias", "x"}}), "logit_bias");
+  EXPECT_EQ(param_of({{"best_of", 0}}), "best_of");
+  // Values in range are accepted (and have no effect on the synthetic tokens).
+  json ok = base;
+  ok.update({{"temperature", 0.7},
+             {"top_p", 1},
+             {"presence_penalty", 0.5},
+             {"frequency_penalty", -0.5},
+             {"stop", {"\n", "END"}},
+             {"user", "u-1"},
+             {"logit_bias", json::object()},
+             {"best_of", 1},
+             {"logprobs", nullptr},
+             {"echo", false}});
+  EXPECT_EQ(Post("/v1/completions", ok).status, 200);
+  json ok_stop = base;
+  ok_stop["stop"] = "END";
+  EXPECT_EQ(Post("/v1/completions", ok_stop).status, 200);
+}
+
+// What the synthetic tokens cannot give is refused with a clear 400, not answered with a
+// response that silently lacks it (logprobs: null, no echoed prompt, one of best_of).
+TEST_F(OpenAiApiTest, LogprobsEchoAndBestOfAreRefusedNotIgnored) {
+  StartServer(FastOptions());
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+  json body = chat;
+  body["logprobs"] = true;
+  json e = ExpectError(Post("/v1/chat/completions", body), 400);
+  EXPECT_EQ(e["param"], "logprobs");
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("synthetic"));
+  body = chat;
+  body["top_logprobs"] = 3;
+  EXPECT_EQ(ExpectError(Post("/v1/chat/completions", body), 400)["param"], "top_logprobs");
+  body = chat;
+  body["logprobs"] = false;
+  body["top_logprobs"] = 0;
+  EXPECT_EQ(Post("/v1/chat/completions", body).status, 200);
+  const json completion = {{"prompt", "x"}, {"max_tokens", 2}};
+  body = completion;
+  body["logprobs"] = 2;
+  EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "logprobs");
+  body = completion;
+  body["echo"] = true;
+  EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "echo");
+  body = completion;
+  body["best_of"] = 2;
+  EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "best_of");
+}
+
+// OpenAI and vLLM refuse stream_options on a request that is not streamed.
+TEST_F(OpenAiApiTest, StreamOptionsWithoutStreamIs400) {
+  StartServer(FastOptions());
+  const json e = ExpectError(
+      Post("/v1/completions",
+           json{{"prompt", "x"}, {"max_tokens", 2}, {"stream_options", {{"include_usage", true}}}}),
+      400);
+  EXPECT_EQ(e["param"], "stream_options");
+  EXPECT_EQ(
+      Post("/v1/completions",
+           json{{"prompt", "x"}, {"max_tokens", 2}, {"stream", false}, {"stream_options", nullptr}})
+          .status,
+      200);
 }
 
 TEST_F(OpenAiApiTest, ABodyOverMaxMessageBytesIs413) {
