@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -47,18 +48,19 @@ ApiError BadField(std::string param, absl::string_view message) {
   return {absl::InvalidArgumentError(absl::StrCat(param, ": ", message)), std::move(param)};
 }
 
-json ErrorJson(const ApiError& e) {
+// `http_status` 0: the status's own (status_map.h); else this one, which `code` repeats.
+json ErrorJson(const ApiError& e, int http_status = 0) {
   const HttpError h = ToHttpError(e.status);
   json err = {{"message", std::string(e.status.message())},
               {"type", h.type},
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-              {"code", h.http_status}};
+              {"code", http_status != 0 ? http_status : h.http_status}};
   return json{{"error", std::move(err)}};
 }
 
-void SendError(const ApiError& e, httplib::Response& res) {
-  res.status = ToHttpError(e.status).http_status;
-  res.set_content(ErrorJson(e).dump(), kJson);
+void SendError(const ApiError& e, httplib::Response& res, int http_status = 0) {
+  res.status = http_status != 0 ? http_status : ToHttpError(e.status).http_status;
+  res.set_content(ErrorJson(e, http_status).dump(), kJson);
 }
 
 // ---- Requests --------------------------------------------------------------------------------
@@ -534,7 +536,11 @@ struct OpenAiHttpServer::Impl {
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
   void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
               const std::string& request_id, httplib::Response& res);
+  // Registers a refusal (405 and the Allow header) for every other method on `pattern`.
+  void AllowOnly(const std::string& pattern, const std::string& allowed);
+  json ModelJson() const;
   void Models(httplib::Response& res) const;
+  void Model(const std::string& id, httplib::Response& res) const;
 };
 
 // A plain or a TLS server, as the options ask.
@@ -585,6 +591,9 @@ void OpenAiHttpServer::Impl::Routes() {
     Generate(Api::kChat, req, res);
   });
   http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
+  http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Model(req.matches[1], res);
+  });
   http->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const ServerSnapshot snap = runner->Snapshot();
     if (snap.faulted) {
@@ -603,14 +612,23 @@ void OpenAiHttpServer::Impl::Routes() {
     res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
                     "text/plain; version=0.0.4");
   });
-  // Unknown paths and methods, and httplib's own refusals, as OpenAI error objects.
-  http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  AllowOnly("/v1/completions", "POST");
+  AllowOnly("/v1/chat/completions", "POST");
+  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics"}) {
+    AllowOnly(path, "GET, HEAD");
+  }
+  // Unknown paths and httplib's own refusals, as OpenAI error objects.
+  http->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int status = res.status;
-    const std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
+    std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
+    if (status == 413) {
+      absl::StrAppend(&what, ": the request body is over the limit of ", options.max_body_bytes,
+                      " bytes (--max-message-bytes)");
+    }
+    // httplib's own status (413, 414...) whatever the error type says; `code` repeats it.
     SendError({status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""},
-              res);
-    res.status = status;  // httplib's own (405, 413, 414...), whatever the error type says
+              res, status);
   });
   http->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -625,7 +643,39 @@ void OpenAiHttpServer::Impl::Routes() {
       });
 }
 
+void OpenAiHttpServer::Impl::AllowOnly(const std::string& pattern, const std::string& allowed) {
+  auto refuse = [allowed](const httplib::Request& req, httplib::Response& res) {
+    SendError({absl::InvalidArgumentError(absl::StrCat(
+                   req.method, " ", req.path, ": method not allowed (allowed: ", allowed, ")")),
+               ""},
+              res, 405);
+    res.set_header("Allow", allowed);
+  };
+  if (!absl::StrContains(allowed, "GET")) http->Get(pattern, refuse);  // HEAD comes with GET
+  if (allowed != "POST") http->Post(pattern, refuse);
+  http->Put(pattern, refuse);
+  http->Patch(pattern, refuse);
+  http->Delete(pattern, refuse);
+  http->Options(pattern, refuse);
+}
+
 void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
+  res.set_content(json{{"object", "list"}, {"data", json::array({ModelJson()})}}.dump(), kJson);
+}
+
+// GET /v1/models/{id}: OpenAI's "retrieve model".
+void OpenAiHttpServer::Impl::Model(const std::string& id, httplib::Response& res) const {
+  if (id != served->model.name) {
+    SendError({absl::NotFoundError(absl::StrCat("model '", id, "' is not served here (serving '",
+                                                served->model.name, "')")),
+               "model"},
+              res);
+    return;
+  }
+  res.set_content(ModelJson().dump(), kJson);
+}
+
+json OpenAiHttpServer::Impl::ModelJson() const {
   const RunnerOptions& ro = runner->options();
   json model = {{"id", served->model.name},
                 {"object", "model"},
@@ -642,8 +692,7 @@ void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
                   {"tensor_parallel", served->parallelism.tp},
                   {"pipeline_parallel", served->parallelism.pp},
                   {"tokenizer", runner->tokenizer().name()}}}};
-  res.set_content(json{{"object", "list"}, {"data", json::array({std::move(model)})}}.dump(),
-                  kJson);
+  return model;
 }
 
 void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,

@@ -499,10 +499,12 @@ TEST_F(OpenAiApiTest, ABodyOverMaxMessageBytesIs413) {
   ServerOptions o = FastOptions();
   o.max_message_bytes = 4096;
   StartServer(o);
-  // httplib refuses it before any handler; the error handler keeps httplib's status.
+  // httplib refuses it before any handler; the error handler keeps httplib's status, which
+  // the error object's code repeats, and says what the limit is.
   const HttpResult big =
       Post("/v1/completions", json{{"prompt", std::string(8192, 'a')}, {"max_tokens", 2}});
-  EXPECT_EQ(big.status, 413) << big.body;
+  const json e = ExpectError(big, 413);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("4096 bytes (--max-message-bytes)"));
   EXPECT_EQ(Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}}).status, 200);
 }
 
@@ -784,6 +786,43 @@ TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
   EXPECT_EQ(m["object"], "model");
   EXPECT_EQ(m["max_model_len"], Snapshot().served->model.max_seq_len);
   EXPECT_EQ(m["neupims"]["pacing"], "fast");
+}
+
+// GET /v1/models/{model} (OpenAI's "retrieve model", the SDKs' models.retrieve): the served
+// model as /v1/models lists it; another name is 404 naming the model.
+TEST_F(OpenAiApiTest, RetrievesTheServedModelAndRefusesOthers) {
+  StartServer(FastOptions());
+  const HttpResult list = Get("/v1/models");
+  ASSERT_EQ(list.status, 200);
+  const HttpResult one = Get(absl::StrCat("/v1/models/", kModel));
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), json::parse(list.body)["data"][0]);
+  const json e = ExpectError(Get("/v1/models/gpt5"), 404);
+  EXPECT_EQ(e["type"], "not_found_error");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("gpt5"));
+}
+
+// A known path asked with another method is 405 with an Allow header (RFC 9110), not 404;
+// an unknown path stays 404. The error object's code is the response's status.
+TEST_F(OpenAiApiTest, AWrongMethodOnAKnownPathIs405) {
+  StartServer(FastOptions());
+  const HttpResult get = Get("/v1/completions");
+  EXPECT_EQ(ExpectError(get, 405)["type"], "invalid_request_error");
+  httplib::Client c = Client();
+  httplib::Result r = c.Get("/v1/chat/completions");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  r = c.Delete("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+  r = c.Post("/health", "", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  ExpectError(Get("/v1/nothing-here"), 404);
+  ExpectError(Post("/v1/nothing-here", json::object()), 404);
 }
 
 TEST_F(OpenAiApiTest, MetricsAsOnTheMetricsPort) {
