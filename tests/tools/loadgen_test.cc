@@ -350,6 +350,38 @@ TEST(LoadgenHardwareTest, ReadsTheServersMetricsWithEverySample) {
   (*s)->Shutdown();
 }
 
+// Over the OpenAI backend the samples come from the HTTP port's /metrics, which is the same
+// registry: every sample carries the per-channel KV usage and the hardware view, as over gRPC
+// with --metrics (the report's heat map and hardware charts were empty over HTTP).
+TEST(LoadgenHardwareTest, OpenAiBackendSamplesCarryChannelsAndTheHardwareView) {
+  server::ServerOptions so;
+  so.port = 0;
+  so.metrics_port = -1;
+  so.http_port = 0;
+  so.runner.pacing = server::Pacing::kRealtime;
+  so.runner.speed = 4;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  LoadOptions o = Synthetic("", 24, "40");
+  o.backend = Backend::kOpenAi;
+  o.base_url = absl::StrCat("http://127.0.0.1:", *(*s)->http_port());
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  (*s)->Shutdown();
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  const RunResult& run = (*runs)[0];
+  ASSERT_GE(run.samples.size(), 3u);
+  double max_kv = 0, max_power = 0;
+  for (const ServerSample& x : run.samples) {
+    ASSERT_EQ(x.channel_kv_usage.size(), 32u);
+    for (double u : x.channel_kv_usage) max_kv = std::max(max_kv, u);
+    EXPECT_TRUE(x.has_hardware);
+    max_power = std::max(max_power, x.power_w);
+  }
+  EXPECT_GT(max_kv, 0);
+  EXPECT_GT(max_power, 0);
+  EXPECT_GT(run.samples.back().generation_tokens, 0);
+}
+
 TEST(LoadgenHardwareTest, ParsesAServersScrapeAndRefusesOtherText) {
   auto registry = std::make_shared<prometheus::Registry>();
   absl::StatusOr<hw::DeviceConfig> device = hw::LoadDeviceConfig("neupims");

@@ -284,17 +284,26 @@ class Monitor {
   }
 
   void Sample() {
-    if (url_ != nullptr) {
-      std::optional<ServerSample> s = SampleOpenAiMetrics(*url_, run_->Now());
-      if (s.has_value()) samples_.push_back(*s);
-      return;
+    std::optional<ServerSample> s =
+        url_ != nullptr ? SampleOpenAiMetrics(*url_, run_->Now()) : SampleGrpc();
+    if (!s.has_value()) return;
+    if (!options_.metrics.empty()) {
+      // A failed scrape leaves this sample without the hardware view; the run goes on.
+      absl::StatusOr<std::string> text = FetchMetrics(options_.metrics, 1.0);
+      absl::StatusOr<HardwareReading> hw =
+          text.ok() ? ParseHardwareReading(*text) : absl::StatusOr<HardwareReading>(text.status());
+      if (hw.ok()) SetHardware(*hw, &*s);
     }
+    samples_.push_back(*std::move(s));
+  }
+
+  std::optional<ServerSample> SampleGrpc() {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(1.0));
     neupims::v1::GetServerInfoRequest req;
     neupims::v1::ServerInfo info;
     const double t = run_->Now();
-    if (!stub_->GetServerInfo(&ctx, req, &info).ok()) return;
+    if (!stub_->GetServerInfo(&ctx, req, &info).ok()) return std::nullopt;
     ServerSample s;
     s.t_s = t;
     s.running = info.running();
@@ -302,23 +311,7 @@ class Monitor {
     s.kv_cache_usage = info.kv_cache_usage();
     s.channel_kv_usage.assign(info.channel_kv_usage().begin(), info.channel_kv_usage().end());
     s.sim_time_s = info.sim_time_s();
-    if (!options_.metrics.empty()) {
-      // A failed scrape leaves this sample without the hardware view; the run goes on.
-      absl::StatusOr<std::string> text = FetchMetrics(options_.metrics, 1.0);
-      absl::StatusOr<HardwareReading> hw =
-          text.ok() ? ParseHardwareReading(*text) : absl::StatusOr<HardwareReading>(text.status());
-      if (hw.ok()) {
-        s.has_hardware = true;
-        s.npu_systolic = hw->npu_systolic;
-        s.npu_vector = hw->npu_vector;
-        s.pim = hw->pim;
-        s.hbm_bandwidth = hw->hbm_bandwidth;
-        s.power_w = hw->power_w;
-        s.energy_j = hw->energy_j;
-        s.generation_tokens = hw->generation_tokens;
-      }
-    }
-    samples_.push_back(s);
+    return s;
   }
 
   void Draw(double now, bool line) {

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tools/loadgen/metrics_scrape.h"
 
 namespace neupims::loadgen {
 namespace {
@@ -132,6 +133,27 @@ void Conclude(const StreamEnd& e, double now, RequestResult* r) {
   }
 }
 
+// A `neupims:channel_kv_cache_usage_perc{channel="C",...} V` line sets usage[C] = V.
+void ReadChannelUsage(absl::string_view line, std::vector<double>* usage) {
+  constexpr absl::string_view kFamily = "neupims:channel_kv_cache_usage_perc{";
+  constexpr absl::string_view kLabel = "channel=\"";
+  if (!absl::StartsWith(line, kFamily)) return;
+  const size_t label = line.find(kLabel);
+  const size_t space = line.rfind(' ');
+  if (label == absl::string_view::npos || space == absl::string_view::npos) return;
+  const size_t start = label + kLabel.size();
+  const size_t quote = line.find('"', start);
+  int channel = 0;
+  double value = 0;
+  if (quote == absl::string_view::npos ||
+      !absl::SimpleAtoi(line.substr(start, quote - start), &channel) || channel < 0 ||
+      channel >= (1 << 16) || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+    return;
+  }
+  if (static_cast<size_t>(channel) >= usage->size()) usage->resize(channel + 1, 0.0);
+  (*usage)[channel] = value;
+}
+
 std::string ErrorMessage(const std::string& body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
@@ -210,10 +232,19 @@ std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) 
   c.set_read_timeout(std::chrono::seconds(1));
   httplib::Result res = c.Get("/metrics");
   if (!res || res->status != 200) return std::nullopt;
+  std::optional<ServerSample> s = ParseServerSample(res->body, t_s);
+  // The same registry as the metrics port: the hardware view comes with every sample.
+  if (absl::StatusOr<HardwareReading> hw = ParseHardwareReading(res->body); s && hw.ok()) {
+    SetHardware(*hw, &*s);
+  }
+  return s;
+}
+
+std::optional<ServerSample> ParseServerSample(const std::string& exposition, double t_s) {
   ServerSample s;
   s.t_s = t_s;
   int found = 0;
-  for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
     auto value = [&](absl::string_view name, double* out) {
       if (!absl::StartsWith(line, name) || line.size() <= name.size() ||
           (line[name.size()] != '{' && line[name.size()] != ' ')) {
@@ -229,6 +260,7 @@ std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) 
     value("neupims:sim_time_seconds", &s.sim_time_s);
     if (running >= 0) s.running = static_cast<int64_t>(running);
     if (waiting >= 0) s.waiting = static_cast<int64_t>(waiting);
+    ReadChannelUsage(line, &s.channel_kv_usage);
   }
   if (found == 0) return std::nullopt;
   return s;

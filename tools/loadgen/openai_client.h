@@ -8,7 +8,8 @@
 // with max_tokens, ignore_eos, a per-request seed and stream_options.include_usage. Every SSE
 // chunk with text is one token (as vLLM's benchmark counts them); the final chunks give the
 // finish reason, the usage and, from neupims, the simulated times (the "neupims" extension).
-// Server samples come from GET /metrics (the neupims gauges; none from other servers).
+// Server samples come from GET /metrics (the neupims gauges, per-channel KV usage and the hardware
+// view; none from other servers).
 #ifndef NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
 #define NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
 
@@ -47,8 +48,11 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
 // neupims extension fields when the server is neupims. Unavailable naming the URL otherwise.
 absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s);
 
-// Samples the neupims gauges from GET /metrics; nullopt if unreachable or not neupims.
+// Samples the neupims gauges from GET /metrics: load, KV usage overall and per PIM channel, and
+// the hardware view (metrics_scrape.h); nullopt if unreachable or not neupims.
 std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s);
+// The load and KV part of that from an exposition text; nullopt without any neupims gauge.
+std::optional<ServerSample> ParseServerSample(const std::string& exposition, double t_s);
 
 // One streamed completion request as the load generator sends it.
 struct OpenAiRequest {
