@@ -26,6 +26,7 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tools/loadgen/metrics_scrape.h"
+#include "tools/loadgen/openai_client.h"
 #include "tools/loadgen/results.h"
 #include "tools/workload/workload_flags.h"
 
@@ -647,6 +648,24 @@ TEST(LoadgenFailureTest, OpenAiRefusalsAreCountedByHttpStatus) {
       EXPECT_EQ(r.error_code, "HTTP_429");
       EXPECT_THAT(r.error_message, HasSubstr("waiting queue is full"));
     }
+  }
+}
+
+// Server-Sent Events end lines with CRLF, LF or CR (the SSE spec); servers built on other
+// stacks (sse-starlette, for one) send CRLF. Events split anywhere across reads still arrive
+// whole; comments and fields other than data are skipped.
+TEST(LoadgenSseTest, SplitsEventsOnEveryLineEndingAcrossReads) {
+  const std::string stream =
+      "data: {\"a\":1}\r\n\r\n: keep-alive\r\n\r\nevent: x\ndata: two\ndata: lines\n\n"
+      "data: cr\r\rdata: [DONE]\r\n\r\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    SCOPED_TRACE(cut);
+    SseParser parser;
+    std::vector<std::string> events;
+    auto collect = [&](const std::string& e) { events.push_back(e); };
+    parser.Feed(stream.data(), cut, collect);
+    parser.Feed(stream.data() + cut, stream.size() - cut, collect);
+    EXPECT_THAT(events, ::testing::ElementsAre("{\"a\":1}", "two\nlines", "cr", "[DONE]"));
   }
 }
 

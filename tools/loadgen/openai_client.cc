@@ -17,34 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-// Splits a Server-Sent Events byte stream into events and hands each event's data (its "data:"
-// lines joined) to a callback.
-class SseParser {
- public:
-  template <typename F>
-  void Feed(const char* data, size_t n, F&& on_event) {
-    buf_.append(data, n);
-    size_t start = 0, end;
-    while ((end = buf_.find("\n\n", start)) != std::string::npos) {
-      std::string payload;
-      for (absl::string_view line :
-           absl::StrSplit(absl::string_view(buf_).substr(start, end - start), '\n')) {
-        line = absl::StripSuffix(line, "\r");
-        if (!absl::ConsumePrefix(&line, "data:")) continue;  // comments, event names, ids
-        absl::ConsumePrefix(&line, " ");
-        if (!payload.empty()) payload += '\n';
-        payload.append(line.data(), line.size());
-      }
-      if (!payload.empty()) on_event(payload);
-      start = end + 2;
-    }
-    buf_.erase(0, start);
-  }
-
- private:
-  std::string buf_;
-};
-
 // What a stream's final chunks said.
 struct StreamEnd {
   bool done = false;  // [DONE] arrived
