@@ -651,6 +651,47 @@ TEST(LoadgenFailureTest, OpenAiRefusalsAreCountedByHttpStatus) {
   }
 }
 
+// A server started with --auth-token-file refuses every call without the token; the load
+// generator sends it (--auth-token-file, the same file) on both backends, including the model
+// lookup and the server samples. Without it the run fails before sending, saying why.
+TEST(LoadgenAuthTest, SendsTheBearerTokenOnBothBackends) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "loadgen_auth";
+  std::filesystem::create_directories(dir);
+  const std::string token_file = (dir / "token").string();
+  ASSERT_TRUE(WriteFile(token_file, "  bench-s3cret  \nignored\n").ok());
+  server::ServerOptions so;
+  so.port = 0;
+  so.metrics_port = -1;
+  so.http_port = 0;
+  so.runner.pacing = server::Pacing::kFast;
+  so.security.auth_token_file = token_file;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<std::string> token = ReadAuthToken(token_file);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "bench-s3cret");
+  LoadOptions grpc_options = Synthetic((*s)->address(), 8, "inf");
+  grpc_options.connect_timeout_s = 1;
+  LoadOptions http_options = grpc_options;
+  http_options.backend = Backend::kOpenAi;
+  http_options.base_url = absl::StrCat("http://127.0.0.1:", *(*s)->http_port());
+  for (LoadOptions* o : {&grpc_options, &http_options}) {
+    SCOPED_TRACE(BackendNames().ToString(o->backend));
+    absl::StatusOr<std::vector<RunResult>> refused = RunLoad(*o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(), HasSubstr("bearer token"));
+    o->auth_token = *token;
+    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    EXPECT_EQ((*runs)[0].summary.completed, 8);
+    EXPECT_FALSE((*runs)[0].samples.empty());
+  }
+  (*s)->Shutdown();
+  EXPECT_FALSE(ReadAuthToken((dir / "missing").string()).ok());
+  ASSERT_TRUE(WriteFile(token_file, "\n").ok());
+  EXPECT_FALSE(ReadAuthToken(token_file).ok());
+}
+
 // Server-Sent Events end lines with CRLF, LF or CR (the SSE spec); servers built on other
 // stacks (sse-starlette, for one) send CRLF. Events split anywhere across reads still arrive
 // whole; comments and fields other than data are skipped.

@@ -126,6 +126,10 @@ void ReadChannelUsage(absl::string_view line, std::vector<double>* usage) {
   (*usage)[channel] = value;
 }
 
+void Authorize(const BaseUrl& url, httplib::Client* client) {
+  if (!url.auth_token.empty()) client->set_bearer_token_auth(url.auth_token);
+}
+
 std::string ErrorMessage(const std::string& body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
@@ -159,6 +163,7 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text) {
 absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s) {
   const std::string where = absl::StrCat(url.scheme_host_port, url.prefix, "/v1/models");
   httplib::Client c(url.scheme_host_port);
+  Authorize(url, &c);
   c.set_connection_timeout(std::chrono::duration<double>(std::max(0.1, timeout_s)));
   c.set_read_timeout(std::chrono::duration<double>(std::max(0.1, timeout_s)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -200,6 +205,7 @@ absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, doubl
 
 std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) {
   httplib::Client c(url.scheme_host_port);
+  Authorize(url, &c);
   c.set_connection_timeout(std::chrono::seconds(1));
   c.set_read_timeout(std::chrono::seconds(1));
   httplib::Result res = c.Get("/metrics");
@@ -301,6 +307,7 @@ void OpenAiClientPool::Run(std::function<void(httplib::Client&)> job) {
 
 void OpenAiClientPool::Worker() {
   httplib::Client client(url_.scheme_host_port);
+  Authorize(url_, &client);
   client.set_keep_alive(true);
   // httplib writes a request's headers and body separately: with Nagle's algorithm the body
   // would wait for the server's delayed ACK of the headers (~40 ms).

@@ -43,6 +43,7 @@ namespace neupims::loadgen {
 struct BaseUrl {
   std::string scheme_host_port;  // "http://127.0.0.1:8000"
   std::string prefix;            // "" or "/some/prefix"
+  std::string auth_token;        // sent as `Authorization: Bearer` on every request; "": none
 };
 absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
 
