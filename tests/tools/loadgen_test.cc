@@ -663,14 +663,16 @@ TEST(LoadgenAuthTest, SendsTheBearerTokenOnBothBackends) {
   so.port = 0;
   so.metrics_port = -1;
   so.http_port = 0;
-  so.runner.pacing = server::Pacing::kFast;
+  // Realtime, so that the run lasts long enough for the monitor's samples (every 50 ms).
+  so.runner.pacing = server::Pacing::kRealtime;
+  so.runner.speed = 4;
   so.security.auth_token_file = token_file;
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
   ASSERT_TRUE(s.ok()) << s.status();
   absl::StatusOr<std::string> token = ReadAuthToken(token_file);
   ASSERT_TRUE(token.ok()) << token.status();
   EXPECT_EQ(*token, "bench-s3cret");
-  LoadOptions grpc_options = Synthetic((*s)->address(), 8, "inf");
+  LoadOptions grpc_options = Synthetic((*s)->address(), 8, "40");
   grpc_options.connect_timeout_s = 1;
   LoadOptions http_options = grpc_options;
   http_options.backend = Backend::kOpenAi;
