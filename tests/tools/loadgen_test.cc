@@ -364,6 +364,7 @@ TEST(LoadgenHardwareTest, OpenAiBackendSamplesCarryChannelsAndTheHardwareView) {
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
   ASSERT_TRUE(s.ok()) << s.status();
   LoadOptions o = Synthetic("", 24, "40");
+  o.workload.synthetic = "64:200";  // ~0.2 s each at speed 4: always some KV in use
   o.backend = Backend::kOpenAi;
   o.base_url = absl::StrCat("http://127.0.0.1:", *(*s)->http_port());
   absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
