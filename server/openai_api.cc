@@ -120,6 +120,14 @@ std::optional<ApiError> ReadPrompt(const json& body, Prompt* prompt) {
   return BadField("prompt", "must be a string or a list of token ids");
 }
 
+// OpenAI's message roles ("function" is its deprecated form of "tool").
+bool IsChatRole(absl::string_view role) {
+  for (absl::string_view known : {"system", "developer", "user", "assistant", "tool", "function"}) {
+    if (role == known) return true;
+  }
+  return false;
+}
+
 // The documented chat template (docs/api.md): every message as "<|role|>\n" + its content +
 // "\n", then "<|assistant|>\n" for the reply. A content may be a string or a list of text parts.
 std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
@@ -131,8 +139,18 @@ std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return BadField("messages", "every message needs a string role");
     }
-    absl::StrAppend(text, "<|", m["role"].get<std::string>(), "|>\n");
+    const std::string& role = m["role"].get_ref<const std::string&>();
+    if (!IsChatRole(role)) {
+      return BadField("messages", absl::StrCat("unknown role '", role,
+                                               "' (roles: system, developer, user, assistant, "
+                                               "tool, function)"));
+    }
+    absl::StrAppend(text, "<|", role, "|>\n");
     const json content = m.value("content", json(nullptr));
+    if (content.is_null() && role != "assistant") {
+      // Only an assistant message may lack a content (it made tool calls instead).
+      return BadField("messages", absl::StrCat("a '", role, "' message needs a content"));
+    }
     if (content.is_string()) {
       absl::StrAppend(text, content.get<std::string>());
     } else if (content.is_array()) {

@@ -480,6 +480,27 @@ TEST_F(OpenAiApiTest, LogprobsEchoAndBestOfAreRefusedNotIgnored) {
   EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "best_of");
 }
 
+// Chat messages are checked as OpenAI checks them: a known role, and a content for every role but
+// the assistant's (whose content may be null when it made tool calls).
+TEST_F(OpenAiApiTest, ChatMessagesNeedAKnownRoleAndAContent) {
+  StartServer(FastOptions());
+  auto chat = [&](const json& messages) {
+    return Post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}});
+  };
+  json e = ExpectError(chat({{{"role", "wizard"}, {"content", "Hi"}}}), 400);
+  EXPECT_EQ(e["param"], "messages");
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("wizard"));
+  e = ExpectError(chat({{{"role", "user"}}}), 400);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("content"));
+  ExpectError(chat({{{"role", "system"}, {"content", nullptr}}}), 400);
+  EXPECT_EQ(chat({{{"role", "developer"}, {"content", "Be brief."}},
+                  {{"role", "user"}, {"content", "Hi"}},
+                  {{"role", "assistant"}, {"content", nullptr}},
+                  {{"role", "tool"}, {"content", "42"}}})
+                .status,
+            200);
+}
+
 // OpenAI and vLLM refuse stream_options on a request that is not streamed.
 TEST_F(OpenAiApiTest, StreamOptionsWithoutStreamIs400) {
   StartServer(FastOptions());
