@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -747,7 +748,8 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
       });
   absl::StatusOr<std::string> id = SubmitGenerate(runner, metrics, p.input, state);
   if (!id.ok()) {
-    SendError({id.status(), ""}, res);
+    // NOT_FOUND from the shared path (generate_request.h) is always the model.
+    SendError({id.status(), absl::IsNotFound(id.status()) ? "model" : ""}, res);
     return;
   }
   if (p.stream) {

@@ -544,6 +544,7 @@ TEST_F(OpenAiApiTest, UnknownModelAndPathAre404) {
   const json e = ExpectError(
       Post("/v1/completions", json{{"model", "gpt5"}, {"prompt", "x"}, {"max_tokens", 2}}), 404);
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("not served here"));
+  EXPECT_EQ(e["param"], "model");
   ExpectError(Get("/v1/nothing-here"), 404);
 }
 
