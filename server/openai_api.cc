@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -11,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -46,18 +49,19 @@ ApiError BadField(std::string param, absl::string_view message) {
   return {absl::InvalidArgumentError(absl::StrCat(param, ": ", message)), std::move(param)};
 }
 
-json ErrorJson(const ApiError& e) {
+// `http_status` 0: the status's own (status_map.h); else this one, which `code` repeats.
+json ErrorJson(const ApiError& e, int http_status = 0) {
   const HttpError h = ToHttpError(e.status);
   json err = {{"message", std::string(e.status.message())},
               {"type", h.type},
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-              {"code", h.http_status}};
+              {"code", http_status != 0 ? http_status : h.http_status}};
   return json{{"error", std::move(err)}};
 }
 
-void SendError(const ApiError& e, httplib::Response& res) {
-  res.status = ToHttpError(e.status).http_status;
-  res.set_content(ErrorJson(e).dump(), kJson);
+void SendError(const ApiError& e, httplib::Response& res, int http_status = 0) {
+  res.status = http_status != 0 ? http_status : ToHttpError(e.status).http_status;
+  res.set_content(ErrorJson(e, http_status).dump(), kJson);
 }
 
 // ---- Requests --------------------------------------------------------------------------------
@@ -117,6 +121,14 @@ std::optional<ApiError> ReadPrompt(const json& body, Prompt* prompt) {
   return BadField("prompt", "must be a string or a list of token ids");
 }
 
+// OpenAI's message roles ("function" is its deprecated form of "tool").
+bool IsChatRole(absl::string_view role) {
+  for (absl::string_view known : {"system", "developer", "user", "assistant", "tool", "function"}) {
+    if (role == known) return true;
+  }
+  return false;
+}
+
 // The documented chat template (docs/api.md): every message as "<|role|>\n" + its content +
 // "\n", then "<|assistant|>\n" for the reply. A content may be a string or a list of text parts.
 std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
@@ -128,8 +140,18 @@ std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return BadField("messages", "every message needs a string role");
     }
-    absl::StrAppend(text, "<|", m["role"].get<std::string>(), "|>\n");
+    const std::string& role = m["role"].get_ref<const std::string&>();
+    if (!IsChatRole(role)) {
+      return BadField("messages", absl::StrCat("unknown role '", role,
+                                               "' (roles: system, developer, user, assistant, "
+                                               "tool, function)"));
+    }
+    absl::StrAppend(text, "<|", role, "|>\n");
     const json content = m.value("content", json(nullptr));
+    if (content.is_null() && role != "assistant") {
+      // Only an assistant message may lack a content (it made tool calls instead).
+      return BadField("messages", absl::StrCat("a '", role, "' message needs a content"));
+    }
     if (content.is_string()) {
       absl::StrAppend(text, content.get<std::string>());
     } else if (content.is_array()) {
@@ -149,8 +171,70 @@ std::optional<ApiError> FlattenMessages(const json& body, std::string* text) {
   return std::nullopt;
 }
 
-// Translates the fields this server honours; the sampling ones (temperature, top_p, stop...)
-// are accepted and have no effect, since no real token is computed (tokenizer.h).
+// An optional number within OpenAI's documented range for it.
+std::optional<ApiError> CheckRange(const json& body, const char* key, double lo, double hi) {
+  std::optional<double> v;
+  if (auto e = Read(body, key, &v)) return e;
+  if (v.has_value() && !(*v >= lo && *v <= hi)) {
+    return BadField(key, absl::StrCat("must be in [", lo, ", ", hi, "], got ", *v));
+  }
+  return std::nullopt;
+}
+
+// An optional field of a JSON type other than Read's (`stop`, `logit_bias`).
+std::optional<ApiError> CheckStop(const json& body) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null() || it->is_string()) return std::nullopt;
+  if (it->is_array() &&
+      std::all_of(it->begin(), it->end(), [](const json& s) { return s.is_string(); })) {
+    return std::nullopt;
+  }
+  return BadField("stop", "must be a string or a list of strings");
+}
+
+// Something the synthetic tokens cannot give: refused rather than answered without it.
+ApiError Unavailable(const char* key) {
+  return BadField(key,
+                  "is not available: generated tokens are synthetic, no probabilities or "
+                  "alternatives are computed (docs/api.md)");
+}
+
+// The sampling fields have no effect, since no real token is computed (tokenizer.h), but are
+// checked as OpenAI checks them (type and range), so that a client's mistake is not silently
+// accepted; log probabilities, an echoed prompt and best_of > 1 are refused (Unavailable).
+std::optional<ApiError> CheckSamplingFields(Api api, const json& body) {
+  std::optional<std::string> user;
+  std::optional<int64_t> best_of, top_logprobs, completion_logprobs;
+  std::optional<bool> chat_logprobs, echo;
+  for (auto e :
+       {CheckRange(body, "temperature", 0, 2), CheckRange(body, "top_p", 0, 1),
+        CheckRange(body, "presence_penalty", -2, 2), CheckRange(body, "frequency_penalty", -2, 2),
+        CheckStop(body), Read(body, "user", &user), Read(body, "best_of", &best_of),
+        Read(body, "top_logprobs", &top_logprobs), Read(body, "echo", &echo),
+        api == Api::kChat ? Read(body, "logprobs", &chat_logprobs)
+                          : Read(body, "logprobs", &completion_logprobs)}) {
+    if (e.has_value()) return e;
+  }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !it->is_object()) {
+    return BadField("logit_bias", "must be an object of token id -> bias");
+  }
+  if (best_of.has_value() && *best_of < 1) return BadField("best_of", "must be >= 1");
+  if (best_of.value_or(1) > 1) return BadField("best_of", "only best_of = 1 is supported");
+  if (chat_logprobs.value_or(false) || completion_logprobs.has_value()) {
+    return Unavailable("logprobs");
+  }
+  if (top_logprobs.value_or(0) != 0) return Unavailable("top_logprobs");
+  if (echo.value_or(false)) return Unavailable("echo");
+  return std::nullopt;
+}
+
+// A completion length the client set must be positive; it is named as the client sent it.
+std::optional<ApiError> CheckLength(const char* key, const std::optional<int64_t>& v) {
+  if (v.has_value() && *v < 1) return BadField(key, absl::StrCat("must be >= 1, got ", *v));
+  return std::nullopt;
+}
+
+// Translates the fields this server honours, after CheckSamplingFields.
 std::optional<ApiError> ParseBody(Api api, const json& body, const ServedEngine& served,
                                   const ByteTokenizer& tokenizer, uint64_t default_seed,
                                   ParsedRequest* out) {
@@ -166,8 +250,15 @@ std::optional<ApiError> ParseBody(Api api, const json& body, const ServedEngine&
     if (e.has_value()) return e;
   }
   if (n.value_or(1) != 1) return BadField("n", "only n = 1 is supported");
+  for (auto e : {CheckSamplingFields(api, body), CheckLength("max_tokens", max_tokens),
+                 CheckLength("max_completion_tokens", max_completion_tokens)}) {
+    if (e.has_value()) return e;
+  }
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) return BadField("stream_options", "must be an object");
+    if (!stream.value_or(false)) {
+      return BadField("stream_options", "is only allowed when stream is true");
+    }
     std::optional<bool> usage;
     if (auto e = Read(*so, "include_usage", &usage)) return e;
     out->include_usage = usage.value_or(false);
@@ -464,7 +555,11 @@ struct OpenAiHttpServer::Impl {
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
   void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
               const std::string& request_id, httplib::Response& res);
+  // Registers a refusal (405 and the Allow header) for every other method on `pattern`.
+  void AllowOnly(const std::string& pattern, const std::string& allowed);
+  json ModelJson() const;
   void Models(httplib::Response& res) const;
+  void Model(const std::string& id, httplib::Response& res) const;
 };
 
 // A plain or a TLS server, as the options ask.
@@ -515,6 +610,9 @@ void OpenAiHttpServer::Impl::Routes() {
     Generate(Api::kChat, req, res);
   });
   http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
+  http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Model(req.matches[1], res);
+  });
   http->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const ServerSnapshot snap = runner->Snapshot();
     if (snap.faulted) {
@@ -533,14 +631,23 @@ void OpenAiHttpServer::Impl::Routes() {
     res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
                     "text/plain; version=0.0.4");
   });
-  // Unknown paths and methods, and httplib's own refusals, as OpenAI error objects.
-  http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  AllowOnly("/v1/completions", "POST");
+  AllowOnly("/v1/chat/completions", "POST");
+  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics"}) {
+    AllowOnly(path, "GET, HEAD");
+  }
+  // Unknown paths and httplib's own refusals, as OpenAI error objects.
+  http->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int status = res.status;
-    const std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
+    std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
+    if (status == 413) {
+      absl::StrAppend(&what, ": the request body is over the limit of ", options.max_body_bytes,
+                      " bytes (--max-message-bytes)");
+    }
+    // httplib's own status (413, 414...) whatever the error type says; `code` repeats it.
     SendError({status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""},
-              res);
-    res.status = status;  // httplib's own (405, 413, 414...), whatever the error type says
+              res, status);
   });
   http->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -555,7 +662,39 @@ void OpenAiHttpServer::Impl::Routes() {
       });
 }
 
+void OpenAiHttpServer::Impl::AllowOnly(const std::string& pattern, const std::string& allowed) {
+  auto refuse = [allowed](const httplib::Request& req, httplib::Response& res) {
+    SendError({absl::InvalidArgumentError(absl::StrCat(
+                   req.method, " ", req.path, ": method not allowed (allowed: ", allowed, ")")),
+               ""},
+              res, 405);
+    res.set_header("Allow", allowed);
+  };
+  if (!absl::StrContains(allowed, "GET")) http->Get(pattern, refuse);  // HEAD comes with GET
+  if (allowed != "POST") http->Post(pattern, refuse);
+  http->Put(pattern, refuse);
+  http->Patch(pattern, refuse);
+  http->Delete(pattern, refuse);
+  http->Options(pattern, refuse);
+}
+
 void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
+  res.set_content(json{{"object", "list"}, {"data", json::array({ModelJson()})}}.dump(), kJson);
+}
+
+// GET /v1/models/{id}: OpenAI's "retrieve model".
+void OpenAiHttpServer::Impl::Model(const std::string& id, httplib::Response& res) const {
+  if (id != served->model.name) {
+    SendError({absl::NotFoundError(absl::StrCat("model '", id, "' is not served here (serving '",
+                                                served->model.name, "')")),
+               "model"},
+              res);
+    return;
+  }
+  res.set_content(ModelJson().dump(), kJson);
+}
+
+json OpenAiHttpServer::Impl::ModelJson() const {
   const RunnerOptions& ro = runner->options();
   json model = {{"id", served->model.name},
                 {"object", "model"},
@@ -572,8 +711,7 @@ void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
                   {"tensor_parallel", served->parallelism.tp},
                   {"pipeline_parallel", served->parallelism.pp},
                   {"tokenizer", runner->tokenizer().name()}}}};
-  res.set_content(json{{"object", "list"}, {"data", json::array({std::move(model)})}}.dump(),
-                  kJson);
+  return model;
 }
 
 void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
@@ -610,7 +748,8 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
       });
   absl::StatusOr<std::string> id = SubmitGenerate(runner, metrics, p.input, state);
   if (!id.ok()) {
-    SendError({id.status(), ""}, res);
+    // NOT_FOUND from the shared path (generate_request.h) is always the model.
+    SendError({id.status(), absl::IsNotFound(id.status()) ? "model" : ""}, res);
     return;
   }
   if (p.stream) {

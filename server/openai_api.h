@@ -2,8 +2,9 @@
 // process and over the same EngineRunner (docs/api.md).
 //
 // Endpoints: POST /v1/completions and /v1/chat/completions (stream or not; Server-Sent Events
-// `data: {...}` chunks closed by `data: [DONE]`), GET /v1/models, GET /health (200 serving, 503
-// draining) and GET /metrics (the Prometheus registry's exposition text, as on the metrics port).
+// `data: {...}` chunks closed by `data: [DONE]`), GET /v1/models and /v1/models/{model}, GET
+// /health (200 serving, 503 draining) and GET /metrics (the Prometheus registry's exposition
+// text, as on the metrics port). Another method on one of these paths is 405 with `Allow`.
 //
 // Requests take the same path as gRPC's (generate_request.h: SubmitGenerate), so validation is
 // the engine's one check and errors are absl::Status mapped to HTTP in status_map.h, reported as

@@ -392,10 +392,7 @@ TEST_F(OpenAiApiTest, BadRequestsAre400) {
   EXPECT_EQ(
       ExpectError(Post("/v1/chat/completions", json{{"messages", json::array()}}), 400)["param"],
       "messages");
-  // The engine's one check (Engine::CheckRequest) judges lengths.
-  const json e =
-      ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 0}}), 400);
-  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("max_new_tokens must be >= 1"));
+  // The engine's one check (Engine::CheckRequest) judges the prompt's length.
   ExpectError(Post("/v1/completions", json{{"prompt", ""}, {"max_tokens", 3}}), 400);
   // Refused before the stream starts: a plain JSON error, not SSE.
   const HttpResult streamed =
@@ -403,14 +400,132 @@ TEST_F(OpenAiApiTest, BadRequestsAre400) {
   ExpectError(streamed, 400);
 }
 
+// A length below 1 is refused under the name the client sent, not gRPC's max_new_tokens.
+TEST_F(OpenAiApiTest, ALengthBelowOneNamesItsField) {
+  StartServer(FastOptions());
+  json e = ExpectError(Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 0}}), 400);
+  EXPECT_EQ(e["param"], "max_tokens");
+  EXPECT_EQ(e["message"], "max_tokens: must be >= 1, got 0");
+  e = ExpectError(
+      Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                        {"max_completion_tokens", -3}}),
+      400);
+  EXPECT_EQ(e["param"], "max_completion_tokens");
+}
+
+// OpenAI's sampling fields have no effect here, but a wrong type or an out-of-range value is
+// refused as OpenAI refuses it, naming the field, rather than silently accepted.
+TEST_F(OpenAiApiTest, SamplingFieldsAreTypeAndRangeChecked) {
+  StartServer(FastOptions());
+  const json base = {{"prompt", "x"}, {"max_tokens", 2}};
+  auto param_of = [&](const json& extra) {
+    json body = base;
+    body.update(extra);
+    return ExpectError(Post("/v1/completions", body), 400)["param"];
+  };
+  EXPECT_EQ(param_of({{"temperature", "hot"}}), "temperature");
+  EXPECT_EQ(param_of({{"temperature", 2.5}}), "temperature");
+  EXPECT_EQ(param_of({{"top_p", 5}}), "top_p");
+  EXPECT_EQ(param_of({{"presence_penalty", -3}}), "presence_penalty");
+  EXPECT_EQ(param_of({{"frequency_penalty", "x"}}), "frequency_penalty");
+  EXPECT_EQ(param_of({{"stop", 5}}), "stop");
+  EXPECT_EQ(param_of({{"stop", {"a", 1}}}), "stop");
+  EXPECT_EQ(param_of({{"user", 7}}), "user");
+  EXPECT_EQ(param_of({{"logit_bias", "x"}}), "logit_bias");
+  EXPECT_EQ(param_of({{"best_of", 0}}), "best_of");
+  // Values in range are accepted (and have no effect on the synthetic tokens).
+  json ok = base;
+  ok.update({{"temperature", 0.7},
+             {"top_p", 1},
+             {"presence_penalty", 0.5},
+             {"frequency_penalty", -0.5},
+             {"stop", {"\n", "END"}},
+             {"user", "u-1"},
+             {"logit_bias", json::object()},
+             {"best_of", 1},
+             {"logprobs", nullptr},
+             {"echo", false}});
+  EXPECT_EQ(Post("/v1/completions", ok).status, 200);
+  json ok_stop = base;
+  ok_stop["stop"] = "END";
+  EXPECT_EQ(Post("/v1/completions", ok_stop).status, 200);
+}
+
+// What the synthetic tokens cannot give is refused with a clear 400, not answered with a
+// response that silently lacks it (logprobs: null, no echoed prompt, one of best_of).
+TEST_F(OpenAiApiTest, LogprobsEchoAndBestOfAreRefusedNotIgnored) {
+  StartServer(FastOptions());
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+  json body = chat;
+  body["logprobs"] = true;
+  json e = ExpectError(Post("/v1/chat/completions", body), 400);
+  EXPECT_EQ(e["param"], "logprobs");
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("synthetic"));
+  body = chat;
+  body["top_logprobs"] = 3;
+  EXPECT_EQ(ExpectError(Post("/v1/chat/completions", body), 400)["param"], "top_logprobs");
+  body = chat;
+  body["logprobs"] = false;
+  body["top_logprobs"] = 0;
+  EXPECT_EQ(Post("/v1/chat/completions", body).status, 200);
+  const json completion = {{"prompt", "x"}, {"max_tokens", 2}};
+  body = completion;
+  body["logprobs"] = 2;
+  EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "logprobs");
+  body = completion;
+  body["echo"] = true;
+  EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "echo");
+  body = completion;
+  body["best_of"] = 2;
+  EXPECT_EQ(ExpectError(Post("/v1/completions", body), 400)["param"], "best_of");
+}
+
+// Chat messages are checked as OpenAI checks them: a known role, and a content for every role but
+// the assistant's (whose content may be null when it made tool calls).
+TEST_F(OpenAiApiTest, ChatMessagesNeedAKnownRoleAndAContent) {
+  StartServer(FastOptions());
+  auto chat = [&](const json& messages) {
+    return Post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}});
+  };
+  json e = ExpectError(chat({{{"role", "wizard"}, {"content", "Hi"}}}), 400);
+  EXPECT_EQ(e["param"], "messages");
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("wizard"));
+  e = ExpectError(chat({{{"role", "user"}}}), 400);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("content"));
+  ExpectError(chat({{{"role", "system"}, {"content", nullptr}}}), 400);
+  EXPECT_EQ(chat({{{"role", "developer"}, {"content", "Be brief."}},
+                  {{"role", "user"}, {"content", "Hi"}},
+                  {{"role", "assistant"}, {"content", nullptr}},
+                  {{"role", "tool"}, {"content", "42"}}})
+                .status,
+            200);
+}
+
+// OpenAI and vLLM refuse stream_options on a request that is not streamed.
+TEST_F(OpenAiApiTest, StreamOptionsWithoutStreamIs400) {
+  StartServer(FastOptions());
+  const json e = ExpectError(
+      Post("/v1/completions",
+           json{{"prompt", "x"}, {"max_tokens", 2}, {"stream_options", {{"include_usage", true}}}}),
+      400);
+  EXPECT_EQ(e["param"], "stream_options");
+  EXPECT_EQ(
+      Post("/v1/completions",
+           json{{"prompt", "x"}, {"max_tokens", 2}, {"stream", false}, {"stream_options", nullptr}})
+          .status,
+      200);
+}
+
 TEST_F(OpenAiApiTest, ABodyOverMaxMessageBytesIs413) {
   ServerOptions o = FastOptions();
   o.max_message_bytes = 4096;
   StartServer(o);
-  // httplib refuses it before any handler; the error handler keeps httplib's status.
+  // httplib refuses it before any handler; the error handler keeps httplib's status, which
+  // the error object's code repeats, and says what the limit is.
   const HttpResult big =
       Post("/v1/completions", json{{"prompt", std::string(8192, 'a')}, {"max_tokens", 2}});
-  EXPECT_EQ(big.status, 413) << big.body;
+  const json e = ExpectError(big, 413);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("4096 bytes (--max-message-bytes)"));
   EXPECT_EQ(Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}}).status, 200);
 }
 
@@ -429,6 +544,7 @@ TEST_F(OpenAiApiTest, UnknownModelAndPathAre404) {
   const json e = ExpectError(
       Post("/v1/completions", json{{"model", "gpt5"}, {"prompt", "x"}, {"max_tokens", 2}}), 404);
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("not served here"));
+  EXPECT_EQ(e["param"], "model");
   ExpectError(Get("/v1/nothing-here"), 404);
 }
 
@@ -692,6 +808,43 @@ TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
   EXPECT_EQ(m["object"], "model");
   EXPECT_EQ(m["max_model_len"], Snapshot().served->model.max_seq_len);
   EXPECT_EQ(m["neupims"]["pacing"], "fast");
+}
+
+// GET /v1/models/{model} (OpenAI's "retrieve model", the SDKs' models.retrieve): the served
+// model as /v1/models lists it; another name is 404 naming the model.
+TEST_F(OpenAiApiTest, RetrievesTheServedModelAndRefusesOthers) {
+  StartServer(FastOptions());
+  const HttpResult list = Get("/v1/models");
+  ASSERT_EQ(list.status, 200);
+  const HttpResult one = Get(absl::StrCat("/v1/models/", kModel));
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), json::parse(list.body)["data"][0]);
+  const json e = ExpectError(Get("/v1/models/gpt5"), 404);
+  EXPECT_EQ(e["type"], "not_found_error");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("gpt5"));
+}
+
+// A known path asked with another method is 405 with an Allow header (RFC 9110), not 404;
+// an unknown path stays 404. The error object's code is the response's status.
+TEST_F(OpenAiApiTest, AWrongMethodOnAKnownPathIs405) {
+  StartServer(FastOptions());
+  const HttpResult get = Get("/v1/completions");
+  EXPECT_EQ(ExpectError(get, 405)["type"], "invalid_request_error");
+  httplib::Client c = Client();
+  httplib::Result r = c.Get("/v1/chat/completions");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  r = c.Delete("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+  r = c.Post("/health", "", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  ExpectError(Get("/v1/nothing-here"), 404);
+  ExpectError(Post("/v1/nothing-here", json::object()), 404);
 }
 
 TEST_F(OpenAiApiTest, MetricsAsOnTheMetricsPort) {

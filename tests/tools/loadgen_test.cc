@@ -26,6 +26,7 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tools/loadgen/metrics_scrape.h"
+#include "tools/loadgen/openai_client.h"
 #include "tools/loadgen/results.h"
 #include "tools/workload/workload_flags.h"
 
@@ -350,6 +351,39 @@ TEST(LoadgenHardwareTest, ReadsTheServersMetricsWithEverySample) {
   (*s)->Shutdown();
 }
 
+// Over the OpenAI backend the samples come from the HTTP port's /metrics, which is the same
+// registry: every sample carries the per-channel KV usage and the hardware view, as over gRPC
+// with --metrics (the report's heat map and hardware charts were empty over HTTP).
+TEST(LoadgenHardwareTest, OpenAiBackendSamplesCarryChannelsAndTheHardwareView) {
+  server::ServerOptions so;
+  so.port = 0;
+  so.metrics_port = -1;
+  so.http_port = 0;
+  so.runner.pacing = server::Pacing::kRealtime;
+  so.runner.speed = 4;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  LoadOptions o = Synthetic("", 24, "40");
+  o.workload.synthetic = "64:200";  // ~0.2 s each at speed 4: always some KV in use
+  o.backend = Backend::kOpenAi;
+  o.base_url = absl::StrCat("http://127.0.0.1:", *(*s)->http_port());
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  (*s)->Shutdown();
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  const RunResult& run = (*runs)[0];
+  ASSERT_GE(run.samples.size(), 3u);
+  double max_kv = 0, max_power = 0;
+  for (const ServerSample& x : run.samples) {
+    ASSERT_EQ(x.channel_kv_usage.size(), 32u);
+    for (double u : x.channel_kv_usage) max_kv = std::max(max_kv, u);
+    EXPECT_TRUE(x.has_hardware);
+    max_power = std::max(max_power, x.power_w);
+  }
+  EXPECT_GT(max_kv, 0);
+  EXPECT_GT(max_power, 0);
+  EXPECT_GT(run.samples.back().generation_tokens, 0);
+}
+
 TEST(LoadgenHardwareTest, ParsesAServersScrapeAndRefusesOtherText) {
   auto registry = std::make_shared<prometheus::Registry>();
   absl::StatusOr<hw::DeviceConfig> device = hw::LoadDeviceConfig("neupims");
@@ -615,6 +649,67 @@ TEST(LoadgenFailureTest, OpenAiRefusalsAreCountedByHttpStatus) {
       EXPECT_EQ(r.error_code, "HTTP_429");
       EXPECT_THAT(r.error_message, HasSubstr("waiting queue is full"));
     }
+  }
+}
+
+// A server started with --auth-token-file refuses every call without the token; the load
+// generator sends it (--auth-token-file, the same file) on both backends, including the model
+// lookup and the server samples. Without it the run fails before sending, saying why.
+TEST(LoadgenAuthTest, SendsTheBearerTokenOnBothBackends) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "loadgen_auth";
+  std::filesystem::create_directories(dir);
+  const std::string token_file = (dir / "token").string();
+  ASSERT_TRUE(WriteFile(token_file, "  bench-s3cret  \nignored\n").ok());
+  server::ServerOptions so;
+  so.port = 0;
+  so.metrics_port = -1;
+  so.http_port = 0;
+  // Realtime, so that the run lasts long enough for the monitor's samples (every 50 ms).
+  so.runner.pacing = server::Pacing::kRealtime;
+  so.runner.speed = 4;
+  so.security.auth_token_file = token_file;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<std::string> token = ReadAuthToken(token_file);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "bench-s3cret");
+  LoadOptions grpc_options = Synthetic((*s)->address(), 8, "40");
+  grpc_options.connect_timeout_s = 1;
+  LoadOptions http_options = grpc_options;
+  http_options.backend = Backend::kOpenAi;
+  http_options.base_url = absl::StrCat("http://127.0.0.1:", *(*s)->http_port());
+  for (LoadOptions* o : {&grpc_options, &http_options}) {
+    SCOPED_TRACE(BackendNames().ToString(o->backend));
+    absl::StatusOr<std::vector<RunResult>> refused = RunLoad(*o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(), HasSubstr("bearer token"));
+    o->auth_token = *token;
+    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    EXPECT_EQ((*runs)[0].summary.completed, 8);
+    EXPECT_FALSE((*runs)[0].samples.empty());
+  }
+  (*s)->Shutdown();
+  EXPECT_FALSE(ReadAuthToken((dir / "missing").string()).ok());
+  ASSERT_TRUE(WriteFile(token_file, "\n").ok());
+  EXPECT_FALSE(ReadAuthToken(token_file).ok());
+}
+
+// Server-Sent Events end lines with CRLF, LF or CR (the SSE spec); servers built on other
+// stacks (sse-starlette, for one) send CRLF. Events split anywhere across reads still arrive
+// whole; comments and fields other than data are skipped.
+TEST(LoadgenSseTest, SplitsEventsOnEveryLineEndingAcrossReads) {
+  const std::string stream =
+      "data: {\"a\":1}\r\n\r\n: keep-alive\r\n\r\nevent: x\ndata: two\ndata: lines\n\n"
+      "data: cr\r\rdata: [DONE]\r\n\r\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    SCOPED_TRACE(cut);
+    SseParser parser;
+    std::vector<std::string> events;
+    auto collect = [&](const std::string& e) { events.push_back(e); };
+    parser.Feed(stream.data(), cut, collect);
+    parser.Feed(stream.data() + cut, stream.size() - cut, collect);
+    EXPECT_THAT(events, ::testing::ElementsAre("{\"a\":1}", "two\nlines", "cr", "[DONE]"));
   }
 }
 

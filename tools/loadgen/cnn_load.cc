@@ -42,9 +42,16 @@ std::chrono::system_clock::time_point DeadlineIn(double s) {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The request every client sends: zeros in raw_input_contents, of the model's input shape.
+// The server's bearer token (--auth-token-file) as gRPC metadata.
+void Authorize(const CnnLoadOptions& o, grpc::ClientContext* ctx) {
+  if (!o.auth_token.empty())
+    ctx->AddMetadata("authorization", absl::StrCat("Bearer ", o.auth_token));
+}
+
 absl::StatusOr<inference::ModelInferRequest> BuildRequest(GRPCInferenceService::Stub& stub,
                                                           const CnnLoadOptions& o) {
   grpc::ClientContext ctx;
+  Authorize(o, &ctx);
   ctx.set_deadline(DeadlineIn(o.connect_timeout_s));
   inference::ModelMetadataRequest req;
   req.set_name(o.model);
@@ -108,6 +115,7 @@ std::vector<Sample> ClosedLoop(GRPCInferenceService::Stub& stub,
     clients.emplace_back([&] {
       while (next.fetch_add(1) < o.requests) {
         grpc::ClientContext ctx;
+        Authorize(o, &ctx);
         ctx.set_deadline(DeadlineIn(o.timeout_s));
         inference::ModelInferResponse resp;
         const Clock::time_point t0 = Clock::now();
@@ -145,6 +153,7 @@ std::vector<Sample> OpenLoop(GRPCInferenceService::Stub& stub,
     std::this_thread::sleep_until(at);
     auto c = std::make_unique<Call>();
     c->ctx.set_deadline(DeadlineIn(o.timeout_s));
+    Authorize(o, &c->ctx);
     c->sent = Clock::now();
     Call* raw = c.get();
     stub.async()->ModelInfer(&raw->ctx, &req, &raw->resp,
@@ -212,6 +221,7 @@ absl::StatusOr<CnnLoadResult> RunCnnLoad(const CnnLoadOptions& o) {
   r.model = o.model;
   // The partition and policy, from one more request's parameters.
   grpc::ClientContext ctx;
+  Authorize(o, &ctx);
   ctx.set_deadline(DeadlineIn(o.timeout_s));
   inference::ModelInferResponse resp;
   if (stub->ModelInfer(&ctx, *req, &resp).ok()) {

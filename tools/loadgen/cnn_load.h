@@ -25,6 +25,7 @@ struct CnnLoadOptions {
   uint64_t seed = 0;
   double timeout_s = 600;
   double connect_timeout_s = 10;
+  std::string auth_token;  // sent as `authorization: Bearer` metadata; empty: none
 };
 
 struct CnnLoadResult {

@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file_io.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -127,6 +128,12 @@ struct RunState {
   }
 };
 
+// The server's bearer token, as gRPC metadata (plaintext channels: gRPC's own token call
+// credentials refuse to send it without TLS).
+void Authorize(const std::string& token, grpc::ClientContext* ctx) {
+  if (!token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token));
+}
+
 // One Generate stream on the gRPC callback API. Owns itself: deleted in OnDone. Its callbacks
 // are serialised by gRPC (OnReadDone never runs concurrently with itself or after OnDone), so
 // the RequestResult it fills needs no lock; the sender only touches it before StartCall.
@@ -135,8 +142,9 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
   StreamCall(RunState* run, RequestResult* out, GenerateRequest request)
       : run_(run), out_(out), request_(std::move(request)) {}
 
-  void Start(LlmService::Stub* stub, double timeout_s) {
+  void Start(LlmService::Stub* stub, double timeout_s, const std::string& token) {
     if (timeout_s > 0) context_.set_deadline(DeadlineIn(timeout_s));
+    Authorize(token, &context_);
     stub->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     StartCall();
@@ -284,17 +292,27 @@ class Monitor {
   }
 
   void Sample() {
-    if (url_ != nullptr) {
-      std::optional<ServerSample> s = SampleOpenAiMetrics(*url_, run_->Now());
-      if (s.has_value()) samples_.push_back(*s);
-      return;
+    std::optional<ServerSample> s =
+        url_ != nullptr ? SampleOpenAiMetrics(*url_, run_->Now()) : SampleGrpc();
+    if (!s.has_value()) return;
+    if (!options_.metrics.empty()) {
+      // A failed scrape leaves this sample without the hardware view; the run goes on.
+      absl::StatusOr<std::string> text = FetchMetrics(options_.metrics, 1.0);
+      absl::StatusOr<HardwareReading> hw =
+          text.ok() ? ParseHardwareReading(*text) : absl::StatusOr<HardwareReading>(text.status());
+      if (hw.ok()) SetHardware(*hw, &*s);
     }
+    samples_.push_back(*std::move(s));
+  }
+
+  std::optional<ServerSample> SampleGrpc() {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(1.0));
+    Authorize(options_.auth_token, &ctx);
     neupims::v1::GetServerInfoRequest req;
     neupims::v1::ServerInfo info;
     const double t = run_->Now();
-    if (!stub_->GetServerInfo(&ctx, req, &info).ok()) return;
+    if (!stub_->GetServerInfo(&ctx, req, &info).ok()) return std::nullopt;
     ServerSample s;
     s.t_s = t;
     s.running = info.running();
@@ -302,23 +320,7 @@ class Monitor {
     s.kv_cache_usage = info.kv_cache_usage();
     s.channel_kv_usage.assign(info.channel_kv_usage().begin(), info.channel_kv_usage().end());
     s.sim_time_s = info.sim_time_s();
-    if (!options_.metrics.empty()) {
-      // A failed scrape leaves this sample without the hardware view; the run goes on.
-      absl::StatusOr<std::string> text = FetchMetrics(options_.metrics, 1.0);
-      absl::StatusOr<HardwareReading> hw =
-          text.ok() ? ParseHardwareReading(*text) : absl::StatusOr<HardwareReading>(text.status());
-      if (hw.ok()) {
-        s.has_hardware = true;
-        s.npu_systolic = hw->npu_systolic;
-        s.npu_vector = hw->npu_vector;
-        s.pim = hw->pim;
-        s.hbm_bandwidth = hw->hbm_bandwidth;
-        s.power_w = hw->power_w;
-        s.energy_j = hw->energy_j;
-        s.generation_tokens = hw->generation_tokens;
-      }
-    }
-    samples_.push_back(s);
+    return s;
   }
 
   void Draw(double now, bool line) {
@@ -385,12 +387,13 @@ absl::Status Unreachable(const std::string& address, absl::string_view why) {
 }
 
 absl::StatusOr<ServerDescription> Describe(LlmService::Stub* stub, const std::string& address,
-                                           double timeout_s) {
+                                           double timeout_s, const std::string& token) {
   ServerDescription d;
   d.address = address;
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(timeout_s));
+    Authorize(token, &ctx);
     neupims::v1::ModelInfo m;
     grpc::Status s = stub->GetModelInfo(&ctx, neupims::v1::GetModelInfoRequest(), &m);
     if (!s.ok()) {
@@ -406,6 +409,7 @@ absl::StatusOr<ServerDescription> Describe(LlmService::Stub* stub, const std::st
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(timeout_s));
+    Authorize(token, &ctx);
     neupims::v1::ServerInfo info;
     grpc::Status s = stub->GetServerInfo(&ctx, neupims::v1::GetServerInfoRequest(), &info);
     if (!s.ok()) {
@@ -457,7 +461,7 @@ void Send(const Endpoint& ep, OpenAiClientPool* pool, const LoadOptions& o,
     req.set_ignore_eos(o.ignore_eos);
     req.set_seed(static_cast<uint64_t>(i));
     auto* call = new StreamCall(state, r, std::move(req));
-    call->Start(ep.stub, o.timeout_s);
+    call->Start(ep.stub, o.timeout_s, o.auth_token);
     return;
   }
   OpenAiRequest req;
@@ -666,6 +670,29 @@ absl::Status ValidateOptions(const LoadOptions& o) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
+  constexpr int64_t kMaxTokenFileBytes = 64 << 10;
+  absl::StatusOr<std::string> data = ReadInputFile(path, kMaxTokenFileBytes);
+  if (!data.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: ", data.status().message()));
+  }
+  absl::string_view line = *data;
+  line = absl::StripAsciiWhitespace(line.substr(0, line.find('\n')));
+  if (line.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth-token-file: ", path, ": the first line is empty; put the token there"));
+  }
+  for (const char c : line) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auth-token-file: ", path,
+          ": the token holds a space, control or non-ASCII character (an HTTP header carries "
+          "visible ASCII only)"));
+    }
+  }
+  return std::string(line);
+}
+
 absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* info) {
   RETURN_IF_ERROR(ValidateOptions(o));
   LoadInfo local;
@@ -677,11 +704,13 @@ absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* i
   Endpoint ep;
   if (o.backend == Backend::kOpenAi) {
     ASSIGN_OR_RETURN(url, ParseBaseUrl(o.base_url));
+    url->auth_token = o.auth_token;
     ASSIGN_OR_RETURN(info->server, DescribeOpenAiServer(*url, o.connect_timeout_s));
     ep.url = &*url;
   } else {
     ASSIGN_OR_RETURN(stub, ConnectGrpc(o));
-    ASSIGN_OR_RETURN(info->server, Describe(stub.get(), o.server, o.connect_timeout_s));
+    ASSIGN_OR_RETURN(info->server,
+                     Describe(stub.get(), o.server, o.connect_timeout_s, o.auth_token));
     ep.stub = stub.get();
   }
   const std::string& where = info->server.address;

@@ -50,6 +50,9 @@ struct LoadOptions {
   // host:port of the server's Prometheus endpoint: sampled with GetServerInfo for the report's
   // hardware view (utilisation, power, energy per token). Empty: not read.
   std::string metrics;
+  // Sent as `authorization: Bearer <token>` on every call of either backend (a server started
+  // with --auth-token-file); empty: none.
+  std::string auth_token;
   bool quiet = false;    // nothing on stderr (workload report, progress)
   bool progress = true;  // progress bar on a terminal / periodic lines otherwise
 };
@@ -82,6 +85,10 @@ absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text)
 
 // Checks the flags without touching the network or files (InvalidArgument naming the flag).
 absl::Status ValidateOptions(const LoadOptions& options);
+
+// The bearer token in `path` as the server reads its --auth-token-file: the first line without
+// surrounding white space, visible ASCII only. INVALID_ARGUMENT naming the flag and the file.
+absl::StatusOr<std::string> ReadAuthToken(const std::string& path);
 
 // Connects (Unavailable "cannot reach neupims server at <addr>: ..." within connect_timeout_s),
 // builds the workload (errors name the file / flag; zero requests is an error) and runs it once

@@ -51,7 +51,7 @@ std::string Now() {
 
 int main(int argc, char** argv) {
   LoadOptions o;
-  std::string result_json, result_csv, report_dir;
+  std::string result_json, result_csv, report_dir, auth_token_file;
   CLI::App app(
       "neupims-bench: replay a workload through a neupims server over gRPC or its "
       "OpenAI-compatible HTTP API and report latency and throughput as the client sees it (wall "
@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
                  "Seconds to wait for the server before giving up")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--auth-token-file", auth_token_file,
+                 "File whose first line is the bearer token of a server started with "
+                 "--auth-token-file; sent on every call of either backend and in CNN mode");
   app.add_flag("-q,--quiet", o.quiet,
                "Nothing on stderr but errors (no workload report, progress)");
   app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");
@@ -131,8 +134,17 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  if (!auth_token_file.empty()) {
+    absl::StatusOr<std::string> token = neupims::loadgen::ReadAuthToken(auth_token_file);
+    if (!token.ok()) {
+      absl::FPrintF(stderr, "error: %s\n", token.status().message());
+      return 1;
+    }
+    o.auth_token = *token;
+  }
   if (!cnn.model.empty()) {
     cnn.server = o.server;
+    cnn.auth_token = o.auth_token;
     cnn.seed = o.workload.seed;
     if (o.timeout_s > 0) cnn.timeout_s = o.timeout_s;
     cnn.connect_timeout_s = o.connect_timeout_s;

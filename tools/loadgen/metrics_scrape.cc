@@ -41,6 +41,17 @@ absl::StatusOr<HardwareReading> ParseHardwareReading(const std::string& expositi
   return r;
 }
 
+void SetHardware(const HardwareReading& reading, ServerSample* sample) {
+  sample->has_hardware = true;
+  sample->npu_systolic = reading.npu_systolic;
+  sample->npu_vector = reading.npu_vector;
+  sample->pim = reading.pim;
+  sample->hbm_bandwidth = reading.hbm_bandwidth;
+  sample->power_w = reading.power_w;
+  sample->energy_j = reading.energy_j;
+  sample->generation_tokens = reading.generation_tokens;
+}
+
 absl::StatusOr<std::string> FetchMetrics(const std::string& host_port, double timeout_s) {
   const size_t colon = host_port.rfind(':');
   if (colon == std::string::npos) {

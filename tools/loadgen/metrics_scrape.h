@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "tools/loadgen/results.h"
 
 namespace neupims::loadgen {
 
@@ -22,6 +23,9 @@ struct HardwareReading {
 // Parses the text exposition format; INVALID_ARGUMENT if it holds no neupims:power_watts (not a
 // neupims metrics endpoint).
 absl::StatusOr<HardwareReading> ParseHardwareReading(const std::string& exposition);
+
+// Copies a reading into a server sample (has_hardware and the hardware fields).
+void SetHardware(const HardwareReading& reading, ServerSample* sample);
 
 // GET http://<host_port>/metrics (HTTP/1.0, IPv4 host or name) within `timeout_s`; the body.
 absl::StatusOr<std::string> FetchMetrics(const std::string& host_port, double timeout_s);

@@ -10,39 +10,12 @@
 #include "absl/strings/strip.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tools/loadgen/metrics_scrape.h"
 
 namespace neupims::loadgen {
 namespace {
 
 using nlohmann::json;
-
-// Splits a Server-Sent Events byte stream into events and hands each event's data (its "data:"
-// lines joined) to a callback.
-class SseParser {
- public:
-  template <typename F>
-  void Feed(const char* data, size_t n, F&& on_event) {
-    buf_.append(data, n);
-    size_t start = 0, end;
-    while ((end = buf_.find("\n\n", start)) != std::string::npos) {
-      std::string payload;
-      for (absl::string_view line :
-           absl::StrSplit(absl::string_view(buf_).substr(start, end - start), '\n')) {
-        line = absl::StripSuffix(line, "\r");
-        if (!absl::ConsumePrefix(&line, "data:")) continue;  // comments, event names, ids
-        absl::ConsumePrefix(&line, " ");
-        if (!payload.empty()) payload += '\n';
-        payload.append(line.data(), line.size());
-      }
-      if (!payload.empty()) on_event(payload);
-      start = end + 2;
-    }
-    buf_.erase(0, start);
-  }
-
- private:
-  std::string buf_;
-};
 
 // What a stream's final chunks said.
 struct StreamEnd {
@@ -132,6 +105,31 @@ void Conclude(const StreamEnd& e, double now, RequestResult* r) {
   }
 }
 
+// A `neupims:channel_kv_cache_usage_perc{channel="C",...} V` line sets usage[C] = V.
+void ReadChannelUsage(absl::string_view line, std::vector<double>* usage) {
+  constexpr absl::string_view kFamily = "neupims:channel_kv_cache_usage_perc{";
+  constexpr absl::string_view kLabel = "channel=\"";
+  if (!absl::StartsWith(line, kFamily)) return;
+  const size_t label = line.find(kLabel);
+  const size_t space = line.rfind(' ');
+  if (label == absl::string_view::npos || space == absl::string_view::npos) return;
+  const size_t start = label + kLabel.size();
+  const size_t quote = line.find('"', start);
+  int channel = 0;
+  double value = 0;
+  if (quote == absl::string_view::npos ||
+      !absl::SimpleAtoi(line.substr(start, quote - start), &channel) || channel < 0 ||
+      channel >= (1 << 16) || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+    return;
+  }
+  if (static_cast<size_t>(channel) >= usage->size()) usage->resize(channel + 1, 0.0);
+  (*usage)[channel] = value;
+}
+
+void Authorize(const BaseUrl& url, httplib::Client* client) {
+  if (!url.auth_token.empty()) client->set_bearer_token_auth(url.auth_token);
+}
+
 std::string ErrorMessage(const std::string& body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
@@ -165,6 +163,7 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text) {
 absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s) {
   const std::string where = absl::StrCat(url.scheme_host_port, url.prefix, "/v1/models");
   httplib::Client c(url.scheme_host_port);
+  Authorize(url, &c);
   c.set_connection_timeout(std::chrono::duration<double>(std::max(0.1, timeout_s)));
   c.set_read_timeout(std::chrono::duration<double>(std::max(0.1, timeout_s)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -206,14 +205,24 @@ absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, doubl
 
 std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) {
   httplib::Client c(url.scheme_host_port);
+  Authorize(url, &c);
   c.set_connection_timeout(std::chrono::seconds(1));
   c.set_read_timeout(std::chrono::seconds(1));
   httplib::Result res = c.Get("/metrics");
   if (!res || res->status != 200) return std::nullopt;
+  std::optional<ServerSample> s = ParseServerSample(res->body, t_s);
+  // The same registry as the metrics port: the hardware view comes with every sample.
+  if (absl::StatusOr<HardwareReading> hw = ParseHardwareReading(res->body); s && hw.ok()) {
+    SetHardware(*hw, &*s);
+  }
+  return s;
+}
+
+std::optional<ServerSample> ParseServerSample(const std::string& exposition, double t_s) {
   ServerSample s;
   s.t_s = t_s;
   int found = 0;
-  for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
     auto value = [&](absl::string_view name, double* out) {
       if (!absl::StartsWith(line, name) || line.size() <= name.size() ||
           (line[name.size()] != '{' && line[name.size()] != ' ')) {
@@ -229,6 +238,7 @@ std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) 
     value("neupims:sim_time_seconds", &s.sim_time_s);
     if (running >= 0) s.running = static_cast<int64_t>(running);
     if (waiting >= 0) s.waiting = static_cast<int64_t>(waiting);
+    ReadChannelUsage(line, &s.channel_kv_usage);
   }
   if (found == 0) return std::nullopt;
   return s;
@@ -297,6 +307,7 @@ void OpenAiClientPool::Run(std::function<void(httplib::Client&)> job) {
 
 void OpenAiClientPool::Worker() {
   httplib::Client client(url_.scheme_host_port);
+  Authorize(url_, &client);
   client.set_keep_alive(true);
   // httplib writes a request's headers and body separately: with Nagle's algorithm the body
   // would wait for the server's delayed ACK of the headers (~40 ms).

@@ -8,10 +8,12 @@
 // with max_tokens, ignore_eos, a per-request seed and stream_options.include_usage. Every SSE
 // chunk with text is one token (as vLLM's benchmark counts them); the final chunks give the
 // finish reason, the usage and, from neupims, the simulated times (the "neupims" extension).
-// Server samples come from GET /metrics (the neupims gauges; none from other servers).
+// Server samples come from GET /metrics (the neupims gauges, per-channel KV usage and the hardware
+// view; none from other servers).
 #ifndef NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
 #define NEUPIMS_TOOLS_LOADGEN_OPENAI_CLIENT_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/results.h"
 
@@ -40,6 +43,7 @@ namespace neupims::loadgen {
 struct BaseUrl {
   std::string scheme_host_port;  // "http://127.0.0.1:8000"
   std::string prefix;            // "" or "/some/prefix"
+  std::string auth_token;        // sent as `Authorization: Bearer` on every request; "": none
 };
 absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
 
@@ -47,8 +51,66 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
 // neupims extension fields when the server is neupims. Unavailable naming the URL otherwise.
 absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s);
 
-// Samples the neupims gauges from GET /metrics; nullopt if unreachable or not neupims.
+// Samples the neupims gauges from GET /metrics: load, KV usage overall and per PIM channel, and
+// the hardware view (metrics_scrape.h); nullopt if unreachable or not neupims.
 std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s);
+// The load and KV part of that from an exposition text; nullopt without any neupims gauge.
+std::optional<ServerSample> ParseServerSample(const std::string& exposition, double t_s);
+
+// Splits a Server-Sent Events byte stream into events and hands each event's data (its "data:"
+// lines joined by '\n') to a callback. As the SSE spec has it, lines end in CRLF, LF or CR (a CR
+// at the end of one read may be followed by the LF of the next) and an empty line ends an event;
+// comments (":") and other fields are skipped, and an event without data is not handed on.
+class SseParser {
+ public:
+  template <typename F>
+  void Feed(const char* data, size_t n, F&& on_event) {
+    const char* p = data;
+    const char* end = data + n;
+    if (skip_lf_ && p < end) {
+      skip_lf_ = false;
+      if (*p == '\n') ++p;
+    }
+    while (p < end) {
+      const char* eol = std::find_if(p, end, [](char c) { return c == '\r' || c == '\n'; });
+      line_.append(p, eol);
+      if (eol == end) return;
+      p = eol + 1;
+      if (*eol == '\r') {
+        if (p == end) {
+          skip_lf_ = true;
+        } else if (*p == '\n') {
+          ++p;
+        }
+      }
+      EndLine(on_event);
+    }
+  }
+
+ private:
+  template <typename F>
+  void EndLine(F& on_event) {
+    if (line_.empty()) {
+      if (!data_.empty()) on_event(data_);
+      data_.clear();
+      has_data_ = false;
+      return;
+    }
+    absl::string_view line(line_);
+    if (absl::ConsumePrefix(&line, "data:")) {
+      absl::ConsumePrefix(&line, " ");
+      if (has_data_) data_ += '\n';
+      data_.append(line.data(), line.size());
+      has_data_ = true;
+    }
+    line_.clear();
+  }
+
+  std::string line_;  // the line being read
+  std::string data_;  // the event's data so far
+  bool has_data_ = false;
+  bool skip_lf_ = false;  // the last read ended with CR: a leading LF belongs to it
+};
 
 // One streamed completion request as the load generator sends it.
 struct OpenAiRequest {

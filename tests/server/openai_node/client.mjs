@@ -1,7 +1,7 @@
 // The official `openai` SDK against `neupims serve`'s HTTP API: usage `node client.mjs BASE_URL`
-// (e.g. http://127.0.0.1:8000/v1). Streams a chat completion and a completion, lists the models
-// and checks that a bad request comes back as the SDK's typed error. Exits non-zero on failure;
-// prints "openai-node: ok" on success. Run by tests/server/openai_node_test.cc.
+// (e.g. http://127.0.0.1:8000/v1). Streams a chat completion and a completion, lists and
+// retrieves the model and checks that bad requests come back as the SDK's typed errors. Exits
+// non-zero on failure; prints "openai-node: ok" on success. Run by tests/server/openai_node_test.cc.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 
@@ -13,6 +13,10 @@ for await (const m of client.models.list()) models.push(m);
 assert.equal(models.length, 1);
 const model = models[0].id;
 assert.ok(models[0].max_model_len > 0, 'max_model_len');
+// models.retrieve (GET /v1/models/{model}).
+const retrieved = await client.models.retrieve(model);
+assert.equal(retrieved.id, model);
+assert.equal(retrieved.object, 'model');
 
 // A streamed chat completion: the role first, one content delta per token, then the usage.
 const chat = await client.chat.completions.create({
@@ -79,7 +83,13 @@ await assert.rejects(
       assert.equal(e.type, 'invalid_request_error');
       return true;
     });
-// An unknown model: NotFoundError (404).
+// A sampling field out of OpenAI's range is refused too, naming it.
+await assert.rejects(
+    client.completions.create({model, prompt: 'x', max_tokens: 4, temperature: 3}),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature');
+// An unknown model: NotFoundError (404), also from models.retrieve.
+await assert.rejects(
+    client.models.retrieve('no-such-model'), (e) => e instanceof OpenAI.NotFoundError);
 await assert.rejects(
     client.completions.create({model: 'no-such-model', prompt: 'x', max_tokens: 4}),
     (e) => e instanceof OpenAI.NotFoundError && e.status === 404);
