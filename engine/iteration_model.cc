@@ -292,6 +292,8 @@ absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t
   ASSIGN_OR_RETURN(const models::LayerOps lowered,
                    models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
   CostedLayer layer;
+  layer.pre_attention.reserve(lowered.pre_attention.size());
+  layer.post_attention.reserve(lowered.post_attention.size());
   for (const models::Op& op : lowered.pre_attention) {
     ASSIGN_OR_RETURN(layer.pre_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
     layer.pre_attention.back().name = op_names_.insert(op.name).first->c_str();
