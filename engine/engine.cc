@@ -328,6 +328,7 @@ absl::Status Engine::Process(const Event& e) {
             static_cast<double>(r->context_tokens() * models::KvBytesPerToken(m, p));
         Push(now_ + CeilNs(options_.prefill_link.TransferNs(bytes)), EventKind::kKvReady, id);
       }
+      GiveBackRequestList(std::move(batch.requests));
       RETURN_IF_ERROR(DispatchPrefill());
       return MaybeStartIteration();
     }
@@ -441,9 +442,11 @@ absl::Status Engine::DispatchPrefill() {
   if (prefill_model_ == nullptr) return absl::OkStatus();
   for (size_t g = 0; g < prefill_free_at_.size() && !prefill_queue_.empty(); ++g) {
     if (prefill_free_at_[g] > now_) continue;
-    PrefillBatch batch;
-    batch.group = static_cast<int>(g);
-    std::vector<int64_t> prompts;
+    // The prompts straight into the reused input, the ids into a list a finished batch gave
+    // back: no allocation per batch in steady state.
+    std::vector<int64_t>& prompts = prefill_input_.prefill_prompts;
+    prompts.clear();
+    std::vector<RequestId> requests = TakeRequestList();
     int64_t tokens = 0;
     while (!prefill_queue_.empty()) {
       Request* r = Get(prefill_queue_.front());
@@ -455,23 +458,36 @@ absl::Status Engine::DispatchPrefill() {
       if (!prompts.empty() && tokens + t > options_.prefill_batch_tokens) break;
       prompts.push_back(t);
       tokens += t;
-      batch.requests.push_back(r->id);
+      requests.push_back(r->id);
       prefill_queue_.pop_front();
     }
-    if (prompts.empty()) break;
-    IterationInput in;
-    in.prefill_prompts = prompts;
-    ASSIGN_OR_RETURN(IterationCost c, prefill_model_->Run(in));
-    const SimTime done = now_ + std::max<SimTime>(1, CeilNs(c.duration_ns));
+    if (prompts.empty()) {
+      GiveBackRequestList(std::move(requests));
+      break;
+    }
+    ASSIGN_OR_RETURN(const IterationCost* c, prefill_model_->RunPrefill(prefill_input_));
+    const SimTime done = now_ + std::max<SimTime>(1, CeilNs(c->duration_ns));
     prefill_free_at_[g] = done;
-    stats_.prefill_busy_ns += c.duration_ns;
-    stats_.prefill_j += c.energy_j();
+    stats_.prefill_busy_ns += c->duration_ns;
+    stats_.prefill_j += c->energy_j();
     stats_.prompt_tokens_computed += tokens;
     const int64_t id = next_prefill_batch_++;
-    prefill_batches_.emplace(id, std::move(batch));
+    prefill_batches_.emplace(id, PrefillBatch{std::move(requests), static_cast<int>(g)});
     Push(done, EventKind::kPrefillDone, id);
   }
   return absl::OkStatus();
+}
+
+std::vector<RequestId> Engine::TakeRequestList() {
+  if (spare_request_lists_.empty()) return {};
+  std::vector<RequestId> list = std::move(spare_request_lists_.back());
+  spare_request_lists_.pop_back();
+  return list;
+}
+
+void Engine::GiveBackRequestList(std::vector<RequestId> list) {
+  list.clear();
+  spare_request_lists_.push_back(std::move(list));
 }
 
 absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest>& batch,

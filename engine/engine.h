@@ -250,6 +250,10 @@ class Engine {
   absl::Status MaybeStartIteration();
   absl::Status EndIteration();
   absl::Status DispatchPrefill();
+  // A prefill batch's id list: one a finished batch gave back (empty, with its capacity) when
+  // there is one.
+  std::vector<RequestId> TakeRequestList();
+  void GiveBackRequestList(std::vector<RequestId> list);
   void Release(Request* r);
   void Notify(Request* r);
   Request* Get(RequestId id);
@@ -285,6 +289,9 @@ class Engine {
   absl::flat_hash_map<RequestId, SimTime> prefill_token_time_;
   std::vector<SimTime> prefill_free_at_;
   absl::flat_hash_map<int64_t, PrefillBatch> prefill_batches_;
+  IterationInput prefill_input_;  // scratch of DispatchPrefill: the batch's prompts
+  // Id lists of finished batches (at most one per batch in flight, so at most prefill_groups).
+  std::vector<std::vector<RequestId>> spare_request_lists_;
   int64_t next_prefill_batch_ = 0;
 
   EngineStats stats_;

@@ -292,6 +292,8 @@ absl::StatusOr<const IterationModel::CostedLayer*> IterationModel::Layer(int64_t
   ASSIGN_OR_RETURN(const models::LayerOps lowered,
                    models::LowerDecodeLayer(options_.model, options_.parallelism, tokens));
   CostedLayer layer;
+  layer.pre_attention.reserve(lowered.pre_attention.size());
+  layer.post_attention.reserve(lowered.post_attention.size());
   for (const models::Op& op : lowered.pre_attention) {
     ASSIGN_OR_RETURN(layer.pre_attention.emplace_back(), Cost(op, NodeKind::kLayerOp));
     layer.pre_attention.back().name = op_names_.insert(op.name).first->c_str();
@@ -511,23 +513,31 @@ absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeI
 // prompt already seen is neither lowered nor costed again.
 absl::Status IterationModel::CostPrefillAttention(absl::Span<const int64_t> prompts) {
   prefill_costed_.clear();
-  if (prompts.empty()) return absl::OkStatus();
+  bool validated = false;
   for (const int64_t p : prompts) {
-    if (prompt_attention_.contains(p)) continue;
-    RETURN_IF_ERROR(models::ValidatePrefillPrompts(prompts));
-    std::vector<CostedOp> costed;
-    for (const models::Op& op : models::PrefillAttentionOps(
-             models::DeviceAttentionDims(options_.model, options_.parallelism), p)) {
-      ASSIGN_OR_RETURN(costed.emplace_back(), Cost(op, NodeKind::kPrefillAttention));
-      costed.back().name = op_names_.insert(op.name).first->c_str();  // outlives the op
+    auto it = prompt_attention_.find(p);
+    if (it == prompt_attention_.end()) {
+      // The whole list is checked once, before the first prompt not costed yet is lowered.
+      if (!validated) RETURN_IF_ERROR(models::ValidatePrefillPrompts(prompts));
+      validated = true;
+      ASSIGN_OR_RETURN(std::vector<CostedOp> costed, CostPromptAttention(p));
+      it = prompt_attention_.emplace(p, std::move(costed)).first;
     }
-    prompt_attention_.emplace(p, std::move(costed));
-  }
-  for (const int64_t p : prompts) {
-    const std::vector<CostedOp>& ops = prompt_attention_.find(p)->second;
-    prefill_costed_.insert(prefill_costed_.end(), ops.begin(), ops.end());
+    prefill_costed_.insert(prefill_costed_.end(), it->second.begin(), it->second.end());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CostedOp>> IterationModel::CostPromptAttention(int64_t prompt) {
+  const std::vector<models::Op> ops = models::PrefillAttentionOps(
+      models::DeviceAttentionDims(options_.model, options_.parallelism), prompt);
+  std::vector<CostedOp> costed;
+  costed.reserve(ops.size());
+  for (const models::Op& op : ops) {
+    ASSIGN_OR_RETURN(costed.emplace_back(), Cost(op, NodeKind::kPrefillAttention));
+    costed.back().name = op_names_.insert(op.name).first->c_str();  // outlives the op
+  }
+  return costed;
 }
 
 IterationModel::ScheduleKey IterationModel::StageScheduleKey(bool serialized, int sim_layers,
@@ -705,17 +715,36 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
 }
 
 absl::StatusOr<IterationCost> IterationModel::Run(const IterationInput& input) {
-  const bool prefill_only = input.sub_batches[0].empty() && input.sub_batches[1].empty() &&
-                            !input.prefill_prompts.empty() && !input.record_timeline;
-  if (!prefill_only) return RunUncached(input);
+  if (!IsPrefillOnly(input)) return RunUncached(input);
+  ASSIGN_OR_RETURN(const IterationCost* cost, RunPrefill(input));
+  return *cost;
+}
+
+bool IterationModel::IsPrefillOnly(const IterationInput& input) {
+  return input.sub_batches[0].empty() && input.sub_batches[1].empty() &&
+         !input.prefill_prompts.empty() && !input.record_timeline;
+}
+
+absl::StatusOr<const IterationCost*> IterationModel::RunPrefill(const IterationInput& input) {
+  if (!IsPrefillOnly(input)) {
+    return absl::InvalidArgumentError(
+        "RunPrefill takes prompts only: no decode items and no timeline");
+  }
   prefill_key_.prompts.assign(input.prefill_prompts.begin(), input.prefill_prompts.end());
   prefill_key_.layers = input.layers;
-  if (auto it = prefill_memo_.find(prefill_key_); it != prefill_memo_.end()) return it->second;
-  ASSIGN_OR_RETURN(IterationCost cost, RunUncached(input));
+  // Bounded: cleared when full (entries are recomputed alike; only the time differs).
   constexpr size_t kMaxPrefillMemo = 1 << 16;
   if (prefill_memo_.size() >= kMaxPrefillMemo) prefill_memo_.clear();
-  prefill_memo_.emplace(prefill_key_, cost);
-  return cost;
+  // One hash and one probe for both the hit and the miss; a miss's entry is filled in place.
+  const auto [it, inserted] = prefill_memo_.try_emplace(prefill_key_);
+  if (!inserted) return &it->second;
+  absl::StatusOr<IterationCost> cost = RunUncached(input);
+  if (!cost.ok()) {
+    prefill_memo_.erase(it);  // RunUncached does not touch the memo: `it` is still valid
+    return cost.status();
+  }
+  it->second = *std::move(cost);
+  return &it->second;
 }
 
 absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& input) {

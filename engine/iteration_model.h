@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/container/node_hash_set.h"
 #include "absl/status/statusor.h"
@@ -122,6 +123,10 @@ class IterationModel {
       const IterationModelOptions& options);
 
   absl::StatusOr<IterationCost> Run(const IterationInput& input);
+  // Run of a prefill-only input (prompts, no decode items, no timeline: what the standalone
+  // prefill NPUs run), answered from a memo of the prompt lists seen before, without copying
+  // the cost out. The pointer is valid until the next call of Run or RunPrefill.
+  absl::StatusOr<const IterationCost*> RunPrefill(const IterationInput& input);
 
   // Attention of one request at `seq_len` (cached).
   absl::StatusOr<AttentionCost> Attention(int64_t seq_len);
@@ -249,6 +254,8 @@ class IterationModel {
                          absl::Span<const int64_t> prompts);
   // prefill_costed_: the attention ops of every prompt, in prompt order.
   absl::Status CostPrefillAttention(absl::Span<const int64_t> prompts);
+  // The costed attention ops of one prompt (models::PrefillAttentionOps), names interned.
+  absl::StatusOr<std::vector<CostedOp>> CostPromptAttention(int64_t prompt);
   ScheduleKey StageScheduleKey(bool serialized, int sim_layers, bool last_stage) const;
   // What shapes the stage graph's topology (StageGraph, "Topology reuse"): every other input
   // of the walk (PIM or NPU attention, dual row buffers, interleaving) is fixed by the options.
@@ -274,7 +281,9 @@ class IterationModel {
   void WalkGraph(G& g, bool serialized, int sim_layers, bool last_stage) const;
   // A prefill-only iteration (standalone prefill NPUs) by its prompts and layer count.
   struct PrefillKey {
-    std::vector<int64_t> prompts;
+    // Inline up to four prompts (a 4,096-token batch of ShareGPT prompts has one to three): a
+    // key is copied into the memo without an allocation.
+    absl::InlinedVector<int64_t, 4> prompts;
     int layers = 0;
     bool operator==(const PrefillKey&) const = default;
     template <typename H>
@@ -282,6 +291,7 @@ class IterationModel {
       return H::combine(std::move(h), k.prompts, k.layers);
     }
   };
+  static bool IsPrefillOnly(const IterationInput& input);
   absl::StatusOr<IterationCost> RunUncached(const IterationInput& input);
   // One pipeline stage for one micro-batch.
   absl::StatusOr<IterationCost> RunStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
@@ -339,8 +349,8 @@ class IterationModel {
   std::array<SubBatchAttention, 2> attention_;
   // Prefill-only iterations already computed: Run is a pure function of its input, and the
   // standalone prefill NPUs see the same prompt lists again and again. Bounded (cleared when
-  // full).
-  absl::flat_hash_map<PrefillKey, IterationCost> prefill_memo_;
+  // full). Nodes: a growing memo moves pointers, not costs (RunPrefill returns a pointer).
+  absl::node_hash_map<PrefillKey, IterationCost> prefill_memo_;
   PrefillKey prefill_key_;                           // scratch (keeps its capacity)
   std::array<const CostedLayer*, 2> stage_layer_{};  // CostStage: each sub-batch's layer
   // The schedule of *graph_, replayed while its key repeats (RunStage).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "engine/system_mode.h"
 #include "gtest/gtest.h"
 #include "hw/device.h"
@@ -791,6 +792,49 @@ TEST(IterationModel, PrefillAttentionOfKnownPromptsEqualsAFreshLowering) {
     EXPECT_NE(c.status().message().find("prefill prompt 1 has 0 tokens"), std::string::npos)
         << c.status();
   }
+}
+
+// Prefill-only inputs (the standalone prefill NPUs') come from RunPrefill's memo once seen: each
+// answer, first or repeated, equals a fresh model's (computed with an empty memo); a list that
+// fails is not remembered (asked again, it fails again instead of answering a default cost); inputs
+// with decode items or a timeline are refused.
+TEST(IterationModel, PrefillMemoAnswersEqualAFreshRunAndFailuresAreNotKept) {
+  std::unique_ptr<IterationModel> m = MakeModel("npu-only");
+  ASSERT_NE(m, nullptr);
+  const std::vector<std::vector<int64_t>> lists = {{1500},          {700, 200}, {1500},
+                                                   {200, 700},      {700, 200}, {9, 8, 7, 6, 5},
+                                                   {9, 8, 7, 6, 5}, {1500, 700}};
+  for (int layers : {0, 2}) {
+    for (const std::vector<int64_t>& prompts : lists) {
+      SCOPED_TRACE(absl::StrCat(layers, " layers, ", prompts.size(), " prompts"));
+      IterationInput in;
+      in.prefill_prompts = prompts;
+      in.layers = layers;
+      absl::StatusOr<const IterationCost*> got = m->RunPrefill(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      std::unique_ptr<IterationModel> fresh = MakeModel("npu-only");
+      ASSERT_NE(fresh, nullptr);
+      absl::StatusOr<IterationCost> want = fresh->Run(in);  // an empty memo: computed anew
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectSameCost(**got, *want);
+    }
+  }
+  IterationInput bad;
+  bad.prefill_prompts = {1500, 0};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<const IterationCost*> c = m->RunPrefill(bad);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find("prefill prompt 1 has 0 tokens"), std::string::npos)
+        << c.status();
+  }
+  IterationInput decode;
+  decode.sub_batches[0] = {{300, 0}};
+  decode.prefill_prompts = {100};
+  EXPECT_EQ(m->RunPrefill(decode).status().code(), absl::StatusCode::kInvalidArgument);
+  IterationInput timeline;
+  timeline.prefill_prompts = {100};
+  timeline.record_timeline = true;
+  EXPECT_EQ(m->RunPrefill(timeline).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // The work of a stage as the graph's nodes cost it, node by node (what StageGraph::Account

@@ -403,6 +403,32 @@ TEST(SampleRequests, CountLargerThanDatasetReshuffles) {
   for (int64_t i = 0; i < 35; ++i) EXPECT_EQ((*requests)[i].id, i);
 }
 
+// The rows are taken in the order of std::shuffle over size_t indices 0 .. n-1 from
+// std::mt19937_64(seed), reshuffled in place when used up (the sampler stores its indices in 32
+// bits; std::shuffle's draws depend on the range's length, not the element type): checked on odd
+// and even sizes, 1 .. 10,007 rows, with counts past the size.
+TEST(SampleRequests, OrderIsTheSeededShuffleOfSizeTIndices) {
+  for (const int n : {1, 2, 3, 10, 11, 500, 10007}) {
+    for (const int64_t count : {int64_t{1}, int64_t{n}, int64_t{2 * n + 3}}) {
+      SCOPED_TRACE(absl::StrCat(n, " rows, ", count, " requests"));
+      const std::vector<LengthPair> data = SmallDataset(n);
+      const uint64_t seed = 1000 + n;
+      absl::StatusOr<std::vector<RequestSpec>> got = SampleRequests(data, count, seed, AllAtOnce());
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), static_cast<size_t>(count));
+      std::mt19937_64 rng(seed);
+      std::vector<size_t> order(data.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      for (int64_t i = 0; i < count; ++i) {
+        const size_t at = static_cast<size_t>(i) % order.size();
+        if (at == 0) std::shuffle(order.begin(), order.end(), rng);
+        ASSERT_EQ((*got)[i].prompt_tokens, data[order[at]].prompt_tokens) << i;
+        ASSERT_EQ((*got)[i].output_tokens, data[order[at]].output_tokens) << i;
+      }
+    }
+  }
+}
+
 TEST(SampleRequests, RejectsEmptyDatasetBadCountAndBadArrivals) {
   EXPECT_EQ(SampleRequests({}, 1, 0, AllAtOnce()).status().code(),
             absl::StatusCode::kInvalidArgument);

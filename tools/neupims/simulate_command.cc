@@ -39,7 +39,7 @@ struct RequestRecord {
   scheduler::RequestLatencies latency;
   int channel = -1;
   int preemptions = 0;
-  std::string reason;
+  scheduler::FinishReason reason = scheduler::FinishReason::kNone;
   std::string error;
 };
 
@@ -78,7 +78,7 @@ class Collector : public engine::EngineObserver {
     rec.latency = scheduler::Latencies(r);
     rec.channel = r.channel;
     rec.preemptions = r.preemptions;
-    rec.reason = scheduler::ToString(r.finish_reason);
+    rec.reason = r.finish_reason;
     rec.error = r.error;
     records_.push_back(std::move(rec));
     // Closed loop: the next request arrives when one finishes.
@@ -182,16 +182,17 @@ absl::Status CheckMemory(const SimulateFlags& f) {
 json SummaryJson(const Collector& c, const engine::Engine& e, double wall_s) {
   const engine::EngineStats& s = e.stats();
   std::vector<double> ttft, tpot, e2e, queue;
+  for (std::vector<double>* v : {&ttft, &tpot, &e2e, &queue}) v->reserve(c.records_.size());
   int64_t completed = 0, rejected = 0, aborted = 0, in_tokens = 0, out_tokens = 0;
   SimTime first_arrival = -1, last_finish = 0;
   for (const RequestRecord& r : c.records_) {
     if (first_arrival < 0 || r.arrival < first_arrival) first_arrival = r.arrival;
     last_finish = std::max(last_finish, r.finished);
-    if (r.reason == "rejected") {
+    if (r.reason == scheduler::FinishReason::kRejected) {
       ++rejected;
       continue;
     }
-    if (r.reason == "abort") {
+    if (r.reason == scheduler::FinishReason::kAborted) {
       ++aborted;
       continue;
     }
@@ -346,7 +347,8 @@ absl::Status WriteCsv(const std::string& path, const Collector& c) {
     absl::StrAppendFormat(&csv, "%d,%d,%d,%.9f,%.4f,%.4f,%.4f,%.4f,%d,%d,%s\n", r.id, r.prompt,
                           r.output, r.arrival / 1e9, MsOrMinusOne(l.queue_ns),
                           MsOrMinusOne(l.ttft_ns), l.tpot_ns.value_or(0) / 1e6,
-                          MsOrMinusOne(l.e2e_ns), r.channel, r.preemptions, r.reason);
+                          MsOrMinusOne(l.e2e_ns), r.channel, r.preemptions,
+                          scheduler::ToString(r.reason));
   }
   return WriteFile(path, csv);
 }

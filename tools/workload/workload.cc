@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/config_reader.h"
+#include "common/mt19937_64.h"
 #include "common/option_ranges.h"
 #include "common/splitmix64.h"
 #include "common/status_macros.h"
@@ -466,20 +468,27 @@ absl::StatusOr<std::vector<double>> ArrivalTimes(const ArrivalOptions& arrivals,
   return times;
 }
 
-absl::StatusOr<std::vector<RequestSpec>> SampleRequests(const std::vector<LengthPair>& lengths,
-                                                        int64_t count, uint64_t seed,
-                                                        const ArrivalOptions& arrivals) {
-  if (lengths.empty()) return absl::InvalidArgumentError("cannot sample from an empty dataset");
-  ASSIGN_OR_RETURN(const std::vector<double> times, ArrivalTimes(arrivals, count, seed));
-  std::mt19937_64 rng(seed);
-  std::vector<size_t> order(lengths.size());
-  std::iota(order.begin(), order.end(), size_t{0});
+namespace {
+
+// The first `count` rows of `lengths` in the order of a seeded shuffle of 0 .. n-1, shuffled again
+// in place each time the order is used up. std::shuffle takes its draws by the range's length
+// (the iterator's difference type), never by the element type, so the indices are stored in
+// the narrowest type that holds them: the same permutation as size_t indices with half the
+// memory, and no zeroing pass before the iota (std::vector would value-initialise them).
+template <typename Index>
+std::vector<RequestSpec> SampleInShuffledOrder(const std::vector<LengthPair>& lengths,
+                                               int64_t count, uint64_t seed,
+                                               const std::vector<double>& times) {
+  Mt19937x64 rng(seed);  // std::mt19937_64's sequence, generated a block at a time
+  const size_t n = lengths.size();
+  const std::unique_ptr<Index[]> order(new Index[n]);
+  std::iota(order.get(), order.get() + n, Index{0});
   std::vector<RequestSpec> requests;
   requests.reserve(static_cast<size_t>(count));
-  size_t next = order.size();  // forces the first shuffle
+  size_t next = n;  // forces the first shuffle
   for (int64_t i = 0; i < count; ++i) {
-    if (next == order.size()) {
-      std::shuffle(order.begin(), order.end(), rng);
+    if (next == n) {
+      std::shuffle(order.get(), order.get() + n, rng);
       next = 0;
     }
     const LengthPair& pair = lengths[order[next++]];
@@ -489,6 +498,19 @@ absl::StatusOr<std::vector<RequestSpec>> SampleRequests(const std::vector<Length
                                    .output_tokens = pair.output_tokens});
   }
   return requests;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RequestSpec>> SampleRequests(const std::vector<LengthPair>& lengths,
+                                                        int64_t count, uint64_t seed,
+                                                        const ArrivalOptions& arrivals) {
+  if (lengths.empty()) return absl::InvalidArgumentError("cannot sample from an empty dataset");
+  ASSIGN_OR_RETURN(const std::vector<double> times, ArrivalTimes(arrivals, count, seed));
+  if (lengths.size() <= std::numeric_limits<uint32_t>::max()) {
+    return SampleInShuffledOrder<uint32_t>(lengths, count, seed, times);
+  }
+  return SampleInShuffledOrder<size_t>(lengths, count, seed, times);
 }
 
 absl::StatusOr<std::vector<LengthPair>> SyntheticLengths(const SyntheticOptions& options,
