@@ -24,7 +24,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/config_reader.h"
-#include "common/mt19937_64.h"
 #include "common/option_ranges.h"
 #include "common/splitmix64.h"
 #include "common/status_macros.h"
@@ -479,7 +478,7 @@ template <typename Index>
 std::vector<RequestSpec> SampleInShuffledOrder(const std::vector<LengthPair>& lengths,
                                                int64_t count, uint64_t seed,
                                                const std::vector<double>& times) {
-  Mt19937x64 rng(seed);  // std::mt19937_64's sequence, generated a block at a time
+  std::mt19937_64 rng(seed);
   const size_t n = lengths.size();
   const std::unique_ptr<Index[]> order(new Index[n]);
   std::iota(order.get(), order.get() + n, Index{0});
