@@ -605,6 +605,17 @@ HwCost IterationModel::AccountStage(int layers, bool last_stage) const {
   return total;
 }
 
+IterationModel::ListScheduleCalls IterationModel::list_schedule_calls() const {
+  ListScheduleCalls calls;
+  for (const GraphSlot& slot : graphs_) {
+    const ListScheduler& s = slot.graph.scheduler();
+    calls.lean += s.lean_replays();
+    calls.checked += s.checked_replays();
+    calls.event_loop += s.event_loop_runs();
+  }
+  return calls;
+}
+
 IterationModel::GraphSlot& IterationModel::GraphFor(const TopologyKey& topology, bool* found) {
   ++graph_uses_;
   for (GraphSlot& slot : graphs_) {

@@ -141,6 +141,12 @@ class IterationModel {
   // Of those, the graphs that were patched (the previous graph's topology, new durations and
   // costs) rather than built.
   int64_t graphs_patched() const { return graph_patched_; }
+  // List-scheduler calls of all the graphs kept so far, by how they were answered
+  // (ListScheduler: lean replay, checked replay, event loop).
+  struct ListScheduleCalls {
+    int64_t lean = 0, checked = 0, event_loop = 0;
+  };
+  ListScheduleCalls list_schedule_calls() const;
   // The graph last built or patched and scheduled (a replayed schedule or a memoised prefill
   // leaves it as it was; tests compare patched and fresh graphs).
   const StageGraph& stage_graph() const { return *graph_; }

@@ -87,15 +87,21 @@ static_assert(kOrder[kRank[0]] == 0 && kOrder[kRank[1]] == 1 && kOrder[kRank[2]]
 
 }  // namespace
 
-double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {
+double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers,
+                          uint64_t shape) {
   ++calls_;
   // Blocked mode couples the PIM and systolic lanes' free times; it always runs the loop.
   Memory* memory = blocked ? nullptr : Find(nodes.size(), barriers);
   if (memory != nullptr) {
     memory->last_used = calls_;
     double makespan = 0;
+    if (shape != 0 && memory->shape == shape && Lean(nodes, *memory, &makespan)) {
+      ++lean_replays_;
+      return makespan;
+    }
     if (Replay(nodes, memory->order, barriers, &makespan)) {
-      ++replays_;
+      ++checked_replays_;
+      if (shape != 0 && !barriers) Prove(nodes, memory, shape);
       return makespan;
     }
   }
@@ -112,6 +118,9 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
     memory->last_used = calls_;
   }
   memory->order.swap(order_);
+  // A new order: no proof, no ancestor sets yet (a tie's backoff stays: ties come from equal
+  // durations, which outlast an order).
+  memory->shape = memory->ancestors_shape = 0;
   return makespan;
 }
 
@@ -221,6 +230,205 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
   }
   *makespan = span;
   return true;
+}
+
+// Lean replay: the argument.
+//
+// Fix the graph's structure (the caller's `shape`: node count, priorities, stages, dependencies)
+// and the order. Replay (above) is then a fixed computation on the durations: a node's start is
+// the time of the max of its candidates' retire points (its dependencies', its lane's last
+// node's, the origin's), its end that start plus Duration, and the checks compare such points.
+// Prove, after a checked replay that passed, records for each position in the order which
+// candidate was the max (its `source`: the start is that position's end) and the smallest slack,
+// in ns, of every comparison whose outcome the proof needs:
+//   - each start's max: every other candidate below the source;
+//   - the order: each decision's point not above the next one's (same pass and lane rank
+//     allowed);
+//   - idling: a node's ready point not below the point at which its lane last started a node
+//     after idling;
+//   - priorities: a node's ready point above the point of its lane's latest earlier decision
+//     with a worse or equal priority (found with a per-lane stack of decreasing priorities).
+// Each compared value is a retire point of some position (or the origin). A comparison needs no
+// slack when its outcome holds for any non-negative durations: the two sides are the same
+// position's point (equal: the outcome is the one recorded, pass and lane rank included), or one
+// side's position is an ancestor of the other's in the replay (a dependency or the lane's
+// previous node, transitively: along such an edge retire points strictly increase, a
+// zero-duration node retiring in the next pass). Otherwise the slack is the difference of the
+// two sides' times, and 0 when they are equal (an exact tie between unrelated positions: no lean
+// replay until a checked replay proves again without one).
+//
+// Bound: with durations d_i and shared durations s_i (systolic nodes only), every time in the
+// replay moves by at most B = sum |delta d_i| + sum |delta s_i|: a max moves by at most the most
+// any argument moves, and an end t + Duration moves by at most max(|delta t|, |delta pim_end|) +
+// |delta d| + |delta s| (Duration is d plus (1 - d/s) times pim_end - t clamped to [0, s]: a
+// convex combination of t and pim_end in the clamped range, continuous, with derivatives in d and
+// s within [0, 1]), so by induction over the order by the sum of the deltas so far. Rounding
+// adds at most a few units in the last place of the largest time per node and evaluation;
+// (span + B) * n * 2^-45 covers that with room to spare. If 2 (B + that) is below the slack,
+// every comparison that needs slack keeps its outcome (each side moved by less than half of
+// it), so the checked replay on the new durations would pass with the same sources, and its
+// start is each source's end: what Lean computes, with the same floating-point operations in
+// the same order, hence the same bits. Lean also requires every duration >= 0 (B alone allows
+// a negative one), each node's lane to be the proof's, and each node to end where it starts
+// exactly when it did in the proof (a zero-duration node's retire point is a second pass, and
+// a third pass is refused). Anything else runs the checked replay, which proves again.
+bool ListScheduler::Lean(absl::Span<ScheduleNode> nodes, const Memory& memory, double* makespan) {
+  const size_t n = nodes.size();
+  if (memory.steps.size() != n) return false;
+  ends_.resize(n + 1);
+  double* end_at = ends_.data() + 1;  // per position; end_at[-1]: the origin
+  end_at[-1] = 0;
+  const LeanStep* step = memory.steps.data();
+  const int* order = memory.order.data();
+  ScheduleNode* node_at = nodes.data();
+  // The drift only grows: a pass whose drift already exceeds half the slack stops early.
+  const double half_slack = memory.slack / 2;
+  double drift = 0, min_dur = 0, pim_end = 0, span = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const LeanStep& s = step[k];
+    ScheduleNode& node = node_at[order[k]];
+    if (node.lane != s.lane) return false;
+    const bool systolic = s.lane == Lane::kSystolic;
+    drift += std::fabs(node.dur_ns - s.dur_ns);
+    if (systolic) drift += std::fabs(node.dur_shared_ns - s.dur_shared_ns);
+    min_dur = std::min(min_dur, node.dur_ns);
+    if (drift >= half_slack) return false;
+    const double t = end_at[s.source];
+    const double end = t + Duration(node, systolic, pim_end - t);
+    if ((end == t) != s.zero) return false;
+    node.start_ns = t;
+    node.end_ns = end;
+    end_at[k] = end;
+    if (s.lane == Lane::kPim) pim_end = end;
+    span = std::max(span, end);
+  }
+  const double bound = drift + (memory.span + drift) * static_cast<double>(n) * 0x1p-45;
+  // NaN or infinite durations make the bound NaN or infinite: refused.
+  if (!(min_dur >= 0) || !(2 * bound < memory.slack * (1 - 0x1p-50))) return false;
+  *makespan = span;
+  return true;
+}
+
+void ListScheduler::ComputeAncestors(absl::Span<const ScheduleNode> nodes, Memory* memory) {
+  const size_t n = nodes.size(), words = (n + 63) / 64;
+  std::vector<uint64_t>& anc = memory->ancestors;
+  anc.assign(n * words, 0);
+  int lane_prev[kNumLanes] = {-1, -1, -1, -1};
+  for (size_t k = 0; k < n; ++k) {
+    const ScheduleNode& node = nodes[memory->order[k]];
+    uint64_t* row = anc.data() + k * words;
+    auto inherit = [&](int q) {
+      const uint64_t* from = anc.data() + static_cast<size_t>(q) * words;
+      for (size_t w = 0; w < words; ++w) row[w] |= from[w];
+      row[q / 64] |= uint64_t{1} << (q % 64);
+    };
+    for (int d : node.deps) inherit(position_[d]);
+    const int lane = static_cast<int>(node.lane);
+    if (lane_prev[lane] >= 0) inherit(lane_prev[lane]);
+    lane_prev[lane] = static_cast<int>(k);
+  }
+}
+
+void ListScheduler::Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, uint64_t shape) {
+  // After a tie, prove again only after 1, 2, 4, ... 64 more checked replays: a graph whose
+  // parallel chains have equal durations ties at every call.
+  if (memory->skip > 0) {
+    --memory->skip;
+    return;
+  }
+  const int n = static_cast<int>(nodes.size());
+  const std::vector<int>& order = memory->order;
+  position_.resize(n);
+  for (int k = 0; k < n; ++k) position_[order[k]] = k;
+  if (memory->ancestors_shape != shape) {
+    ComputeAncestors(nodes, memory);
+    memory->ancestors_shape = shape;
+  }
+  const size_t words = (static_cast<size_t>(n) + 63) / 64;
+  const uint64_t* anc = memory->ancestors.data();
+  // a (-1: the origin) is a strict ancestor of b.
+  auto ancestor = [&](int a, int b) {
+    if (b < 0) return false;
+    if (a < 0) return true;
+    return (anc[static_cast<size_t>(b) * words + a / 64] >> (a % 64) & 1) != 0;
+  };
+  points_.assign(n + 1, 0);
+  Point* point = points_.data() + 1;  // retire point per position; point[-1]: the origin
+  ends_.resize(n + 1);
+  double* end_at = ends_.data() + 1;
+  point[-1] = At(0, 1);
+  end_at[-1] = 0;
+  // The slack that keeps "a's retire point below (strict) or not above b's" for any durations
+  // within it.
+  auto margin = [&](int a, int b, bool strict) {
+    if (a == b) return strict ? 0.0 : std::numeric_limits<double>::infinity();
+    if (ancestor(a, b)) return std::numeric_limits<double>::infinity();
+    return std::max(0.0, end_at[b] - end_at[a]);
+  };
+  memory->steps.resize(n);
+  for (auto& w : worse_) w.clear();
+  int lane_prev[kNumLanes] = {-1, -1, -1, -1}, idle[kNumLanes] = {-1, -1, -1, -1};
+  double slack = std::numeric_limits<double>::infinity(), span = 0;
+  for (int k = 0; k < n; ++k) {
+    const ScheduleNode& node = nodes[order[k]];
+    const int lane = static_cast<int>(node.lane);
+    // Replay's ready point and start point, with the positions they are the points of.
+    int ready_src = -1;
+    for (int d : node.deps) {
+      const int q = position_[d];
+      if (ready_src < 0 || point[q] > point[ready_src]) ready_src = q;
+    }
+    const int lp = lane_prev[lane];
+    const int source = point[lp] > point[ready_src] ? lp : ready_src;
+    // The start's max: every other candidate stays below the source.
+    for (int d : node.deps) slack = std::min(slack, margin(position_[d], source, false));
+    slack = std::min(slack, margin(lp, source, false));
+    // The order: the previous decision's point not above this one's.
+    if (k > 0 && !ancestor(k - 1, k)) {
+      slack = std::min(slack, margin(memory->steps[k - 1].source, source, false));
+    }
+    // Idling: the ready point not below where the lane last started a node after idling. The
+    // ready point is at least ready_src's retire point; m, or an ancestor of ready_src, is
+    // below it for any durations.
+    const int m = idle[lane];
+    if (m >= 0 && m != ready_src && !ancestor(m, ready_src)) {
+      slack = std::min(slack, margin(memory->steps[m].source, ready_src, false));
+    }
+    // Priorities: the lane's latest earlier decision with a worse or equal priority started
+    // below the ready point. The stack keeps the lane's decisions that can still be someone's
+    // latest worse one: priorities decreasing towards the top.
+    std::vector<std::pair<int, int>>& worse = worse_[lane];
+    while (!worse.empty() && worse.back().first < node.priority) worse.pop_back();
+    if (!worse.empty()) {
+      const int w = worse.back().second;
+      if (w != ready_src && !ancestor(w, ready_src)) {
+        slack = std::min(slack, margin(memory->steps[w].source, ready_src, true));
+      }
+      if (worse.back().first == node.priority) worse.pop_back();
+    }
+    worse.push_back({node.priority, k});
+    if (!(node.dur_ns >= 0)) slack = 0;
+    if (slack == 0) break;  // a tie: nothing to record
+    if (point[lp] < point[source]) idle[lane] = k;
+    // The retire point as Replay computes it.
+    const Point at = point[source];
+    const bool zero = Bits(node.end_ns) == Bits(node.start_ns);
+    point[k] = zero ? at + 1 : At(node.end_ns, 1);
+    end_at[k] = node.end_ns;
+    lane_prev[lane] = k;
+    span = std::max(span, node.end_ns);
+    memory->steps[k] = {node.dur_ns, node.dur_shared_ns, source, zero, node.lane};
+  }
+  memory->span = span;
+  memory->slack = slack;
+  if (slack > 0) {
+    memory->shape = shape;
+    memory->backoff = 0;
+  } else {
+    memory->shape = 0;
+    memory->backoff = std::min(64, std::max(1, 2 * memory->backoff));
+    memory->skip = memory->backoff;
+  }
 }
 
 double ListScheduler::RunEventLoop(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {

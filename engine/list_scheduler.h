@@ -19,6 +19,13 @@
 // its dependencies). Any failed check falls back to the event loop, so the result is the event
 // loop's bit for bit either way (ListScheduler.ReplayEqualsTheEventLoopOnRandomGraphs).
 //
+// Lean replay: a caller that passes a `shape` (its promise that the graph's structure is that of
+// the previous calls with the same value) lets a successful checked replay also record, once,
+// how far its decisions were from flipping (the smallest slack of every comparison its proof
+// makes, and which candidate each start was the max of). A later call with the same shape whose
+// durations moved by less than half that slack in total replays without the per-node checks,
+// with the same floating-point operations (Lean in list_scheduler.cc has the argument).
+//
 // Contract: deps index earlier nodes (a DAG in topological order). Reuses its scratch buffers
 // between calls (allocation-free in steady state); not thread-safe.
 #ifndef NEUPIMS_ENGINE_LIST_SCHEDULER_H_
@@ -27,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -90,19 +98,45 @@ struct ScheduleNode {
 class ListScheduler {
  public:
   // Fills start_ns / end_ns of every node; returns the makespan. `barriers`: a node also waits
-  // for every node of a lower stage (ScheduleNode::stage).
-  double Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers = false);
+  // for every node of a lower stage (ScheduleNode::stage). `shape`: 0, or the caller's promise
+  // that every call with this value passes the same node count, priorities, stages and
+  // dependencies (durations and lanes may differ; a changed lane is refused); it lets the
+  // scheduler skip the replay's checks when it can prove them (the lean replay above). Results
+  // are the same bits with or without it.
+  double Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers = false,
+             uint64_t shape = 0);
 
-  // Calls answered by replaying the previous decisions, and by the event loop.
-  int64_t replays() const { return replays_; }
+  // Calls answered by replaying the previous decisions (checked node by node, or lean), and by
+  // the event loop.
+  int64_t replays() const { return checked_replays_ + lean_replays_; }
+  int64_t checked_replays() const { return checked_replays_; }
+  int64_t lean_replays() const { return lean_replays_; }
   int64_t event_loop_runs() const { return event_loop_runs_; }
 
  private:
+  // What a lean replay takes from the checked replay that proved it, per position in the order.
+  struct LeanStep {
+    double dur_ns = 0, dur_shared_ns = 0;  // the node's durations then
+    int source = -1;                       // the position whose end the node started at; -1: time 0
+    bool zero = false;  // it ended where it started (its retire point is a second pass)
+    Lane lane = Lane::kSystolic;
+  };
   // An event-loop call remembered for replay: the order its nodes started in.
   struct Memory {
     bool barriers = false;
     std::vector<int> order;
     int64_t last_used = 0;  // calls_ when last found or stored; 0: empty
+    // Lean replay (shape != 0): the proof's steps, its slack (ns) and makespan.
+    uint64_t shape = 0;
+    std::vector<LeanStep> steps;
+    double slack = 0, span = 0;
+    // The order's ancestor sets (a bit per position for each position), valid for
+    // `ancestors_shape` (0: not computed).
+    uint64_t ancestors_shape = 0;
+    std::vector<uint64_t> ancestors;
+    // After a proof that found a tie: checked replays to let pass before proving again, and the
+    // current wait (doubling up to 64).
+    int skip = 0, backoff = 0;
   };
   // A replayed decision of one lane: just after when it was taken (a point of Replay, plus 1),
   // and the node's priority.
@@ -118,6 +152,13 @@ class ListScheduler {
   // otherwise.
   bool Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int> order, bool barriers,
               double* makespan);
+  // After a successful checked replay of `memory` without barriers: records the proof a lean
+  // replay needs (LeanStep per position, slack), or none if some decision was a tie.
+  void Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, uint64_t shape);
+  void ComputeAncestors(absl::Span<const ScheduleNode> nodes, Memory* memory);
+  // Replays memory's order from its proof without checks; false (nodes' times unspecified) if
+  // the durations moved too far for the proof.
+  bool Lean(absl::Span<ScheduleNode> nodes, const Memory& memory, double* makespan);
 
   // Scratch, reused between calls.
   std::vector<int> user_begin_, users_, waiting_;
@@ -130,7 +171,14 @@ class ListScheduler {
   // decisions (room for n per lane).
   std::vector<uint64_t> retire_;
   std::vector<Decision> decisions_;
-  int64_t calls_ = 0, replays_ = 0, event_loop_runs_ = 0;
+  // Prove and Lean scratch: each position's retire point and end.
+  std::vector<uint64_t> points_;
+  std::vector<double> ends_;
+  std::vector<int> position_;  // node -> position in the order
+  // Prove: per lane, (priority, position) of the decisions that can still be a later node's
+  // latest worse-priority one.
+  std::array<std::vector<std::pair<int, int>>, kNumLanes> worse_;
+  int64_t calls_ = 0, checked_replays_ = 0, lean_replays_ = 0, event_loop_runs_ = 0;
 };
 
 }  // namespace neupims::engine

@@ -19,6 +19,7 @@ const char* ToString(Phase p) {
 }
 
 void StageGraph::Clear(bool interleaved) {
+  ++builds_;
   interleaved_ = interleaved;
   sched_.clear();
   info_.clear();

@@ -157,10 +157,12 @@ class StageGraph {
   // Serialises sub-batch 1 after sub-batch 0 (no interleaving, Fig. 11a).
   void SerializeAfter(int from, int to) { last_[to] = last_[from]; }
 
-  // Schedules the nodes; returns the makespan (ns). `barriers`: stage by stage.
+  // Schedules the nodes; returns the makespan (ns). `barriers`: stage by stage. The graph's
+  // build count is the scheduler's shape: a patch keeps dependencies, priorities and stages.
   double Schedule(bool blocked, bool barriers) {
-    return scheduler_.Run(absl::MakeSpan(sched_), blocked, barriers);
+    return scheduler_.Run(absl::MakeSpan(sched_), blocked, barriers, builds_);
   }
+  const ListScheduler& scheduler() const { return scheduler_; }
   // End of the last node of `layer` (after Schedule). Read from the last node added to each
   // sub-batch's part of the layer: the walk (pre-attention chain, attention branches joined by
   // EndAttention, post-attention chain) makes it depend on every other node of that part, and a
@@ -212,6 +214,7 @@ class StageGraph {
   }
 
   bool interleaved_ = false;
+  uint64_t builds_ = 0;  // Clear calls: the topology changes only there
   std::vector<ScheduleNode> sched_;
   std::vector<NodeInfo> info_;
   std::vector<uint64_t> place_;                 // PlaceOf(info_[i])

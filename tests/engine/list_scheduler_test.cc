@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -153,14 +155,16 @@ std::vector<ScheduleNode> RandomGraph(std::mt19937_64& rng, int n) {
 }
 
 // New durations for the same graph: `spread` = 0 keeps the first draw (the same durations),
-// small values move them a little, large values reorder the schedule.
-void DrawDurations(std::mt19937_64& rng, double spread, std::vector<ScheduleNode>* nodes,
-                   std::vector<double>* base) {
+// small values move them a little, large values reorder the schedule. `integral`: whole-ns base
+// durations, so that unrelated chains often end at exactly the same time (ties).
+void DrawDurations(std::mt19937_64& rng, double spread, bool integral,
+                   std::vector<ScheduleNode>* nodes, std::vector<double>* base) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   if (base->empty()) {
     for (const ScheduleNode& node : *nodes) {
       const bool zero = node.lane == Lane::kInterconnect && rng() % 2 == 0;
-      base->push_back(zero ? 0.0 : 1.0 + 99.0 * unit(rng));
+      const double ns = integral ? static_cast<double>(1 + rng() % 8) : 1.0 + 99.0 * unit(rng);
+      base->push_back(zero ? 0.0 : ns);
     }
   }
   for (size_t i = 0; i < nodes->size(); ++i) {
@@ -172,6 +176,56 @@ void DrawDurations(std::mt19937_64& rng, double spread, std::vector<ScheduleNode
   }
 }
 
+// Moves every non-zero duration (and shared duration) by up to `step` ns either way: the small
+// steps a decode stage takes between iterations, which the lean replay must follow or refuse.
+void Perturb(std::mt19937_64& rng, double step, std::vector<ScheduleNode>* nodes) {
+  std::uniform_real_distribution<double> move(-step, step);
+  for (ScheduleNode& node : *nodes) {
+    if (node.dur_ns == 0) continue;
+    const double ratio = node.dur_shared_ns / node.dur_ns;
+    node.dur_ns = std::max(0.5, node.dur_ns + move(rng));
+    node.dur_shared_ns = ratio == 1 ? node.dur_ns : node.dur_ns * ratio + move(rng);
+  }
+}
+
+// Moves one random node's durations by 10^u ns, u uniform in [-4, 1], either way: all of the
+// drift on one comparison, so that a move just beyond one comparison's slack, within the others',
+// flips a decision (what a proof that left that comparison out would replay lean).
+void PerturbOne(std::mt19937_64& rng, std::vector<ScheduleNode>* nodes) {
+  std::uniform_real_distribution<double> exponent(-4.0, 1.0);
+  ScheduleNode& node = (*nodes)[rng() % nodes->size()];
+  if (node.dur_ns == 0) return;
+  const double ratio = node.dur_shared_ns / node.dur_ns;
+  const double by = std::pow(10.0, exponent(rng)) * (rng() % 2 == 0 ? 1 : -1);
+  node.dur_ns = std::max(0.5, node.dur_ns + by);
+  node.dur_shared_ns = node.dur_ns * ratio;
+}
+
+// Runs `replaying` and a fresh scheduler (the event loop) on `nodes`; the times must agree bit
+// for bit.
+void ExpectTheEventLoops(ListScheduler* replaying, std::vector<ScheduleNode>* nodes, bool barriers,
+                         uint64_t shape, const std::string& where) {
+  std::vector<ScheduleNode> fresh_nodes = *nodes;
+  ListScheduler fresh;
+  const double want = fresh.Run(absl::MakeSpan(fresh_nodes), false, barriers);
+  ASSERT_EQ(fresh.replays(), 0);
+  const double got = replaying->Run(absl::MakeSpan(*nodes), false, barriers, shape);
+  ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << where;
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint64_t>((*nodes)[i].start_ns),
+              std::bit_cast<uint64_t>(fresh_nodes[i].start_ns))
+        << where << " node " << i;
+    ASSERT_EQ(std::bit_cast<uint64_t>((*nodes)[i].end_ns),
+              std::bit_cast<uint64_t>(fresh_nodes[i].end_ns))
+        << where << " node " << i;
+  }
+}
+
+// Every call of the replaying scheduler (which remembers orders, replays them checked or lean)
+// must give the event loop's times. Each draw of durations is followed by walks of small
+// perturbations (lean replays while they stay within the proof's slack, checked replays and
+// flips beyond it); a quarter of the graphs has whole-ns durations, whose exact ties must never
+// be replayed lean. Barriers (a third of the graphs) never replay lean.
 TEST(ListScheduler, ReplayEqualsTheEventLoopOnRandomGraphs) {
   std::mt19937_64 rng(20261127);
   ListScheduler replaying;
@@ -180,26 +234,94 @@ TEST(ListScheduler, ReplayEqualsTheEventLoopOnRandomGraphs) {
     std::vector<ScheduleNode> nodes = RandomGraph(rng, 10 + static_cast<int>(rng() % 90));
     std::vector<double> base;
     const bool barriers = graph % 3 == 0;
+    const bool integral = graph % 4 == 1;
+    const uint64_t shape = static_cast<uint64_t>(graph) + 1;
     for (int draw = 0; draw < 40; ++draw) {
       const double spread = draw % 4 == 3 ? 1.0 : (draw % 4 == 0 ? 0.0 : 1e-3);
-      DrawDurations(rng, spread, &nodes, &base);
-      std::vector<ScheduleNode> fresh_nodes = nodes;
-      ListScheduler fresh;
-      const double want = fresh.Run(absl::MakeSpan(fresh_nodes), false, barriers);
-      ASSERT_EQ(fresh.replays(), 0);
-      const double got = replaying.Run(absl::MakeSpan(nodes), false, barriers);
+      DrawDurations(rng, spread, integral, &nodes, &base);
+      const std::string where = "graph " + std::to_string(graph) + " draw " + std::to_string(draw);
+      ExpectTheEventLoops(&replaying, &nodes, barriers, shape, where);
       ++calls;
-      ASSERT_EQ(got, want) << "graph " << graph << " draw " << draw;
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        ASSERT_EQ(nodes[i].start_ns, fresh_nodes[i].start_ns) << "graph " << graph << " node " << i;
-        ASSERT_EQ(nodes[i].end_ns, fresh_nodes[i].end_ns) << "graph " << graph << " node " << i;
+      for (const double step : {1e-9, 1e-6, 1e-3, 0.3}) {
+        for (int walk = 0; walk < 3; ++walk) {
+          Perturb(rng, step, &nodes);
+          ExpectTheEventLoops(&replaying, &nodes, barriers, shape,
+                              where + " step " + std::to_string(step));
+          ++calls;
+        }
+      }
+      for (int walk = 0; walk < 12; ++walk) {
+        PerturbOne(rng, &nodes);
+        ExpectTheEventLoops(&replaying, &nodes, barriers, shape,
+                            where + " one-node walk " + std::to_string(walk));
+        ++calls;
       }
     }
   }
   EXPECT_EQ(replaying.replays() + replaying.event_loop_runs(), calls);
-  // Both paths were taken: replays, and event-loop runs beyond each graph's first call.
-  EXPECT_GT(replaying.replays(), calls / 10);
+  EXPECT_EQ(replaying.checked_replays() + replaying.lean_replays(), replaying.replays());
+  // Every path was taken: lean and checked replays, and event-loop runs beyond each graph's
+  // first call.
+  EXPECT_GT(replaying.lean_replays(), calls / 10);
+  EXPECT_GT(replaying.checked_replays(), calls / 10);
   EXPECT_GT(replaying.event_loop_runs(), 60 + calls / 20);
+}
+
+// Two chains end at the same time and feed one lane: the lower-priority node's start depends on
+// which chain ends first, so an exact tie is never replayed lean, and a move within the slack
+// of a proof without ties is.
+TEST(ListScheduler, LeanReplayNeverCrossesATie) {
+  // Vector lane: C (priority 2) after a systolic A, D (priority 3) after a PIM B.
+  std::vector<ScheduleNode> nodes = {N(Lane::kSystolic, 0, 10), N(Lane::kPim, 1, 10),
+                                     N(Lane::kVector, 2, 5, {0}), N(Lane::kVector, 3, 5, {1})};
+  const uint64_t shape = 7;
+  ListScheduler s;
+  ExpectTheEventLoops(&s, &nodes, false, shape, "first");  // the event loop
+  ExpectTheEventLoops(&s, &nodes, false, shape, "again");  // checked: A and B tie, no proof
+  nodes[1].dur_ns = nodes[1].dur_shared_ns = 10 - 1e-9;    // B first: D runs before C
+  ExpectTheEventLoops(&s, &nodes, false, shape, "flipped");
+  EXPECT_EQ(s.lean_replays(), 0);
+  EXPECT_DOUBLE_EQ(nodes[3].start_ns, 10 - 1e-9);
+  // B = 4: D runs 4..9 and C from 10 (A's end, 1 ns after the lane freed up: the proof's slack);
+  // a proof, then a lean replay of a move of A by 0.1 ns (its duration and shared duration: a
+  // drift of 0.2 ns, below half the slack).
+  nodes[1].dur_ns = nodes[1].dur_shared_ns = 4;
+  ExpectTheEventLoops(&s, &nodes, false, shape, "apart");
+  ExpectTheEventLoops(&s, &nodes, false, shape, "proved");
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 10.1;
+  ExpectTheEventLoops(&s, &nodes, false, shape, "moved");
+  EXPECT_GE(s.lean_replays(), 1);
+  const int64_t lean = s.lean_replays();
+  // A move beyond half the slack is checked (here C waits for the lane: the same order).
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 7;
+  ExpectTheEventLoops(&s, &nodes, false, shape, "far");
+  EXPECT_EQ(s.lean_replays(), lean);
+  // Without a shape there is no lean replay.
+  ListScheduler plain;
+  for (int i = 0; i < 3; ++i) plain.Run(absl::MakeSpan(nodes), false);
+  EXPECT_EQ(plain.lean_replays(), 0);
+  EXPECT_EQ(plain.checked_replays(), 2);
+}
+
+// The priority comparison of a proof: W (priority 5) takes the vector lane at 10 because I
+// (priority 1) is ready only at 10.5; every other comparison has 4.5 ns of slack or more. A
+// move of I's dependency by 0.6 ns (beyond half the 0.5 ns slack) makes I ready first, so the
+// lane starts I at 10: no lean replay may keep W there.
+TEST(ListScheduler, LeanReplayKeepsAPriorityDecisionsSlack) {
+  std::vector<ScheduleNode> nodes = {N(Lane::kPim, 0, 10.5), N(Lane::kVector, 1, 10),
+                                     N(Lane::kVector, 5, 5), N(Lane::kVector, 2, 5, {0})};
+  const uint64_t shape = 3;
+  ListScheduler s;
+  ExpectTheEventLoops(&s, &nodes, false, shape, "first");
+  EXPECT_DOUBLE_EQ(nodes[2].start_ns, 10);
+  ExpectTheEventLoops(&s, &nodes, false, shape, "proved");
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 10.4;  // within the slack: lean
+  ExpectTheEventLoops(&s, &nodes, false, shape, "near");
+  EXPECT_EQ(s.lean_replays(), 1);
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 9.9;  // I ready before W's decision
+  ExpectTheEventLoops(&s, &nodes, false, shape, "flipped");
+  EXPECT_DOUBLE_EQ(nodes[3].start_ns, 10);
+  EXPECT_EQ(s.lean_replays(), 1);
 }
 
 // Replay's range check on a node's end compares bits as integers: a negative, infinite or NaN
