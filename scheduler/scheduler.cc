@@ -36,7 +36,10 @@ const char* ToString(ChannelPolicy p) { return ChannelPolicyNames().ToString(p);
 
 Scheduler::Scheduler(const SchedulerOptions& options, kv_cache::BlockManager* kv,
                      MhaEstimator* estimator)
-    : options_(options), kv_(kv), estimator_(estimator) {}
+    : options_(options),
+      kv_(kv),
+      estimator_(estimator),
+      channel_decoders_(static_cast<size_t>(std::max(0, kv->channels()))) {}
 
 absl::Status Scheduler::Add(Request* r) {
   if (r->state != RequestState::kWaiting) {
@@ -65,20 +68,45 @@ void Scheduler::RemoveRunning(Request* r) {
   StopDecoding(r);
 }
 
+namespace {
+// Inserts r into `requests` (in admission order) at its place; usually the latest admitted, so
+// searched from the back.
+void InsertAdmitted(std::vector<Request*>* requests, Request* r) {
+  auto at = requests->end();
+  while (at != requests->begin() && (*(at - 1))->admission > r->admission) --at;
+  requests->insert(at, r);
+}
+}  // namespace
+
 absl::Status Scheduler::StartDecoding(Request* r) {
+  // An admitted request's channel is one the KV cache allocated on.
+  if (r->channel < 0 || r->channel >= static_cast<int>(channel_decoders_.size())) {
+    return absl::InternalError(absl::StrCat("request ", r->id, " decodes on channel ", r->channel,
+                                            " of ", channel_decoders_.size()));
+  }
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
   r->sub_batch = 0;
-  // Usually the latest admitted: searched from the back.
-  auto at = decoders_.end();
-  while (at != decoders_.begin() && (*(at - 1))->admission > r->admission) --at;
-  decoders_.insert(at, r);
+  InsertAdmitted(&decoders_, r);
+  InsertAdmitted(&channel_decoders_[static_cast<size_t>(r->channel)], r);
   return absl::OkStatus();
 }
 
 void Scheduler::StopDecoding(Request* r) {
   auto it = FindAdmitted(decoders_, r);
-  if (it != decoders_.end()) decoders_.erase(it);
+  if (it != decoders_.end()) {
+    decoders_.erase(it);
+    // A decoding request's channel does not change until it stops decoding (Preempt resets it
+    // after RemoveRunning).
+    std::vector<Request*>& list = channel_decoders_[static_cast<size_t>(r->channel)];
+    auto at = FindAdmitted(list, r);
+    if (at != list.end()) list.erase(at);
+  }
   r->sub_batch = 0;
+}
+
+void Scheduler::ClearDecoders() {
+  decoders_.clear();
+  for (std::vector<Request*>& list : channel_decoders_) list.clear();
 }
 
 absl::Status Scheduler::Abort(Request* r) {
@@ -131,7 +159,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     kv_->EndStream();
     const size_t first_refused = AppendAllOrStop(&out);
     if (first_refused < running_.size()) AppendWithPreemption(first_refused, &out);
-    decoders_.clear();
+    ClearDecoders();
     for (Request* r : out.decode) Record(StartDecoding(r), "streaming", *r);
   }
 
@@ -150,10 +178,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
   if (options_.sub_batches &&
       static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
-    PartitionSubBatchesByChannel(
-        out.decode, kv_->channels(), [](const Request* r) { return r->channel; },
-        [](Request* r, int s) { r->sub_batch = s; }, &out.sub_batch[0], &out.sub_batch[1],
-        &partition_scratch_);
+    PartitionByChannel(&out);
     sub_batch_ones_ = !out.sub_batch[1].empty();
   } else {
     // Only a partition sets sub_batch to 1, and a request that starts or stops decoding is
@@ -164,6 +189,36 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     }
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
+  }
+}
+
+void Scheduler::PartitionByChannel(ScheduleOutput* out) {
+  // The decode list is decoders_ (both branches of step 1 leave them equal), and each channel's
+  // list holds its requests in that order: the halves are PartitionSubBatchesByChannel's.
+  std::vector<Request*>& first = out->sub_batch[0];
+  std::vector<Request*>& second = out->sub_batch[1];
+  // The sizes from the channels' counts, then every entry overwritten by index.
+  bool turn = true;
+  size_t first_size = 0;
+  for (const std::vector<Request*>& list : channel_decoders_) {
+    first_size += SubBatchHalf(list.size(), &turn);
+  }
+  first.resize(first_size);
+  second.resize(decoders_.size() - first_size);
+  Request** to_first = first.data();
+  Request** to_second = second.data();
+  turn = true;
+  for (const std::vector<Request*>& list : channel_decoders_) {
+    Request* const* r = list.data();
+    Request* const* const end = r + list.size();
+    for (Request* const* const half = r + SubBatchHalf(list.size(), &turn); r < half; ++r) {
+      (*r)->sub_batch = 0;
+      *to_first++ = *r;
+    }
+    for (; r < end; ++r) {
+      (*r)->sub_batch = 1;
+      *to_second++ = *r;
+    }
   }
 }
 
@@ -495,6 +550,33 @@ absl::Status Scheduler::CheckInvariants() const {
     return absl::InternalError(absl::StrCat(decoding, " running requests decode, ",
                                             decoders_.size(), " listed as decoding, ",
                                             kv_->streaming(), " in the KV cache's stream"));
+  }
+  return CheckChannelDecoders();
+}
+
+absl::Status Scheduler::CheckChannelDecoders() const {
+  // Each channel's list in admission order, of decoding requests of that channel, and together
+  // as many as decoders_: then they split decoders_ exactly, each in its order.
+  size_t listed = 0;
+  for (size_t c = 0; c < channel_decoders_.size(); ++c) {
+    const std::vector<Request*>& list = channel_decoders_[c];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Request* r = list[i];
+      if (r->channel != static_cast<int>(c) || FindAdmitted(decoders_, r) == decoders_.end()) {
+        return absl::InternalError(
+            absl::StrCat("request ", r->id, " is listed as decoding on channel ", c, " but is on ",
+                         r->channel, " or not listed as decoding"));
+      }
+      if (i > 0 && list[i - 1]->admission >= r->admission) {
+        return absl::InternalError(absl::StrCat(
+            "channel ", c, "'s decoding requests are not in admission order at request ", r->id));
+      }
+    }
+    listed += list.size();
+  }
+  if (listed != decoders_.size()) {
+    return absl::InternalError(absl::StrCat(listed, " requests listed by channel, ",
+                                            decoders_.size(), " listed as decoding"));
   }
   return absl::OkStatus();
 }

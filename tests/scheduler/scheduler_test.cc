@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kv_cache/block_manager.h"
+#include "scheduler/batching.h"
 #include "scheduler/mha_estimator.h"
 #include "scheduler/request.h"
 
@@ -859,6 +860,65 @@ TEST(SchedulerRandomized, InvariantsHoldUnderRandomArrivalsAbortsAndSteps) {
     EXPECT_TRUE(h.AllFree());
     EXPECT_EQ(h.scheduler().waiting(), 0);
     EXPECT_EQ(h.scheduler().running(), 0);
+  }
+}
+
+// The scheduler splits the decode list from per-channel lists it keeps as requests start and
+// stop decoding (PartitionByChannel). Under random arrivals, aborts, standalone prefills
+// finishing and preemptions (a small cache, four channels), every step's sub-batches are
+// Algorithm 3 over that step's decode list (PartitionSubBatchesByChannel), each request says
+// its sub-batch, and the kept lists pass CheckInvariants.
+TEST(SchedulerPartition, SubBatchesAreAlgorithm3OverTheDecodeListEveryStep) {
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    SchedulerOptions o = RandomSmallOptions(seed, rng);
+    o.sub_batches = true;
+    o.sub_batch_min_decode = Uniform(rng, 0, 2);
+    std::vector<int64_t> caps = RandomChannelCaps(rng);
+    caps.push_back(Uniform(rng, 5, 9));
+    Harness h(o, 4, caps);
+    std::vector<Request*> submitted;
+    int64_t preemptions = 0, partitioned = 0;
+    for (SimTime now = 0; now < 3000; ++now) {
+      if (submitted.size() < 80 && Chance(rng, 0.4)) {
+        submitted.push_back(h.Add(static_cast<RequestId>(submitted.size()), Uniform(rng, 1, 24),
+                                  Uniform(rng, 1, 16), now));
+      }
+      if (!submitted.empty() && Chance(rng, 0.05)) {
+        Request* r = submitted[Uniform(rng, 0, static_cast<int64_t>(submitted.size()) - 1)];
+        if (!r->terminal()) {
+          ASSERT_TRUE(h.scheduler().Abort(r).ok());
+        }
+      }
+      const ScheduleOutput out = h.scheduler().Schedule(now);
+      preemptions += static_cast<int64_t>(out.preempted.size());
+      if (static_cast<int64_t>(out.decode.size()) >= o.sub_batch_min_decode) {
+        std::vector<Request*> first, second;
+        std::vector<size_t> scratch;
+        PartitionSubBatchesByChannel(
+            out.decode, h.kv().channels(), [](const Request* r) { return r->channel; },
+            [](Request*, int) {}, &first, &second, &scratch);
+        ASSERT_EQ(Ids(out.sub_batch[0]), Ids(first));
+        ASSERT_EQ(Ids(out.sub_batch[1]), Ids(second));
+        for (int s = 0; s < 2; ++s) {
+          for (const Request* r : out.sub_batch[s]) ASSERT_EQ(r->sub_batch, s) << r->id;
+        }
+        partitioned += out.sub_batch[1].empty() ? 0 : 1;
+      }
+      if (o.standalone_prefill) {
+        for (Request* r : submitted) {
+          if (r->state == RequestState::kPrefilling && Chance(rng, 0.5)) {
+            ASSERT_TRUE(h.scheduler().PrefillDone(r, now).ok());
+          }
+        }
+      }
+      h.scheduler().CompleteStep(out, now);
+      const absl::Status inv = h.scheduler().CheckInvariants();
+      ASSERT_TRUE(inv.ok()) << inv;
+    }
+    EXPECT_GT(preemptions, 0) << "the cache is meant to be too small";
+    EXPECT_GT(partitioned, 100);
   }
 }
 
