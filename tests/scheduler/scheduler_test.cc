@@ -943,20 +943,25 @@ class FunctionEstimator : public MhaEstimator {
 // in the running requests' order otherwise (ChannelLoadsByChannel). Either way they have the
 // bits of the sums in admission order, over every running request (decoding, prefilling
 // elsewhere or admitted for a local prefill): checked at every step under random arrivals,
-// aborts, standalone prefills finishing and preemptions, for whole and fractional estimates,
-// memoised or not.
+// aborts, standalone prefills finishing and preemptions, for whole, fractional and huge
+// (beyond MhaEstimator::Whole, and order-dependent) estimates, memoised or not.
 TEST(SchedulerChannelLoads, EqualTheSumsInAdmissionOrderBitForBit) {
   double (*const whole)(int64_t) = [](int64_t n) { return static_cast<double>(3 * n + 7); };
   double (*const fractional)(int64_t) = [](int64_t n) {
     return 0.1 * static_cast<double>(n) + 1.0 / 3;
   };
+  // Whole, but beyond 2^32, and 2^53 + 1 rounds back to 2^53: sums that depend on the order of
+  // the additions.
+  double (*const huge)(int64_t) = [](int64_t n) { return n % 2 == 0 ? 9007199254740992.0 : 1.0; };
   int64_t steps_checked = 0;
   for (uint64_t seed : {2, 4, 6}) {
-    for (double (*f)(int64_t) : {whole, fractional}) {
+    for (double (*f)(int64_t) : {whole, fractional, huge}) {
       for (bool memoise : {false, true}) {
-        SCOPED_TRACE(::testing::Message()
-                     << "seed " << seed << (f == whole ? " whole" : " fractional")
-                     << (memoise ? " memoised" : ""));
+        SCOPED_TRACE(::testing::Message() << "seed " << seed
+                                          << (f == whole  ? " whole"
+                                              : f == huge ? " huge"
+                                                          : " fractional")
+                                          << (memoise ? " memoised" : ""));
         std::mt19937_64 rng(seed);
         SchedulerOptions o = RandomSmallOptions(seed, rng);
         o.standalone_prefill = seed != 6;
