@@ -36,7 +36,10 @@ const char* ToString(ChannelPolicy p) { return ChannelPolicyNames().ToString(p);
 
 Scheduler::Scheduler(const SchedulerOptions& options, kv_cache::BlockManager* kv,
                      MhaEstimator* estimator)
-    : options_(options), kv_(kv), estimator_(estimator) {}
+    : options_(options),
+      kv_(kv),
+      estimator_(estimator),
+      channel_decoders_(static_cast<size_t>(std::max(0, kv->channels()))) {}
 
 absl::Status Scheduler::Add(Request* r) {
   if (r->state != RequestState::kWaiting) {
@@ -62,23 +65,55 @@ absl::Status Scheduler::fault() const {
 void Scheduler::RemoveRunning(Request* r) {
   auto it = FindAdmitted(running_, r);
   if (it != running_.end()) running_.erase(it);
-  StopDecoding(r);
+  // A request listed as decoding is not listed in undecoded_ (CheckInvariants).
+  if (StopDecoding(r)) return;
+  auto at = FindAdmitted(undecoded_, r);
+  if (at != undecoded_.end()) undecoded_.erase(at);
 }
 
+namespace {
+// Inserts r into `requests` (in admission order) at its place; usually the latest admitted, so
+// searched from the back.
+void InsertAdmitted(std::vector<Request*>* requests, Request* r) {
+  auto at = requests->end();
+  while (at != requests->begin() && (*(at - 1))->admission > r->admission) --at;
+  requests->insert(at, r);
+}
+}  // namespace
+
 absl::Status Scheduler::StartDecoding(Request* r) {
+  // An admitted request's channel is one the KV cache allocated on.
+  if (r->channel < 0 || r->channel >= static_cast<int>(channel_decoders_.size())) {
+    return absl::InternalError(absl::StrCat("request ", r->id, " decodes on channel ", r->channel,
+                                            " of ", channel_decoders_.size()));
+  }
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
   r->sub_batch = 0;
-  // Usually the latest admitted: searched from the back.
-  auto at = decoders_.end();
-  while (at != decoders_.begin() && (*(at - 1))->admission > r->admission) --at;
-  decoders_.insert(at, r);
+  // Its prefill is done (after a refused stream tick the decoding requests join again: not
+  // listed there).
+  auto at = FindAdmitted(undecoded_, r);
+  if (at != undecoded_.end()) undecoded_.erase(at);
+  InsertAdmitted(&decoders_, r);
+  InsertAdmitted(&channel_decoders_[static_cast<size_t>(r->channel)], r);
   return absl::OkStatus();
 }
 
-void Scheduler::StopDecoding(Request* r) {
-  auto it = FindAdmitted(decoders_, r);
-  if (it != decoders_.end()) decoders_.erase(it);
+bool Scheduler::StopDecoding(Request* r) {
   r->sub_batch = 0;
+  auto it = FindAdmitted(decoders_, r);
+  if (it == decoders_.end()) return false;
+  decoders_.erase(it);
+  // A decoding request's channel does not change until it stops decoding (Preempt resets it
+  // after RemoveRunning).
+  std::vector<Request*>& list = channel_decoders_[static_cast<size_t>(r->channel)];
+  auto at = FindAdmitted(list, r);
+  if (at != list.end()) list.erase(at);
+  return true;
+}
+
+void Scheduler::ClearDecoders() {
+  decoders_.clear();
+  for (std::vector<Request*>& list : channel_decoders_) list.clear();
 }
 
 absl::Status Scheduler::Abort(Request* r) {
@@ -131,7 +166,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     kv_->EndStream();
     const size_t first_refused = AppendAllOrStop(&out);
     if (first_refused < running_.size()) AppendWithPreemption(first_refused, &out);
-    decoders_.clear();
+    ClearDecoders();
     for (Request* r : out.decode) Record(StartDecoding(r), "streaming", *r);
   }
 
@@ -150,10 +185,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   // 4. Sub-batches (Algorithm 3) over the decoding requests, grouped by channel.
   if (options_.sub_batches &&
       static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
-    PartitionSubBatchesByChannel(
-        out.decode, kv_->channels(), [](const Request* r) { return r->channel; },
-        [](Request* r, int s) { r->sub_batch = s; }, &out.sub_batch[0], &out.sub_batch[1],
-        &partition_scratch_);
+    PartitionByChannel(&out);
     sub_batch_ones_ = !out.sub_batch[1].empty();
   } else {
     // Only a partition sets sub_batch to 1, and a request that starts or stops decoding is
@@ -164,6 +196,36 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
     }
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
+  }
+}
+
+void Scheduler::PartitionByChannel(ScheduleOutput* out) {
+  // The decode list is decoders_ (both branches of step 1 leave them equal), and each channel's
+  // list holds its requests in that order: the halves are PartitionSubBatchesByChannel's.
+  std::vector<Request*>& first = out->sub_batch[0];
+  std::vector<Request*>& second = out->sub_batch[1];
+  // The sizes from the channels' counts, then every entry overwritten by index.
+  bool turn = true;
+  size_t first_size = 0;
+  for (const std::vector<Request*>& list : channel_decoders_) {
+    first_size += SubBatchHalf(list.size(), &turn);
+  }
+  first.resize(first_size);
+  second.resize(decoders_.size() - first_size);
+  Request** to_first = first.data();
+  Request** to_second = second.data();
+  turn = true;
+  for (const std::vector<Request*>& list : channel_decoders_) {
+    Request* const* r = list.data();
+    Request* const* const end = r + list.size();
+    for (Request* const* const half = r + SubBatchHalf(list.size(), &turn); r < half; ++r) {
+      (*r)->sub_batch = 0;
+      *to_first++ = *r;
+    }
+    for (; r < end; ++r) {
+      (*r)->sub_batch = 1;
+      *to_second++ = *r;
+    }
   }
 }
 
@@ -343,6 +405,7 @@ void Scheduler::AssignChannels(SimTime now, ScheduleOutput* out_ptr) {
     }
     r->admission = admissions_++;
     running_.push_back(r);
+    undecoded_.push_back(r);
     out.prefill.push_back(r);
   }
 }
@@ -496,6 +559,50 @@ absl::Status Scheduler::CheckInvariants() const {
                                             decoders_.size(), " listed as decoding, ",
                                             kv_->streaming(), " in the KV cache's stream"));
   }
+  return CheckChannelDecoders();
+}
+
+absl::Status Scheduler::CheckChannelDecoders() const {
+  // Each channel's list in admission order, of decoding requests of that channel, and together
+  // as many as decoders_: then they split decoders_ exactly, each in its order.
+  size_t listed = 0;
+  for (size_t c = 0; c < channel_decoders_.size(); ++c) {
+    const std::vector<Request*>& list = channel_decoders_[c];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Request* r = list[i];
+      if (r->channel != static_cast<int>(c) || FindAdmitted(decoders_, r) == decoders_.end()) {
+        return absl::InternalError(
+            absl::StrCat("request ", r->id, " is listed as decoding on channel ", c, " but is on ",
+                         r->channel, " or not listed as decoding"));
+      }
+      if (i > 0 && list[i - 1]->admission >= r->admission) {
+        return absl::InternalError(absl::StrCat(
+            "channel ", c, "'s decoding requests are not in admission order at request ", r->id));
+      }
+    }
+    listed += list.size();
+  }
+  if (listed != decoders_.size()) {
+    return absl::InternalError(absl::StrCat(listed, " requests listed by channel, ",
+                                            decoders_.size(), " listed as decoding"));
+  }
+  for (size_t i = 0; i < undecoded_.size(); ++i) {
+    const Request* r = undecoded_[i];
+    if (r->decoding() || FindAdmitted(running_, r) == running_.end()) {
+      return absl::InternalError(absl::StrCat("request ", r->id,
+                                              " is listed as running without decoding but ",
+                                              r->decoding() ? "decodes" : "is not running"));
+    }
+    if (i > 0 && undecoded_[i - 1]->admission >= r->admission) {
+      return absl::InternalError(absl::StrCat(
+          "the running requests that do not decode are not in admission order at request ", r->id));
+    }
+  }
+  if (undecoded_.size() + decoders_.size() != running_.size()) {
+    return absl::InternalError(absl::StrCat(running_.size(), " requests running, ",
+                                            decoders_.size(), " decoding and ", undecoded_.size(),
+                                            " listed as not decoding"));
+  }
   return absl::OkStatus();
 }
 
@@ -506,6 +613,60 @@ std::vector<double> Scheduler::ChannelLoads() {
 }
 
 void Scheduler::ChannelLoads(std::vector<double>* loads) {
+  if (!ChannelLoadsByChannel(loads)) ChannelLoadsInOrder(loads);
+}
+
+bool Scheduler::ChannelLoadsByChannel(std::vector<double>* loads) {
+  // Whole estimates below 2^32, at most 2^20 of them: every partial sum is a whole number below
+  // 2^52, which a double holds exactly, so every order of the additions gives the exact sum,
+  // the bits ChannelLoadsInOrder gives. The memo's answers are vouched for once
+  // (known_whole); every other estimate is checked as it comes.
+  constexpr size_t kMaxSummed = size_t{1} << 20;
+  if (!estimator_->known_whole() || running_.size() > kMaxSummed) return false;
+  loads->assign(channel_decoders_.size(), 0.0);
+  double* const load = loads->data();
+  // As in ChannelLoadsInOrder: the memo's start and bound in registers, reloaded after an
+  // estimate that was not memoised. (One difference, on a fault path only: estimates are asked
+  // for in another order, so if two lengths' estimates fail, the other may be the one
+  // status() reports.)
+  const double* memo = nullptr;
+  size_t bound = 0;
+  auto reload = [&] {
+    const absl::Span<const double> known = estimator_->known();
+    memo = known.data();
+    bound = known.empty() ? 0 : known.size() - 1;
+  };
+  reload();
+  // The estimate of r into *e; false if it is not whole.
+  auto estimate = [&](const Request* r, double* e) {
+    const int64_t seq_len = r->context_tokens();
+    if (static_cast<size_t>(seq_len) - 1 < bound && memo[seq_len] >= 0) {
+      *e = memo[seq_len];
+      return true;
+    }
+    *e = estimator_->Estimate(seq_len);
+    reload();
+    return MhaEstimator::Whole(*e);
+  };
+  for (size_t c = 0; c < channel_decoders_.size(); ++c) {
+    double sum = 0;
+    for (const Request* r : channel_decoders_[c]) {
+      double e;
+      if (!estimate(r, &e)) return false;
+      sum += e;
+    }
+    load[c] = sum;
+  }
+  for (const Request* r : undecoded_) {
+    if (r->channel < 0) continue;
+    double e;
+    if (!estimate(r, &e)) return false;
+    load[r->channel] += e;
+  }
+  return true;
+}
+
+void Scheduler::ChannelLoadsInOrder(std::vector<double>* loads) {
   loads->assign(static_cast<size_t>(kv_->channels()), 0.0);
   double* const load = loads->data();
   // EstimateFast's answer for each request, with the memo's start and bound held in registers

@@ -121,7 +121,8 @@ class Scheduler {
   // scheduler's state is suspect; the engine stops (Engine::AdvanceTo returns it).
   absl::Status fault() const;
   // The scheduler's own consistency: the decoding requests (kRunning, prefill done) are listed
-  // once each in admission order, and they are exactly the KV cache's streaming requests. The
+  // once each in admission order, and they are exactly the KV cache's streaming requests; the
+  // per-channel lists split that list by channel, each in its order. The
   // first broken one as INTERNAL. Also that after a step without partition every decoding
   // request is in sub-batch 0. O(running requests); for tests and the engine's checks.
   absl::Status CheckInvariants() const;
@@ -150,8 +151,16 @@ class Scheduler {
   void Admit(SimTime now, ScheduleOutput* out);
   void AssignChannels(SimTime now, ScheduleOutput* out);
   void Preempt(Request* r, ScheduleOutput* out);
-  // ChannelLoads() into `loads` (overwritten).
+  // ChannelLoads() into `loads` (overwritten): ChannelLoadsByChannel, or else
+  // ChannelLoadsInOrder.
   void ChannelLoads(std::vector<double>* loads);
+  // The plain pass: each running request's estimate added to its channel, in running_ order.
+  void ChannelLoadsInOrder(std::vector<double>* loads);
+  // The same sums channel by channel (each channel's sum in a register, over channel_decoders_,
+  // then undecoded_), when that order gives the same bits: every estimate a whole number
+  // (MhaEstimator::Whole) and at most 2^20 of them, so that every partial sum is exact. False
+  // (`loads` to be overwritten) at the first estimate that is not.
+  bool ChannelLoadsByChannel(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
   // CompleteStep's per-token pass: counts (and with kListTokens lists in step_tokens_) the
   // step's tokens, finishing requests into `finished`. Returns the count.
@@ -164,11 +173,20 @@ class Scheduler {
   // A produced token was r's last: Finish, into `finished` if that worked (out of line, rare).
   [[gnu::noinline]] void FinishProduced(Request* r, SimTime now, std::vector<Request*>* finished);
   void RemoveRunning(Request* r);
-  // A request starts decoding (its prefill is done): it joins the KV cache's stream and
-  // decoders_. StopDecoding takes it out of decoders_ if it is there (its KV blocks leave the
-  // stream when they are freed).
+  // A request starts decoding (its prefill is done): it joins the KV cache's stream, decoders_
+  // and its channel's list. StopDecoding takes it out of both lists if it is there (its KV
+  // blocks leave the stream when they are freed) and says whether it was. ClearDecoders
+  // empties both lists.
   absl::Status StartDecoding(Request* r);
-  void StopDecoding(Request* r);
+  bool StopDecoding(Request* r);
+  void ClearDecoders();
+  // Step 4 of Schedule with partition: Algorithm 3 over channel_decoders_ (each channel's first
+  // half to sub-batch 0, the rest to 1; Request::sub_batch set), the split
+  // PartitionSubBatchesByChannel makes of the decode list.
+  void PartitionByChannel(ScheduleOutput* out);
+  // CheckInvariants' part for channel_decoders_ (they split decoders_ by channel, in its order)
+  // and undecoded_ (running_ less decoders_, in its order).
+  absl::Status CheckChannelDecoders() const;
   // Keeps the first error (with `what` for context) in fault_.
   void Record(const absl::Status& s, const char* what, const Request& r);
 
@@ -180,13 +198,19 @@ class Scheduler {
   // The decoding requests of running_ (kRunning, prefill done), in running_'s order: each step's
   // decode list, kept as requests start and stop decoding instead of filtered from running_.
   std::vector<Request*> decoders_;
+  // decoders_ by channel (each in decoders_' order), kept with it: Algorithm 3 splits each
+  // channel's list in halves (PartitionByChannel), without a count pass and a placement pass
+  // over the decode list.
+  std::vector<std::vector<Request*>> channel_decoders_;
+  // The rest of running_ (prefilling elsewhere, or admitted for a local prefill), in its order:
+  // with the channel lists, every running request once (ChannelLoadsByChannel).
+  std::vector<Request*> undecoded_;
   int64_t admissions_ = 0;  // Request::admission of the next admitted request
   int64_t prefilling_ = 0;
   int rr_cursor_ = 0;
   absl::Status fault_;
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
-  std::vector<size_t> partition_scratch_;
   // The last partition put requests in sub-batch 1 (Request::sub_batch); until a step without
   // partition resets them, not every decoding request is at 0.
   bool sub_batch_ones_ = false;
