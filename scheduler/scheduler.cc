@@ -65,10 +65,9 @@ absl::Status Scheduler::fault() const {
 void Scheduler::RemoveRunning(Request* r) {
   auto it = FindAdmitted(running_, r);
   if (it != running_.end()) running_.erase(it);
-  // A request listed as decoding is not listed in undecoded_ (CheckInvariants).
-  if (StopDecoding(r)) return;
   auto at = FindAdmitted(undecoded_, r);
   if (at != undecoded_.end()) undecoded_.erase(at);
+  StopDecoding(r);
 }
 
 namespace {
@@ -98,17 +97,17 @@ absl::Status Scheduler::StartDecoding(Request* r) {
   return absl::OkStatus();
 }
 
-bool Scheduler::StopDecoding(Request* r) {
-  r->sub_batch = 0;
+void Scheduler::StopDecoding(Request* r) {
   auto it = FindAdmitted(decoders_, r);
-  if (it == decoders_.end()) return false;
-  decoders_.erase(it);
-  // A decoding request's channel does not change until it stops decoding (Preempt resets it
-  // after RemoveRunning).
-  std::vector<Request*>& list = channel_decoders_[static_cast<size_t>(r->channel)];
-  auto at = FindAdmitted(list, r);
-  if (at != list.end()) list.erase(at);
-  return true;
+  if (it != decoders_.end()) {
+    decoders_.erase(it);
+    // A decoding request's channel does not change until it stops decoding (Preempt resets it
+    // after RemoveRunning).
+    std::vector<Request*>& list = channel_decoders_[static_cast<size_t>(r->channel)];
+    auto at = FindAdmitted(list, r);
+    if (at != list.end()) list.erase(at);
+  }
+  r->sub_batch = 0;
 }
 
 void Scheduler::ClearDecoders() {

@@ -175,10 +175,9 @@ class Scheduler {
   void RemoveRunning(Request* r);
   // A request starts decoding (its prefill is done): it joins the KV cache's stream, decoders_
   // and its channel's list. StopDecoding takes it out of both lists if it is there (its KV
-  // blocks leave the stream when they are freed) and says whether it was. ClearDecoders
-  // empties both lists.
+  // blocks leave the stream when they are freed). ClearDecoders empties both lists.
   absl::Status StartDecoding(Request* r);
-  bool StopDecoding(Request* r);
+  void StopDecoding(Request* r);
   void ClearDecoders();
   // Step 4 of Schedule with partition: Algorithm 3 over channel_decoders_ (each channel's first
   // half to sub-batch 0, the rest to 1; Request::sub_batch set), the split
