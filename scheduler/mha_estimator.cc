@@ -41,9 +41,9 @@ double Algorithm1Estimator::Estimate(int64_t seq_len) {
 double PimModelEstimator::Estimate(int64_t seq_len) {
   seq_len = std::max<int64_t>(1, seq_len);
   constexpr int64_t kMaxCached = 1 << 20;
-  const absl::Span<const double> memo = known();
-  if (seq_len < kMaxCached && seq_len < static_cast<int64_t>(memo.size()) && memo[seq_len] >= 0) {
-    return memo[seq_len];
+  if (seq_len < kMaxCached && seq_len < static_cast<int64_t>(known_.size()) &&
+      known_[seq_len] >= 0) {
+    return known_[seq_len];
   }
   hw::AttentionShape s = dims_;
   s.seq_len = seq_len;
@@ -57,15 +57,13 @@ double PimModelEstimator::Estimate(int64_t seq_len) {
     return 0.0;
   }
   const double v = static_cast<double>(*c);
-  if (seq_len < kMaxCached) Remember(seq_len, v);
+  if (seq_len < kMaxCached) {
+    if (seq_len >= static_cast<int64_t>(known_.size())) {
+      known_.resize(std::max<size_t>(seq_len + 1, known_.size() * 2), -1.0);
+    }
+    known_[seq_len] = v;
+  }
   return v;
-}
-
-void MhaEstimator::Remember(int64_t seq_len, double v) {
-  const size_t at = static_cast<size_t>(seq_len);
-  if (at >= known_.size()) known_.resize(std::max<size_t>(at + 1, known_.size() * 2), -1.0);
-  known_[at] = v;
-  known_whole_ = known_whole_ && Whole(v);
 }
 
 }  // namespace neupims::scheduler

@@ -10,7 +10,6 @@
 #ifndef NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_
 #define NEUPIMS_SCHEDULER_MHA_ESTIMATOR_H_
 
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -39,26 +38,14 @@ class MhaEstimator {
   // The memo EstimateFast reads, by seq_len (< 0: not known). Valid until the next Estimate
   // call, which may grow it.
   absl::Span<const double> known() const { return known_; }
-  // Whether every answer in the memo is Whole: then sums of up to 2^20 of them (every partial
-  // sum a whole number below 2^52) are exact in any order, which lets the scheduler add the
-  // loads channel by channel (Scheduler::ChannelLoads). The analytic model's answers are cycle
-  // counts.
-  bool known_whole() const { return known_whole_; }
-  static constexpr double kMaxWhole = 4294967296.0;  // 2^32
-  static bool Whole(double v) { return v >= 0 && v <= kMaxWhole && v == std::floor(v); }
   // The first error an estimate met (Estimate then returned 0), or OK. The scheduler reports it
   // as a fault rather than balancing channels on a made-up load.
   virtual absl::Status status() const { return absl::OkStatus(); }
 
  protected:
-  // The memo: known_[seq_len] = v (grown as needed), and known_whole() kept.
-  void Remember(int64_t seq_len, double v);
-
- private:
   // Answers Estimate already gave, by seq_len (< 0: not known); implementations that memoise
-  // fill it (Remember), and EstimateFast reads it.
+  // fill it, and EstimateFast reads it.
   std::vector<double> known_;
-  bool known_whole_ = true;
 };
 
 // Inputs of Algorithm 1. The OCR of the paper lost the ceilings; tile counts are whole tiles, so

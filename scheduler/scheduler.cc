@@ -65,8 +65,6 @@ absl::Status Scheduler::fault() const {
 void Scheduler::RemoveRunning(Request* r) {
   auto it = FindAdmitted(running_, r);
   if (it != running_.end()) running_.erase(it);
-  auto at = FindAdmitted(undecoded_, r);
-  if (at != undecoded_.end()) undecoded_.erase(at);
   StopDecoding(r);
 }
 
@@ -88,10 +86,6 @@ absl::Status Scheduler::StartDecoding(Request* r) {
   }
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
   r->sub_batch = 0;
-  // Its prefill is done (after a refused stream tick the decoding requests join again: not
-  // listed there).
-  auto at = FindAdmitted(undecoded_, r);
-  if (at != undecoded_.end()) undecoded_.erase(at);
   InsertAdmitted(&decoders_, r);
   InsertAdmitted(&channel_decoders_[static_cast<size_t>(r->channel)], r);
   return absl::OkStatus();
@@ -404,7 +398,6 @@ void Scheduler::AssignChannels(SimTime now, ScheduleOutput* out_ptr) {
     }
     r->admission = admissions_++;
     running_.push_back(r);
-    undecoded_.push_back(r);
     out.prefill.push_back(r);
   }
 }
@@ -585,23 +578,6 @@ absl::Status Scheduler::CheckChannelDecoders() const {
     return absl::InternalError(absl::StrCat(listed, " requests listed by channel, ",
                                             decoders_.size(), " listed as decoding"));
   }
-  for (size_t i = 0; i < undecoded_.size(); ++i) {
-    const Request* r = undecoded_[i];
-    if (r->decoding() || FindAdmitted(running_, r) == running_.end()) {
-      return absl::InternalError(absl::StrCat("request ", r->id,
-                                              " is listed as running without decoding but ",
-                                              r->decoding() ? "decodes" : "is not running"));
-    }
-    if (i > 0 && undecoded_[i - 1]->admission >= r->admission) {
-      return absl::InternalError(absl::StrCat(
-          "the running requests that do not decode are not in admission order at request ", r->id));
-    }
-  }
-  if (undecoded_.size() + decoders_.size() != running_.size()) {
-    return absl::InternalError(absl::StrCat(running_.size(), " requests running, ",
-                                            decoders_.size(), " decoding and ", undecoded_.size(),
-                                            " listed as not decoding"));
-  }
   return absl::OkStatus();
 }
 
@@ -612,60 +588,6 @@ std::vector<double> Scheduler::ChannelLoads() {
 }
 
 void Scheduler::ChannelLoads(std::vector<double>* loads) {
-  if (!ChannelLoadsByChannel(loads)) ChannelLoadsInOrder(loads);
-}
-
-bool Scheduler::ChannelLoadsByChannel(std::vector<double>* loads) {
-  // Whole estimates below 2^32, at most 2^20 of them: every partial sum is a whole number below
-  // 2^52, which a double holds exactly, so every order of the additions gives the exact sum,
-  // the bits ChannelLoadsInOrder gives. The memo's answers are vouched for once
-  // (known_whole); every other estimate is checked as it comes.
-  constexpr size_t kMaxSummed = size_t{1} << 20;
-  if (!estimator_->known_whole() || running_.size() > kMaxSummed) return false;
-  loads->assign(channel_decoders_.size(), 0.0);
-  double* const load = loads->data();
-  // As in ChannelLoadsInOrder: the memo's start and bound in registers, reloaded after an
-  // estimate that was not memoised. (One difference, on a fault path only: estimates are asked
-  // for in another order, so if two lengths' estimates fail, the other may be the one
-  // status() reports.)
-  const double* memo = nullptr;
-  size_t bound = 0;
-  auto reload = [&] {
-    const absl::Span<const double> known = estimator_->known();
-    memo = known.data();
-    bound = known.empty() ? 0 : known.size() - 1;
-  };
-  reload();
-  // The estimate of r into *e; false if it is not whole.
-  auto estimate = [&](const Request* r, double* e) {
-    const int64_t seq_len = r->context_tokens();
-    if (static_cast<size_t>(seq_len) - 1 < bound && memo[seq_len] >= 0) {
-      *e = memo[seq_len];
-      return true;
-    }
-    *e = estimator_->Estimate(seq_len);
-    reload();
-    return MhaEstimator::Whole(*e);
-  };
-  for (size_t c = 0; c < channel_decoders_.size(); ++c) {
-    double sum = 0;
-    for (const Request* r : channel_decoders_[c]) {
-      double e;
-      if (!estimate(r, &e)) return false;
-      sum += e;
-    }
-    load[c] = sum;
-  }
-  for (const Request* r : undecoded_) {
-    if (r->channel < 0) continue;
-    double e;
-    if (!estimate(r, &e)) return false;
-    load[r->channel] += e;
-  }
-  return true;
-}
-
-void Scheduler::ChannelLoadsInOrder(std::vector<double>* loads) {
   loads->assign(static_cast<size_t>(kv_->channels()), 0.0);
   double* const load = loads->data();
   // EstimateFast's answer for each request, with the memo's start and bound held in registers

@@ -151,16 +151,8 @@ class Scheduler {
   void Admit(SimTime now, ScheduleOutput* out);
   void AssignChannels(SimTime now, ScheduleOutput* out);
   void Preempt(Request* r, ScheduleOutput* out);
-  // ChannelLoads() into `loads` (overwritten): ChannelLoadsByChannel, or else
-  // ChannelLoadsInOrder.
+  // ChannelLoads() into `loads` (overwritten).
   void ChannelLoads(std::vector<double>* loads);
-  // The plain pass: each running request's estimate added to its channel, in running_ order.
-  void ChannelLoadsInOrder(std::vector<double>* loads);
-  // The same sums channel by channel (each channel's sum in a register, over channel_decoders_,
-  // then undecoded_), when that order gives the same bits: every estimate a whole number
-  // (MhaEstimator::Whole) and at most 2^20 of them, so that every partial sum is exact. False
-  // (`loads` to be overwritten) at the first estimate that is not.
-  bool ChannelLoadsByChannel(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
   // CompleteStep's per-token pass: counts (and with kListTokens lists in step_tokens_) the
   // step's tokens, finishing requests into `finished`. Returns the count.
@@ -183,8 +175,7 @@ class Scheduler {
   // half to sub-batch 0, the rest to 1; Request::sub_batch set), the split
   // PartitionSubBatchesByChannel makes of the decode list.
   void PartitionByChannel(ScheduleOutput* out);
-  // CheckInvariants' part for channel_decoders_ (they split decoders_ by channel, in its order)
-  // and undecoded_ (running_ less decoders_, in its order).
+  // CheckInvariants' part for channel_decoders_: they split decoders_ by channel, in its order.
   absl::Status CheckChannelDecoders() const;
   // Keeps the first error (with `what` for context) in fault_.
   void Record(const absl::Status& s, const char* what, const Request& r);
@@ -201,9 +192,6 @@ class Scheduler {
   // channel's list in halves (PartitionByChannel), without a count pass and a placement pass
   // over the decode list.
   std::vector<std::vector<Request*>> channel_decoders_;
-  // The rest of running_ (prefilling elsewhere, or admitted for a local prefill), in its order:
-  // with the channel lists, every running request once (ChannelLoadsByChannel).
-  std::vector<Request*> undecoded_;
   int64_t admissions_ = 0;  // Request::admission of the next admitted request
   int64_t prefilling_ = 0;
   int rr_cursor_ = 0;
