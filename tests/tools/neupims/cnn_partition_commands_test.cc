@@ -12,6 +12,7 @@ namespace neupims::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(CnnSelectCommand, Vgg19TextNamesTheSelectionAndItsShare) {
   const CliOutput o = RunCli("cnn select --model vgg19");
@@ -67,6 +68,10 @@ TEST(CnnHypeCommand, BadInputsAreClearErrors) {
   o = RunCli("cnn hype --power-cap-w 40");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("idle"));
+  o = RunCli("cnn hype --power-cap-w nan");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.out, HasSubstr("power_cap_w"));
+  EXPECT_THAT(o.out, Not(HasSubstr("no progress")));
 }
 
 }  // namespace
