@@ -39,10 +39,9 @@ absl::StatusOr<std::unique_ptr<ConfigDocument>> OpenConfig(absl::string_view kin
   if (auto text = BuiltinConfigText(builtin)) {
     return ConfigDocument::FromString(*text, absl::StrCat("configs/", builtin));
   }
-  return absl::NotFoundError(
-      absl::StrCat("no built-in ", kind, " config '", name_or_path,
-                   "' (give a file path ending in .json, or a built-in (built-ins: ",
-                   absl::StrJoin(BuiltinConfigNames(kind), ", "), ")"));
+  return absl::NotFoundError(absl::StrCat("no built-in ", kind, " config '", name_or_path,
+                                          "' (give a file path ending in .json, or a built-in: ",
+                                          absl::StrJoin(BuiltinConfigNames(kind), ", "), ")"));
 }
 
 }  // namespace neupims

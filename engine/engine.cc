@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (!(o.prefill_link.gb_per_s > 0) || !(o.interconnect.gb_per_s > 0)) {
     return absl::InvalidArgumentError("link bandwidths must be > 0");
   }
+  RETURN_IF_ERROR(CheckDualRowBuffers(o.mode, o.dual_row_buffers));
   std::unique_ptr<Engine> e(new Engine(o));
   const SystemMode mode = ResolveMode(o);
   IterationModelOptions io;

@@ -43,4 +43,13 @@ absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name) {
   return SystemModeFor(kind);
 }
 
+absl::Status CheckDualRowBuffers(SystemModeKind kind, std::optional<bool> dual_row_buffers) {
+  if (kind == SystemModeKind::kNpuOnly && dual_row_buffers.value_or(false)) {
+    return absl::InvalidArgumentError(
+        "--dual-row-buffers on needs PIM attention, which --mode npu-only does not use: pick "
+        "--mode npu+pim or neupims, or leave --dual-row-buffers auto");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace neupims::engine

@@ -10,6 +10,7 @@
 #ifndef NEUPIMS_ENGINE_SYSTEM_MODE_H_
 #define NEUPIMS_ENGINE_SYSTEM_MODE_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,11 @@ struct SystemMode {
 SystemMode SystemModeFor(SystemModeKind kind);
 // SystemModeFor the mode named `name`; InvalidArgument listing the choices if unknown.
 absl::StatusOr<SystemMode> ParseSystemMode(absl::string_view name);
+
+// Whether the row-buffer override (EngineOptions::dual_row_buffers, unset = the mode's) can apply
+// to mode `kind`: dual row buffers belong to the PIM banks, which npu-only does not compute on,
+// so "on" there is InvalidArgument naming both options ("off" is what npu-only already is).
+absl::Status CheckDualRowBuffers(SystemModeKind kind, std::optional<bool> dual_row_buffers);
 
 }  // namespace neupims::engine
 

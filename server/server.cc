@@ -15,6 +15,7 @@
 #include "common/enum_names.h"
 #include "common/option_ranges.h"
 #include "common/status_macros.h"
+#include "engine/system_mode.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -62,6 +63,9 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
                    &e->sub_batch_interleaving);
   if (root.Has("dual_row_buffers")) {
     e->dual_row_buffers = root.OptionalBool("dual_row_buffers", false);
+  }
+  if (absl::Status s = engine::CheckDualRowBuffers(e->mode, e->dual_row_buffers); !s.ok()) {
+    root.Error("dual_row_buffers", s.message());
   }
   // 0: the model's context is the only limit.
   const int64_t max_prompt =

@@ -115,6 +115,9 @@ absl::StatusOr<FpgaCompilation> CompileForFpga(const Graph& graph, const hw::fpg
 
   std::map<std::vector<int>, hw::fpga::GroupCost> costs;
   absl::Status lowering_error;
+  // Why the last singleton could not run: ChooseStrategy stops at the first such node and names
+  // it, but only the cost model knows which limit (buffer, tiles) it exceeds.
+  absl::Status singleton_error;
   auto cost = [&](const FusionGroup& f) -> std::optional<double> {
     if (f.nodes.size() == 1 && PlacementOf(g.nodes[f.nodes[0]]) != Placement::kFpga) return 0.0;
     absl::StatusOr<hw::fpga::Group> lowered = LowerGroup(g, f);
@@ -126,6 +129,7 @@ absl::StatusOr<FpgaCompilation> CompileForFpga(const Graph& graph, const hw::fpg
     if (!c.ok()) {
       // A fusion whose working set does not fit is simply not a candidate.
       if (!absl::IsResourceExhausted(c.status())) lowering_error.Update(c.status());
+      if (f.nodes.size() == 1) singleton_error = c.status();
       return std::nullopt;
     }
     costs[f.nodes] = *c;
@@ -136,6 +140,10 @@ absl::StatusOr<FpgaCompilation> CompileForFpga(const Graph& graph, const hw::fpg
   absl::StatusOr<models::cnn::Strategy> chosen =
       models::cnn::ChooseStrategy(g, candidates, strategy, cost);
   RETURN_IF_ERROR(lowering_error);
+  if (!chosen.ok() && !singleton_error.ok()) {
+    return absl::Status(chosen.status().code(),
+                        absl::StrCat(chosen.status().message(), ": ", singleton_error.message()));
+  }
   RETURN_IF_ERROR(chosen.status());
 
   const int64_t waves = CeilDiv(g.batch, out.active_cores);

@@ -930,37 +930,71 @@ absl::StatusOr<Plan> BruteForcePartition(const Profile& p, double alpha) {
   return *best;
 }
 
+namespace {
+
+// How far apart two figures of one axis may be and still count as equal: a plan's energy is a
+// sum of prefix-sum differences (StageCosts), so two cuts of the same layers over like devices
+// come out a few ulps of the largest figure apart though their energy is the same.
+constexpr double kTieTolerance = 1e-12;
+
+// Whether `b` is no worse than `a` on both axes (throughput_per_s(), energy_j) within the
+// tolerances: then `a` is either beaten on one axis and tied on the other, or a duplicate.
+bool NoWorse(const Plan& b, const Plan& a, double tol_t, double tol_e) {
+  return b.throughput_per_s() >= a.throughput_per_s() - tol_t && b.energy_j <= a.energy_j + tol_e;
+}
+
+// Keeps the plans no other plan matches or beats on both axes and beats on one (of plans that
+// tie on both, the first by throughput then energy: the sort is stable over the search's order).
+std::vector<Plan> NonDominated(std::vector<Plan> plans) {
+  std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
+    if (a.throughput_per_s() != b.throughput_per_s()) {
+      return a.throughput_per_s() > b.throughput_per_s();
+    }
+    return a.energy_j < b.energy_j;
+  });
+  double max_t = 0, max_e = 0;
+  for (const Plan& plan : plans) {
+    max_t = std::max(max_t, plan.throughput_per_s());
+    max_e = std::max(max_e, plan.energy_j);
+  }
+  const double tol_t = kTieTolerance * max_t, tol_e = kTieTolerance * max_e;
+  std::vector<Plan> front;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    bool dropped = false;
+    for (size_t k = 0; k < plans.size() && !dropped; ++k) {
+      // An earlier plan no worse on both, or a later one that is also better beyond the tie.
+      dropped = k != i && NoWorse(plans[k], plans[i], tol_t, tol_e) &&
+                (k < i || !NoWorse(plans[i], plans[k], tol_t, tol_e));
+    }
+    if (!dropped) front.push_back(plans[i]);
+  }
+  return front;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<Plan>> ParetoFront(const Profile& p) {
   RETURN_IF_ERROR(CheckProblem(p, 1.0));
   Search search(p, 1.0, Mode::kFront);
+  // The search's own sums round differently from PricePlan's, so they only discard plans beaten
+  // by a clear margin on both axes; the front itself is taken on the priced figures, the ones
+  // `cnn pareto` reports (a tie there within rounding of the search's sums would otherwise stay).
+  constexpr double kMargin = 1e-9;
   std::vector<std::pair<double, double>> points;
   std::vector<std::vector<Stage>> plans;
   search.Run([&](int state, int label, int u, double t, double e) {
     for (const auto& [pt, pe] : points) {
-      if (pt <= t && pe <= e) return;
+      if (pt * (1 + kMargin) < t && pe * (1 + kMargin) < e) return;
     }
     points.push_back({t, e});
     plans.push_back(search.Trace(state, label, u));
   });
-  std::vector<Plan> front;
-  for (size_t i = 0; i < points.size(); ++i) {
-    bool dominated = false;
-    for (size_t k = 0; k < points.size() && !dominated; ++k) {
-      dominated = k != i && points[k].first <= points[i].first &&
-                  points[k].second <= points[i].second && points[k] != points[i];
-    }
-    if (dominated) continue;
-    ASSIGN_OR_RETURN(Plan plan, PricePlan(p, plans[i], 1.0));
-    front.push_back(std::move(plan));
+  std::vector<Plan> priced;
+  for (const std::vector<Stage>& stages : plans) {
+    ASSIGN_OR_RETURN(Plan plan, PricePlan(p, stages, 1.0));
+    priced.push_back(std::move(plan));
   }
-  std::sort(front.begin(), front.end(),
-            [](const Plan& a, const Plan& b) { return a.bottleneck_s < b.bottleneck_s; });
-  // Equal points reached by different plans: keep one.
-  front.erase(std::unique(front.begin(), front.end(),
-                          [](const Plan& a, const Plan& b) {
-                            return a.bottleneck_s == b.bottleneck_s && a.energy_j == b.energy_j;
-                          }),
-              front.end());
+  std::vector<Plan> front = NonDominated(std::move(priced));
   if (front.empty()) return NoPlan(p);
   return front;
 }

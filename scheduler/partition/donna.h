@@ -91,8 +91,10 @@ absl::StatusOr<Plan> BruteForcePartition(const Profile& profile, double alpha);
 void ForEachPlan(const Profile& profile, double alpha,
                  const std::function<void(const Plan&)>& visit);
 
-// The Pareto front over all plans (DonnaExact without the alpha bound): every plan no other plan
-// beats in both T and E, by increasing T.
+// The Pareto front over all plans (DonnaExact without the alpha bound), on the priced figures
+// (throughput_per_s(), energy_j): every plan no other plan matches or beats on both and beats on
+// one, figures within 1e-12 of the axis' largest counting as equal (energy sums round a few ulps
+// apart); of plans that tie on both, one. By increasing T.
 absl::StatusOr<std::vector<Plan>> ParetoFront(const Profile& profile);
 
 }  // namespace neupims::scheduler::partition

@@ -589,6 +589,12 @@ HypeSchedule Simulation::Result() const {
 absl::StatusOr<HypeSchedule> SimulateHype(const HypeWorkload& w,
                                           const std::vector<HypeDevice>& placement,
                                           std::optional<double> power_cap_w) {
+  // Checked here, not only by the CLI: a NaN cap compares false with every power, so no op would
+  // ever start and the caller would get the scheduler's internal "made no progress".
+  if (power_cap_w && !(std::isfinite(*power_cap_w) && *power_cap_w >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "power_cap_w must be a finite, non-negative number of watts, got ", *power_cap_w));
+  }
   RETURN_IF_ERROR(w.Validate());
   if (placement.size() != w.ops.size()) {
     return absl::InvalidArgumentError("placement: one device per op expected");

@@ -195,7 +195,8 @@ struct HypeSchedule {
 // order: the GPU runs its own ops, and rather than idle an FPGA-placed op no free FPGA can take
 // (case 1); an FPGA runs FPGA-placed ops, and under a cap also GPU ops with a kernel that the cap
 // keeps off an idle GPU. An op starts only if the system power with its peak power stays within the
-// cap; the GPU goes first when both idle. InvalidArgument if some op exceeds the cap even alone.
+// cap; the GPU goes first when both idle. InvalidArgument if some op exceeds the cap even alone,
+// or if the cap is NaN, infinite or negative.
 absl::StatusOr<HypeSchedule> SimulateHype(const HypeWorkload& w,
                                           const std::vector<HypeDevice>& placement,
                                           std::optional<double> power_cap_w = std::nullopt);

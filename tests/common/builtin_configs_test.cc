@@ -1,5 +1,6 @@
 #include "common/builtin_configs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -129,6 +130,10 @@ TEST(BuiltinConfigs, OpenConfigOfAnUnknownNameIsNotFoundListingTheBuiltins) {
   EXPECT_THAT(message, HasSubstr("neupims"));
   EXPECT_THAT(message, HasSubstr("newton"));
   EXPECT_THAT(message, HasSubstr("npu-only"));
+  EXPECT_THAT(message, HasSubstr("or a built-in: "));
+  EXPECT_EQ(std::count(message.begin(), message.end(), '('),
+            std::count(message.begin(), message.end(), ')'))
+      << message;
 }
 
 // The embedded copies are generated at build time; a stale build would silently simulate old

@@ -227,6 +227,20 @@ TEST(EngineCreate, PimModeNeedsAPimDevice) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("needs a PIM device"));
 }
 
+// npu-only runs attention on the NPU: a second PIM row buffer is refused by name, however the
+// options were assembled (not the NPU model's internal bandwidth error).
+TEST(EngineCreate, NpuOnlyWithDualRowBuffersIsRefusedNamingBothOptions) {
+  EngineOptions o;
+  o.mode = SystemModeKind::kNpuOnly;
+  o.dual_row_buffers = true;
+  const absl::Status s = CreateStatus(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--dual-row-buffers"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("npu-only"));
+  o.dual_row_buffers = false;
+  EXPECT_TRUE(CreateStatus(o).ok());
+}
+
 TEST(EngineCreate, TensorParallelismThatDoesNotDivideIsInvalid) {
   EngineOptions o;
   o.tp = 3;

@@ -60,5 +60,18 @@ TEST(ParseSystemMode, UnknownNamesAreErrorsListingTheChoices) {
   }
 }
 
+// npu-only has no PIM banks to give a second row buffer: "on" is refused naming both options
+// (it used to reach the NPU model as a zero bandwidth share), "off" and auto are what it is.
+TEST(CheckDualRowBuffers, OnIsRefusedOnlyForNpuOnly) {
+  const absl::Status s = CheckDualRowBuffers(SystemModeKind::kNpuOnly, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--dual-row-buffers"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--mode npu-only"));
+  EXPECT_TRUE(CheckDualRowBuffers(SystemModeKind::kNpuOnly, false).ok());
+  EXPECT_TRUE(CheckDualRowBuffers(SystemModeKind::kNpuOnly, std::nullopt).ok());
+  EXPECT_TRUE(CheckDualRowBuffers(SystemModeKind::kNpuPim, true).ok());
+  EXPECT_TRUE(CheckDualRowBuffers(SystemModeKind::kNeuPims, false).ok());
+}
+
 }  // namespace
 }  // namespace neupims::engine

@@ -132,6 +132,19 @@ TEST(LoadServerConfig, ParallelismIsOptionalAndAtLeastOne) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("tp"));
 }
 
+// The flags' check (engine::CheckDualRowBuffers) holds for a config file too.
+TEST(LoadServerConfig, DualRowBuffersOnWithNpuOnlyIsRefusedNamingBoth) {
+  ServerOptions o;
+  const absl::Status s = LoadText("server_config_npu_dual.json",
+                                  R"({"mode": "npu-only", "dual_row_buffers": true})", &o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("dual_row_buffers"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("npu-only"));
+  EXPECT_TRUE(LoadText("server_config_npu_single.json",
+                       R"({"mode": "npu-only", "dual_row_buffers": false})", &o)
+                  .ok());
+}
+
 TEST(LoadServerConfig, UnknownEnumValueIsAnErrorNamingTheFieldAndTheChoices) {
   struct Case {
     const char* field;

@@ -1,6 +1,5 @@
 #include "tools/neupims/cnn_partition_commands.h"
 
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -203,11 +202,6 @@ void PrintHype(const HypeRun& r, const std::optional<double>& cap) {
 }
 
 int RunHype(const HypeFlags& f) {
-  // NaN passes every "below the idle power" comparison and then blocks every op start, so the
-  // scheduler would stop with an internal error; +inf is accepted and caps nothing.
-  if (f.power_cap_w && std::isnan(*f.power_cap_w)) {
-    return ReportError(absl::InvalidArgumentError("--power-cap-w: nan is not a power in watts"));
-  }
   HypeRun r;
   absl::StatusOr<part::HypeWorkload> w = part::LoadHypeWorkload(f.workload);
   if (!w.ok()) return ReportError(w.status());

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/option_ranges.h"
+#include "engine/system_mode.h"
 #include "tools/neupims/enum_flag.h"
 #include "tools/workload/range_flag.h"
 
@@ -78,6 +79,12 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
       ->capture_default_str();
   AddEnumFlag(cmd, "--level", hw::DetailLevelNames(), &o.level,
               "Hardware detail: analytic or command (slow)");
+  // Refused before the engine is built: otherwise the combination reaches the NPU model as a
+  // zero bandwidth share and surfaces as its internal error.
+  cmd->parse_complete_callback([&o] {
+    const absl::Status s = engine::CheckDualRowBuffers(o.mode, o.dual_row_buffers);
+    if (!s.ok()) throw CLI::ValidationError(std::string(s.message()));
+  });
 }
 
 }  // namespace neupims::cli

@@ -86,5 +86,16 @@ TEST(FpgaCompilerTest, BatchRunsInWavesOfCores) {
   EXPECT_NEAR(six->gops_per_s, three->gops_per_s, 1e-6);
 }
 
+TEST(FpgaCompilerTest, ALayerThatCannotRunIsNamedWithTheLimitItExceeds) {
+  absl::StatusOr<models::cnn::Graph> g = models::cnn::LoadGraph("vgg16");
+  ASSERT_TRUE(g.ok());
+  hw::fpga::FpgaSpec spec = *hw::fpga::LoadFpgaSpec("zu2");
+  spec.weight_buffer_bytes = 1;  // no weight tile fits
+  absl::StatusOr<FpgaCompilation> c = CompileForFpga(*g, spec, StrategyKind::kOptimal);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), testing::HasSubstr("cannot run on its own"));
+  EXPECT_THAT(c.status().message(), testing::HasSubstr("does not fit B_weights (1 bytes)"));
+}
+
 }  // namespace
 }  // namespace neupims::engine::cnn

@@ -1,8 +1,10 @@
 #include "scheduler/partition/hype.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -241,6 +243,18 @@ TEST(HypeRuntime, ACapNoOpCanMeetIsRefusedNamingTheOp) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("idle"));
   s = SimulateHype(w, placement, 115);  // BackpropInput small: 54 - 13 + 83 W on the FPGA
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("conv2_input_grad"));
+}
+
+// A library caller's cap is checked before the simulation runs: a NaN cap used to compare false
+// with every power and end in the scheduler's internal "made no progress".
+TEST(HypeRuntime, ANonFiniteOrNegativeCapIsAnInvalidArgumentNamingTheField) {
+  const HypeWorkload w = Example();
+  const std::vector<HypeDevice> placement(w.ops.size(), HypeDevice::kGpu);
+  for (double cap : {std::nan(""), std::numeric_limits<double>::infinity(), -5.0}) {
+    absl::StatusOr<HypeSchedule> s = SimulateHype(w, placement, cap);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << cap;
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr("power_cap_w")) << cap;
+  }
 }
 
 TEST(HypeWorkloadData, BadWorkloadsAreRefused) {

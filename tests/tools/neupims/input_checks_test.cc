@@ -150,6 +150,16 @@ TEST(InputChecks, OnlyOneWayToGiveAStepBatch) {
   }
 }
 
+// Refused as a bad input naming both options, not the NPU model's internal bandwidth error.
+TEST(InputChecks, DualRowBuffersOnWithNpuOnlyIsRefusedUpFront) {
+  const CliOutput o = RunCli(absl::StrCat(kSimulate, "--mode npu-only --dual-row-buffers on"));
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--dual-row-buffers on"));
+  EXPECT_THAT(o.out, HasSubstr("--mode npu-only"));
+  EXPECT_THAT(o.out, Not(HasSubstr("bandwidth_fraction")));
+  EXPECT_EQ(RunCli(absl::StrCat(kSimulate, "--mode npu-only --dual-row-buffers off")).status, 0);
+}
+
 TEST(InputChecks, ParseErrorsExitWithTheBadInputCode) {
   EXPECT_EQ(RunCli("simulate --no-such-flag").status, 2);
   EXPECT_EQ(RunCli(absl::StrCat(kSimulate, "--burstiness 0")).status, 2);
