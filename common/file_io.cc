@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -84,6 +85,21 @@ absl::Status WriteFile(const std::string& path, absl::string_view contents) {
   if (written != contents.size()) return ErrnoError(write_error, path, "write failed");
   if (!closed) return ErrnoError(close_error, path, "write failed at close");
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TokenFromFileContents(absl::string_view contents) {
+  const absl::string_view line =
+      absl::StripAsciiWhitespace(contents.substr(0, contents.find('\n')));
+  if (line.empty())
+    return absl::InvalidArgumentError("the first line is empty; put the token there");
+  for (const char c : line) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "the token holds a space, control or non-ASCII character; an HTTP header carries "
+          "visible ASCII only");
+    }
+  }
+  return std::string(line);
 }
 
 }  // namespace neupims

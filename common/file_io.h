@@ -31,6 +31,12 @@ inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;     // 4 GiB
 // is removed, so every reader treats a BOM the same way.
 absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes);
 
+// The bearer token a token file holds (the server's --auth-token-file and the load generator's):
+// its first line without surrounding white space. It travels in an HTTP header and gRPC
+// metadata, which carry visible ASCII only. The error (InvalidArgument) says what is wrong
+// with the contents; callers prefix the flag and the path.
+absl::StatusOr<std::string> TokenFromFileContents(absl::string_view contents);
+
 // Replaces the file at `path` with `contents` (parent directories must exist). Every write and
 // the close are checked (a full disk often shows only at the close); errors name the path.
 absl::Status WriteFile(const std::string& path, absl::string_view contents);

@@ -261,8 +261,10 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
 // replay moves by at most B = sum |delta d_i| + sum |delta s_i|: a max moves by at most the most
 // any argument moves, and an end t + Duration moves by at most max(|delta t|, |delta pim_end|) +
 // |delta d| + |delta s| (Duration is d plus (1 - d/s) times pim_end - t clamped to [0, s]: a
-// convex combination of t and pim_end in the clamped range, continuous, with derivatives in d and
-// s within [0, 1]), so by induction over the order by the sum of the deltas so far. Rounding
+// convex combination of t and pim_end in the clamped range, continuous for d > 0, with
+// derivatives in d and s within [0, 1]; at d = 0 the rate is 0 and Duration is s whatever
+// pim_end, a jump, so Lean refuses a systolic node whose d is 0 now and was not in the proof or
+// the other way round), so by induction over the order by the sum of the deltas so far. Rounding
 // adds at most a few units in the last place of the largest time per node and evaluation;
 // (span + B) * n * 2^-45 covers that with room to spare. If 2 (B + that) is below the slack,
 // every comparison that needs slack keeps its outcome (each side moved by less than half of
@@ -290,7 +292,11 @@ bool ListScheduler::Lean(absl::Span<ScheduleNode> nodes, const Memory& memory, d
     if (node.lane != s.lane) return false;
     const bool systolic = s.lane == Lane::kSystolic;
     drift += std::fabs(node.dur_ns - s.dur_ns);
-    if (systolic) drift += std::fabs(node.dur_shared_ns - s.dur_shared_ns);
+    if (systolic) {
+      drift += std::fabs(node.dur_shared_ns - s.dur_shared_ns);
+      // Duration jumps at dur_ns == 0 (rate 0 takes the shared duration whatever pim_left).
+      if ((node.dur_ns == 0) != (s.dur_ns == 0)) return false;
+    }
     min_dur = std::min(min_dur, node.dur_ns);
     if (drift >= half_slack) return false;
     const double t = end_at[s.source];
@@ -340,8 +346,13 @@ void ListScheduler::Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, 
   const std::vector<int>& order = memory->order;
   position_.resize(n);
   for (int k = 0; k < n; ++k) position_[order[k]] = k;
-  if (memory->ancestors_shape != shape) {
+  // The ancestor sets hold lane edges too: a lane change (allowed under a shape) recomputes them.
+  bool lanes_same = memory->ancestor_lanes.size() == static_cast<size_t>(n);
+  for (int i = 0; lanes_same && i < n; ++i) lanes_same = memory->ancestor_lanes[i] == nodes[i].lane;
+  if (memory->ancestors_shape != shape || !lanes_same) {
     ComputeAncestors(nodes, memory);
+    memory->ancestor_lanes.resize(n);
+    for (int i = 0; i < n; ++i) memory->ancestor_lanes[i] = nodes[i].lane;
     memory->ancestors_shape = shape;
   }
   const size_t words = (static_cast<size_t>(n) + 63) / 64;

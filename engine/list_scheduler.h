@@ -100,7 +100,8 @@ class ListScheduler {
   // Fills start_ns / end_ns of every node; returns the makespan. `barriers`: a node also waits
   // for every node of a lower stage (ScheduleNode::stage). `shape`: 0, or the caller's promise
   // that every call with this value passes the same node count, priorities, stages and
-  // dependencies (durations and lanes may differ; a changed lane is refused); it lets the
+  // dependencies (durations and lanes may differ: Lean refuses a changed lane, and Prove then
+  // recomputes the ancestor sets, which hold the lanes' edges); it lets the
   // scheduler skip the replay's checks when it can prove them (the lean replay above). Results
   // are the same bits with or without it.
   double Run(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers = false,
@@ -131,9 +132,10 @@ class ListScheduler {
     std::vector<LeanStep> steps;
     double slack = 0, span = 0;
     // The order's ancestor sets (a bit per position for each position), valid for
-    // `ancestors_shape` (0: not computed).
+    // `ancestors_shape` (0: not computed) and the lanes `ancestor_lanes`.
     uint64_t ancestors_shape = 0;
     std::vector<uint64_t> ancestors;
+    std::vector<Lane> ancestor_lanes;
     // After a proof that found a tie: checked replays to let pass before proving again, and the
     // current wait (doubling up to 64).
     int skip = 0, backoff = 0;

@@ -119,24 +119,12 @@ std::array<uint8_t, 32> Sha256(absl::string_view data) {
   return digest;
 }
 
-// The token: the file's first line without surrounding white space. It travels in an HTTP header
-// (and gRPC metadata), which carries visible ASCII only.
+// The token: the file's first line (TokenFromFileContents, the load generator's rule too).
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string data, ReadOptionFile(kTokenFile, path, kMaxTokenFileBytes));
-  absl::string_view line = data;
-  line = absl::StripAsciiWhitespace(line.substr(0, line.find('\n')));
-  if (line.empty()) {
-    return Bad(kTokenFile, absl::StrCat(path, ": the first line is empty; put the token there"));
-  }
-  for (const char c : line) {
-    if (c < 0x21 || c > 0x7e) {
-      return Bad(kTokenFile,
-                 absl::StrCat(path,
-                              ": the token holds a space, control or non-ASCII character; an "
-                              "HTTP header carries visible ASCII only"));
-    }
-  }
-  return std::string(line);
+  absl::StatusOr<std::string> token = TokenFromFileContents(data);
+  if (!token.ok()) return Bad(kTokenFile, absl::StrCat(path, ": ", token.status().message()));
+  return token;
 }
 
 absl::Status CheckTlsPairing(const SecurityOptions& o) {

@@ -377,5 +377,120 @@ TEST(ListScheduler, BlockedModeNeverReplays) {
   EXPECT_EQ(s.event_loop_runs(), 3);
 }
 
+// A systolic node's duration jumps at dur_ns == 0 when dur_shared_ns > 0 and the PIM is busy
+// (rate 0: the shared duration, whatever the PIM has left), so no drift bound covers a move
+// away from 0: the lean replay refuses it (a move of 1e-6 ns moves B's end by 8 ns).
+TEST(ListScheduler, LeanReplayRefusesASystolicDurationLeavingZero) {
+  std::vector<ScheduleNode> nodes = {N(Lane::kPim, 0, 2), N(Lane::kSystolic, 1, 0, {}, 10),
+                                     N(Lane::kVector, 2, 5), N(Lane::kSystolic, 3, 1, {2})};
+  ListScheduler s;
+  ExpectTheEventLoops(&s, &nodes, false, 9, "first");
+  ExpectTheEventLoops(&s, &nodes, false, 9, "proved");
+  nodes[1].dur_ns = 1e-6;
+  ExpectTheEventLoops(&s, &nodes, false, 9, "moved");
+  EXPECT_EQ(s.lean_replays(), 0);
+}
+
+// A lane change under the same shape (allowed: "lanes may differ") recomputes the ancestor
+// sets, which hold the lanes' edges: once Q leaves P's lane, P is no longer an ancestor of Q.
+TEST(ListScheduler, ALaneChangeRecomputesTheAncestorsTheProofExempts) {
+  std::vector<ScheduleNode> nodes = {N(Lane::kVector, 0, 10), N(Lane::kVector, 1, 11),
+                                     N(Lane::kSystolic, 2, 1, {0, 1})};
+  ListScheduler s;
+  ExpectTheEventLoops(&s, &nodes, false, 5, "first");
+  ExpectTheEventLoops(&s, &nodes, false, 5, "proved");
+  nodes[1].lane = Lane::kInterconnect;  // P and Q now run side by side
+  ExpectTheEventLoops(&s, &nodes, false, 5, "lanes changed");
+  nodes[0].dur_ns = nodes[0].dur_shared_ns = 12;  // P ends after Q: C must wait for P
+  ExpectTheEventLoops(&s, &nodes, false, 5, "P longer");
+}
+
+// Random walks with lane changes and systolic zero durations (shared > 0): every call equals
+// the event loop bit for bit.
+TEST(ListScheduler, ReplayEqualsTheEventLoopUnderLaneChangesAndZeroGemms) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  int64_t lean = 0;
+  for (int graph = 0; graph < 300; ++graph) {
+    std::vector<ScheduleNode> nodes = RandomGraph(rng, 4 + static_cast<int>(rng() % 20));
+    for (ScheduleNode& n : nodes) n.stage = 0;
+    for (ScheduleNode& n : nodes) {
+      n.dur_ns = 1 + 20 * unit(rng);
+      n.dur_shared_ns = n.lane == Lane::kSystolic ? n.dur_ns * (1 + unit(rng)) : n.dur_ns;
+    }
+    ListScheduler s;
+    const uint64_t shape = 1;
+    for (int step = 0; step < 60; ++step) {
+      ScheduleNode& n = nodes[rng() % nodes.size()];
+      switch (rng() % 4) {
+        case 0:
+          if (step % 7 == 0) n.lane = static_cast<Lane>(rng() % kNumLanes);
+          break;
+        case 1:
+          if (n.lane == Lane::kSystolic) {
+            n.dur_ns = n.dur_ns == 0 ? 1e-3 * unit(rng) : 0;
+            n.dur_shared_ns = 5 + 20 * unit(rng);
+          }
+          break;
+        default:
+          n.dur_ns = std::max(0.0, n.dur_ns + 1e-3 * (unit(rng) - 0.5));
+          break;
+      }
+      ExpectTheEventLoops(&s, &nodes, false, shape,
+                          "graph " + std::to_string(graph) + " step " + std::to_string(step));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    lean += s.lean_replays();
+  }
+  EXPECT_GT(lean, 100);
+}
+
+// Heavier walks: whole-ns durations (ties), zero durations on every lane, lane changes,
+// systolic zero GEMMs, moves from 1e-6 to 10 ns; every call equals the event loop bit for bit.
+TEST(ListScheduler, ReplayEqualsTheEventLoopOnWalksWithTiesZerosAndLargeMoves) {
+  int64_t lean = 0, calls = 0;
+  for (uint64_t seed = 100; seed < 140; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int graph = 0; graph < 100; ++graph) {
+      std::vector<ScheduleNode> nodes = RandomGraph(rng, 3 + static_cast<int>(rng() % 30));
+      for (ScheduleNode& n : nodes) n.stage = 0;
+      const bool whole = rng() % 2 == 0;
+      for (ScheduleNode& n : nodes) {
+        n.dur_ns = rng() % 6 == 0 ? 0 : (whole ? double(1 + rng() % 4) : 1 + 20 * unit(rng));
+        n.dur_shared_ns = n.lane == Lane::kSystolic && rng() % 2
+                              ? n.dur_ns * (1 + 2 * unit(rng)) + (n.dur_ns == 0 ? 3 : 0)
+                              : n.dur_ns;
+      }
+      ListScheduler s;
+      for (int step = 0; step < 80; ++step) {
+        ScheduleNode& n = nodes[rng() % nodes.size()];
+        const double mag = std::pow(10.0, -6 + 7 * unit(rng));
+        switch (rng() % 6) {
+          case 0:
+            if (step % 9 == 0) n.lane = static_cast<Lane>(rng() % kNumLanes);
+            break;
+          case 1:
+            n.dur_ns = n.dur_ns == 0 ? mag : (rng() % 3 == 0 ? 0 : n.dur_ns);
+            break;
+          case 2:
+            n.dur_shared_ns = std::max(0.0, n.dur_shared_ns + mag * (unit(rng) - 0.5));
+            break;
+          default:
+            n.dur_ns = std::max(0.0, n.dur_ns + mag * (unit(rng) - 0.5));
+            if (n.lane != Lane::kSystolic) n.dur_shared_ns = n.dur_ns;
+            break;
+        }
+        ++calls;
+        ExpectTheEventLoops(&s, &nodes, false, 1,
+                            "seed " + std::to_string(seed) + " graph " + std::to_string(graph) +
+                                " step " + std::to_string(step));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      lean += s.lean_replays();
+    }
+  }
+  EXPECT_GT(lean, calls / 4);
+}
 }  // namespace
 }  // namespace neupims::engine

@@ -351,16 +351,23 @@ TEST(LoadgenHardwareTest, ReadsTheServersMetricsWithEverySample) {
   (*s)->Shutdown();
 }
 
-// Over the OpenAI backend the samples come from the HTTP port's /metrics, which is the same
-// registry: every sample carries the per-channel KV usage and the hardware view, as over gRPC
-// with --metrics (the report's heat map and hardware charts were empty over HTTP).
-TEST(LoadgenHardwareTest, OpenAiBackendSamplesCarryChannelsAndTheHardwareView) {
+// A server on free gRPC and HTTP ports (no separate metrics port), paced in realtime at 4x so
+// that a run lasts long enough for the monitor's samples (every 50 ms).
+server::ServerOptions RealtimeGrpcAndHttpServer() {
   server::ServerOptions so;
   so.port = 0;
   so.metrics_port = -1;
   so.http_port = 0;
   so.runner.pacing = server::Pacing::kRealtime;
   so.runner.speed = 4;
+  return so;
+}
+
+// Over the OpenAI backend the samples come from the HTTP port's /metrics, which is the same
+// registry: every sample carries the per-channel KV usage and the hardware view, as over gRPC
+// with --metrics (the report's heat map and hardware charts were empty over HTTP).
+TEST(LoadgenHardwareTest, OpenAiBackendSamplesCarryChannelsAndTheHardwareView) {
+  server::ServerOptions so = RealtimeGrpcAndHttpServer();
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
   ASSERT_TRUE(s.ok()) << s.status();
   LoadOptions o = Synthetic("", 24, "40");
@@ -660,13 +667,7 @@ TEST(LoadgenAuthTest, SendsTheBearerTokenOnBothBackends) {
   std::filesystem::create_directories(dir);
   const std::string token_file = (dir / "token").string();
   ASSERT_TRUE(WriteFile(token_file, "  bench-s3cret  \nignored\n").ok());
-  server::ServerOptions so;
-  so.port = 0;
-  so.metrics_port = -1;
-  so.http_port = 0;
-  // Realtime, so that the run lasts long enough for the monitor's samples (every 50 ms).
-  so.runner.pacing = server::Pacing::kRealtime;
-  so.runner.speed = 4;
+  server::ServerOptions so = RealtimeGrpcAndHttpServer();
   so.security.auth_token_file = token_file;
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
   ASSERT_TRUE(s.ok()) << s.status();

@@ -16,6 +16,7 @@
 #include "common/splitmix64.h"
 #include "grpcpp/grpcpp.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
+#include "tools/loadgen/loadgen.h"
 
 namespace neupims::loadgen {
 namespace {
@@ -42,16 +43,10 @@ std::chrono::system_clock::time_point DeadlineIn(double s) {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The request every client sends: zeros in raw_input_contents, of the model's input shape.
-// The server's bearer token (--auth-token-file) as gRPC metadata.
-void Authorize(const CnnLoadOptions& o, grpc::ClientContext* ctx) {
-  if (!o.auth_token.empty())
-    ctx->AddMetadata("authorization", absl::StrCat("Bearer ", o.auth_token));
-}
-
 absl::StatusOr<inference::ModelInferRequest> BuildRequest(GRPCInferenceService::Stub& stub,
                                                           const CnnLoadOptions& o) {
   grpc::ClientContext ctx;
-  Authorize(o, &ctx);
+  Authorize(o.auth_token, &ctx);
   ctx.set_deadline(DeadlineIn(o.connect_timeout_s));
   inference::ModelMetadataRequest req;
   req.set_name(o.model);
@@ -115,7 +110,7 @@ std::vector<Sample> ClosedLoop(GRPCInferenceService::Stub& stub,
     clients.emplace_back([&] {
       while (next.fetch_add(1) < o.requests) {
         grpc::ClientContext ctx;
-        Authorize(o, &ctx);
+        Authorize(o.auth_token, &ctx);
         ctx.set_deadline(DeadlineIn(o.timeout_s));
         inference::ModelInferResponse resp;
         const Clock::time_point t0 = Clock::now();
@@ -153,7 +148,7 @@ std::vector<Sample> OpenLoop(GRPCInferenceService::Stub& stub,
     std::this_thread::sleep_until(at);
     auto c = std::make_unique<Call>();
     c->ctx.set_deadline(DeadlineIn(o.timeout_s));
-    Authorize(o, &c->ctx);
+    Authorize(o.auth_token, &c->ctx);
     c->sent = Clock::now();
     Call* raw = c.get();
     stub.async()->ModelInfer(&raw->ctx, &req, &raw->resp,
@@ -190,9 +185,9 @@ CnnLoadResult Aggregate(const std::vector<Sample>& samples, double wall_s) {
     last = std::max(last, s.sim_completion_s);
     energy += s.energy_j;
   }
-  r.client_latency_s = Summarize(client);
-  r.sim_latency_s = Summarize(sim);
-  r.sim_queue_s = Summarize(queue);
+  r.client_latency_s = neupims::Summarize(client);
+  r.sim_latency_s = neupims::Summarize(sim);
+  r.sim_queue_s = neupims::Summarize(queue);
   r.client_images_per_s = wall_s > 0 ? r.images / wall_s : 0;
   r.sim_images_per_s = last > first ? r.images / (last - first) : 0;
   r.sim_energy_per_image_j = r.images > 0 ? energy / r.images : 0;
@@ -221,7 +216,7 @@ absl::StatusOr<CnnLoadResult> RunCnnLoad(const CnnLoadOptions& o) {
   r.model = o.model;
   // The partition and policy, from one more request's parameters.
   grpc::ClientContext ctx;
-  Authorize(o, &ctx);
+  Authorize(o.auth_token, &ctx);
   ctx.set_deadline(DeadlineIn(o.timeout_s));
   inference::ModelInferResponse resp;
   if (stub->ModelInfer(&ctx, *req, &resp).ok()) {

@@ -128,12 +128,6 @@ struct RunState {
   }
 };
 
-// The server's bearer token, as gRPC metadata (plaintext channels: gRPC's own token call
-// credentials refuse to send it without TLS).
-void Authorize(const std::string& token, grpc::ClientContext* ctx) {
-  if (!token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token));
-}
-
 // One Generate stream on the gRPC callback API. Owns itself: deleted in OnDone. Its callbacks
 // are serialised by gRPC (OnReadDone never runs concurrently with itself or after OnDone), so
 // the RequestResult it fills needs no lock; the sender only touches it before StartCall.
@@ -676,21 +670,16 @@ absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
   if (!data.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: ", data.status().message()));
   }
-  absl::string_view line = *data;
-  line = absl::StripAsciiWhitespace(line.substr(0, line.find('\n')));
-  if (line.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--auth-token-file: ", path, ": the first line is empty; put the token there"));
+  absl::StatusOr<std::string> token = TokenFromFileContents(*data);
+  if (!token.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--auth-token-file: ", path, ": ", token.status().message()));
   }
-  for (const char c : line) {
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auth-token-file: ", path,
-          ": the token holds a space, control or non-ASCII character (an HTTP header carries "
-          "visible ASCII only)"));
-    }
-  }
-  return std::string(line);
+  return token;
+}
+
+void Authorize(const std::string& token, grpc::ClientContext* ctx) {
+  if (!token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token));
 }
 
 absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* info) {

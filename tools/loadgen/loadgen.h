@@ -27,6 +27,10 @@
 #include "tools/loadgen/results.h"
 #include "tools/workload/workload_flags.h"
 
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
 namespace neupims::loadgen {
 
 enum class Backend { kGrpc, kOpenAi };
@@ -89,6 +93,10 @@ absl::Status ValidateOptions(const LoadOptions& options);
 // The bearer token in `path` as the server reads its --auth-token-file: the first line without
 // surrounding white space, visible ASCII only. INVALID_ARGUMENT naming the flag and the file.
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path);
+
+// Adds the server's bearer token (when not empty) to a call as gRPC metadata. Plaintext
+// channels too: gRPC's own token call credentials refuse to send it without TLS.
+void Authorize(const std::string& token, grpc::ClientContext* ctx);
 
 // Connects (Unavailable "cannot reach neupims server at <addr>: ..." within connect_timeout_s),
 // builds the workload (errors name the file / flag; zero requests is an error) and runs it once
