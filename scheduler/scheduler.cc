@@ -194,7 +194,10 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
 
 void Scheduler::PartitionByChannel(ScheduleOutput* out) {
   // The decode list is decoders_ (both branches of step 1 leave them equal), and each channel's
-  // list holds its requests in that order: the halves are PartitionSubBatchesByChannel's.
+  // list holds its requests in that order: the halves are PartitionSubBatchesByChannel's, and
+  // PartitionSubBatches' over channel_decoders_. Not a call to the latter: its appends and a
+  // second pass for the sub_batch marks cost 26.5 M instead of 14.0 M in the 10,000-request run
+  // (docs/benchmarks.md, tenth step, part S).
   std::vector<Request*>& first = out->sub_batch[0];
   std::vector<Request*>& second = out->sub_batch[1];
   // The sizes from the channels' counts, then every entry overwritten by index.
