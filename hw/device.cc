@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/builtin_configs.h"
 #include "common/status_macros.h"
+#include "hw/pim/tile_cost.h"
 
 namespace neupims::hw {
 
@@ -28,6 +29,7 @@ absl::StatusOr<DeviceConfig> FromDocument(ConfigDocument& doc) {
     return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat(doc.source(), ": ", s.message()));
   };
   RETURN_IF_ERROR(wrap(ValidateHbmSpec(cfg.hbm)));
+  RETURN_IF_ERROR(wrap(ValidateRefreshLeavesRoomForATile(cfg.hbm)));
   // The NPU streams from every channel: peak bytes per NPU cycle.
   cfg.npu.hbm_bytes_per_cycle =
       cfg.hbm.org.channels * cfg.hbm.peak_bytes_per_cycle() * cfg.HbmCyclesPerNpuCycle();

@@ -136,8 +136,6 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec) {
     if (p.global_buffer_bytes < o.page_bytes) {
       return absl::InvalidArgumentError("pim.global_buffer_bytes must hold at least one page");
     }
-    // A grouped PIM activation opens one bank group at once; it must fit in one tFAW window
-    // (four activations), or it could never issue.
     if (p.timing.gemv == PimGemvTiming::kFusedCommand && p.command_set != PimCommandSet::kNeuPims) {
       return absl::InvalidArgumentError(
           "pim.timing.gemv: fused_command needs pim.command_set neupims (Newton has no PIM_GEMV)");
@@ -153,6 +151,8 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec) {
           absl::StrCat("pim.timing.gwrite_access_bytes (", p.timing.gwrite_access_bytes,
                        ") must divide hbm.organization.page_bytes (", o.page_bytes, ")"));
     }
+    // A grouped PIM activation opens one bank group at once; it must fit in one tFAW window
+    // (four activations), or it could never issue.
     if (o.banks_per_group > 4) {
       return absl::InvalidArgumentError(
           "hbm.organization.banks_per_group must be <= 4 for grouped PIM activation (tFAW)");

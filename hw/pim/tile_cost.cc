@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
 #include "hw/dram/timing_table.h"
 
 namespace neupims::hw {
@@ -135,6 +136,16 @@ Cycles TileCostModel::WorstCaseTilePeriod(const Cycles* rank_delay) const {
   return Period(geometry_.groups, steps, 1, /*block_start=*/true, rank_delay);
 }
 
+Cycles TileCostModel::LongestTilePeriod() const {
+  if (!neupims_) return WorstCaseTilePeriod();
+  const int columns = geometry_.page_elements / geometry_.lanes;
+  Cycles longest = 0;
+  for (int steps = 1; steps <= columns; ++steps) {
+    longest = std::max(longest, Period(geometry_.groups, columns / steps, steps, true, nullptr));
+  }
+  return longest;
+}
+
 Cycles TileCostModel::ProgramCycles(const GemvProgram& program) const {
   Cycles total = 0;
   for (const GemvBlock& b : program.blocks) {
@@ -188,6 +199,17 @@ double TileCostModel::RefreshWindowWork(double mean_tile) const {
   // Whole tiles that fit between two events (a tile never straddles a refresh).
   const double fit = std::max(1.0, std::floor((interval - block) / mean_tile));
   return fit * mean_tile;
+}
+
+absl::Status ValidateRefreshLeavesRoomForATile(const HbmSpec& spec) {
+  if (!spec.pim.enabled) return absl::OkStatus();
+  const Cycles longest = TileCostModel(spec).LongestTilePeriod();
+  const Cycles needed = spec.timing.tRFC + (spec.org.ranks - 1) + longest;
+  if (spec.timing.tREFI >= needed) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "hbm.timing_cycles.tREFI (", spec.timing.tREFI, ") must be >= tRFC + ", spec.org.ranks - 1,
+      " REF slots + the longest PIM tile (", longest, " cycles) = ", needed,
+      ": a PIM tile never straddles a refresh, so none would ever fit"));
 }
 
 }  // namespace neupims::hw

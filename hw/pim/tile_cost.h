@@ -26,6 +26,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "common/units.h"
 #include "hw/dram/hbm_spec.h"
 #include "hw/pim/gemv_plan.h"
@@ -47,6 +48,11 @@ class TileCostModel {
   // The worst-case tile a controller must assume without a PIM_HEADER: every group, one dot
   // product per column step over the whole page.
   Cycles WorstCaseTilePeriod(const Cycles* rank_delay = nullptr) const;
+  // The longest tile any GEMV program may hold: a block's first tile over every bank group with
+  // a full page of column steps, split into the dot products that make it longest (NeuPIMs; a
+  // fused GEMV's occupancy has a floor, so many short dots can beat one long one), or the worst
+  // case above (Newton, which plans refresh without a PIM_HEADER).
+  Cycles LongestTilePeriod() const;
   // Sum of tile periods of a program: its channel occupancy without refresh or MEM traffic.
   Cycles ProgramCycles(const GemvProgram& program) const;
 
@@ -96,6 +102,13 @@ class TileCostModel {
   bool neupims_;
   mutable absl::flat_hash_map<uint64_t, Cycles> cache_;  // not thread-safe: one model per thread
 };
+
+// A tile never straddles a refresh (sec. 5.2: the controller refreshes early instead), so the
+// longest tile must fit between two refresh events: tREFI >= tRFC + (ranks - 1) + longest tile
+// (the other dies' REFs take one row-bus slot each; a staggered die is pulled in with the first).
+// Otherwise the command-level controller would refresh early before every tile, forever.
+// InvalidArgument naming tREFI if not (OK for a device without PIM).
+absl::Status ValidateRefreshLeavesRoomForATile(const HbmSpec& spec);
 
 }  // namespace neupims::hw
 

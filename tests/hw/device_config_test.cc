@@ -351,6 +351,23 @@ TEST(DeviceConfig, RefreshIntervalNotAboveRefreshTimeIsACrossFieldError) {
   EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("hbm.timing_cycles.tREFI")));
 }
 
+// A PIM tile never straddles a refresh, so a tREFI with no room for the longest tile (NeuPIMs:
+// 260 + 1 + 215 = 476) is refused at load time; the command-level controller would otherwise
+// refresh early before every tile and never finish.
+TEST(DeviceConfig, RefreshIntervalWithNoRoomForAPimTileIsACrossFieldError) {
+  nlohmann::json j = NeuPimsJson();
+  j["hbm"]["timing_cycles"]["tREFI"] = 475;
+  const absl::Status s = ParseStatus(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("hbm.timing_cycles.tREFI"),
+                                 HasSubstr("longest PIM tile (215 cycles)")));
+  j["hbm"]["timing_cycles"]["tREFI"] = 476;
+  EXPECT_TRUE(ParseStatus(j).ok());
+  j["pim"]["enabled"] = false;  // without PIM only tREFI > tRFC matters
+  j["hbm"]["timing_cycles"]["tREFI"] = 300;
+  EXPECT_TRUE(ParseStatus(j).ok());
+}
+
 TEST(DeviceConfig, TooSmallNpuScratchpadIsACrossFieldError) {
   nlohmann::json j = NeuPimsJson();
   j["npu"]["sram_bytes"] = 1 << 19;  // the weight tiles alone need 2 x 512 KiB

@@ -71,6 +71,26 @@ TEST(PimController, KeyTileOfGpt3TakesTheHandDerivedPeriod) {
   EXPECT_EQ(n.TilePeriod({1, 8, 4, 8}, false), 186 + 4 * 2);
 }
 
+// Small GEMVs, each one tile after its PIM_GWRITE (at 0, on the last die, so that die's first
+// grouped activation waits a tFAW window): the two branches of the precharge closed form
+// p = max(last + tRTP, a_{G-1} + tRAS) and a half-channel tile, derived by hand from Table 2.
+TEST(PimController, SmallGemvTilesTakeTheHandDerivedCycles) {
+  auto cycles = [](const HbmSpec& spec, int groups, int steps) {
+    const PimJobRecord job = RunJob(spec, OneBlock(1, groups, 1, steps, true));
+    return job.end - job.start;
+  };
+  // 16 x 512 (4 groups): activations at 1, 30, 31, 60; first column at 60 + tRCD = 74; one dot
+  // of 32 steps: last at 74 + 31 x 2 = 136, PIM_PRE at 141 (tRTP), next tile 141 + tRP = 155.
+  EXPECT_EQ(cycles(NeuPimsSpec(), 4, 32), 155);
+  // Newton adds the PIM_RDRESULT slot: last at 138, precharge 143, 157.
+  EXPECT_EQ(cycles(NewtonSpec(), 4, 32), 157);
+  // 32 x 128 (8 groups): activations up to 120, first column 134, one dot of 8 steps ends at
+  // 148; PIM_PRE waits for tRAS (120 + 34 = 154 > 148 + 5), so the tile is 154 + 14 = 168.
+  EXPECT_EQ(cycles(NeuPimsSpec(), 8, 8), 168);
+  // Newton: last column (the RDRESULT) at 150, 150 + tRTP = 155 > 154: 169.
+  EXPECT_EQ(cycles(NewtonSpec(), 8, 8), 169);
+}
+
 TEST(PimController, LongGemvNeverStraddlesARefresh) {
   for (const HbmSpec& spec : {NeuPimsSpec(), NewtonSpec()}) {
     const GemvProgram p = OneBlock(200, 8, 4, 8, true);  // ~37k cycles: ~10 refreshes

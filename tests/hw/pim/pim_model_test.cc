@@ -124,6 +124,20 @@ TEST(CommandLevelPim, TraceOfAnAttentionPassesTheChecker) {
   }
 }
 
+// docs/hw.md's worked example ("What the models show"): GPT3-7B/TP4 heads (8 x 128) at 1024
+// tokens on one channel, from refresh phase 0. Logit: 2 blocks of 32 key tiles; attend: 16
+// blocks of 4 value tiles; 18 block-start tiles of 215 cycles and 110 tiles of 186 = 24,330.
+// Six refresh events (both dies, their REFs a row-bus slot apart) cost tRFC each, and one cycle
+// more when the block after one starts with a GWRITE on the die refreshed second (2 of the 6):
+// 24,330 + 6 x 260 + 2 = 25,892.
+TEST(CommandLevelPim, Gpt3HeadsAt1024TokensTakeTheirTilesPlusTheRefreshes) {
+  auto r = CreateCommandLevelPimModel(NeuPimsSpec(), {})->Attention({1024, 8, 8, 128});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tiles, 128);
+  EXPECT_EQ(r->refreshes, 12);
+  EXPECT_EQ(r->cycles, 18 * 215 + 110 * 186 + 6 * 260 + 2);
+}
+
 TEST(CommandLevelPim, NoRefreshIsLateAtAnyPhase) {
   for (const HbmSpec& spec : {NeuPimsSpec(), NewtonSpec()}) {
     for (int phase = 0; phase < 3900; phase += 3900 / 13) {

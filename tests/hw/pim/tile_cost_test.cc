@@ -221,5 +221,61 @@ TEST(PimTimingSwitches, TheCommandLevelModelRefusesThemTheAnalyticOneTakesThem) 
   EXPECT_TRUE(CreatePimModel("command", dev).ok());
 }
 
+// A tile never straddles a refresh (sec. 5.2), so the longest tile a program may hold bounds how
+// short tREFI may be. NeuPIMs: a block's first full-page tile (32 column steps after the GWRITE):
+// grouped activations at 1, 30, 31, 60, 61, 90, 91, 120 (the GWRITE's die starts a tFAW late),
+// first column 134, last 134 + 31 x 2 = 196, PIM_PRECHARGE 201, next tile 201 + tRP = 215.
+// Newton: the worst case it must assume, 32 one-step dot products each followed by a
+// PIM_RDRESULT: last column 134 + 63 x 2 = 260, precharge 265, period 279.
+TEST(LongestTilePeriod, IsTheBlockStartFullPageTileHandDerived) {
+  EXPECT_EQ(TileCostModel(NeuPimsSpec()).LongestTilePeriod(), 215);
+  EXPECT_EQ(TileCostModel(NewtonSpec()).LongestTilePeriod(), 279);
+}
+
+// A fused PIM_GEMV occupies the channel for at least 7 x tCCD_L however few its steps, so under
+// the reference switches 32 one-step dot products (head_dim 16) make a longer tile than one
+// 32-step dot product; the longest tile is the longest split of the page, not a fixed shape.
+TEST(LongestTilePeriod, IsTheLongestSplitOfThePageUnderFusedGemvs) {
+  const TileCostModel m(Reference(NeuPimsSpec()));
+  const Cycles one_step_dots = m.TilePeriod({1, 8, 32, 1}, true);
+  EXPECT_GT(one_step_dots, m.TilePeriod({1, 8, 1, 32}, true));
+  EXPECT_EQ(m.LongestTilePeriod(), one_step_dots);
+}
+
+// With tREFI below tRFC + one row-bus slot per extra die's REF + the longest tile, no tile fits
+// between two refreshes: refused, naming tREFI and the tile. 260 + 1 + 215 = 476 for NeuPIMs.
+TEST(RefreshLeavesRoomForATile, RefusesAnIntervalOneCycleShortOfTheLongestTile) {
+  HbmSpec s = NeuPimsSpec();
+  s.timing.tREFI = 476;
+  EXPECT_TRUE(ValidateRefreshLeavesRoomForATile(s).ok());
+  s.timing.tREFI = 475;
+  const absl::Status st = ValidateRefreshLeavesRoomForATile(s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("hbm.timing_cycles.tREFI"),
+                               ::testing::HasSubstr("215")));
+  s = NewtonSpec();
+  s.timing.tREFI = 540;
+  EXPECT_TRUE(ValidateRefreshLeavesRoomForATile(s).ok());
+  s.timing.tREFI = 539;
+  EXPECT_FALSE(ValidateRefreshLeavesRoomForATile(s).ok());
+}
+
+// At the boundary the command-level controller finishes (it used to loop forever below it: a
+// tile that can never fit makes it refresh early before every attempt).
+TEST(RefreshLeavesRoomForATile, AtTheBoundaryTheCommandLevelAttentionFinishes) {
+  for (RefreshPolicy policy : {RefreshPolicy::kAllRanks, RefreshPolicy::kRankStaggered}) {
+    DeviceConfig dev;
+    dev.hbm = NeuPimsSpec();
+    dev.hbm.refresh = policy;
+    dev.hbm.timing.tREFI = 476;
+    absl::StatusOr<std::unique_ptr<PimModel>> model = CreatePimModel("command", dev);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const absl::StatusOr<PimOpResult> r = (*model)->Attention({64, 8, 8, 128}, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->refreshes, 0);
+  }
+}
+
 }  // namespace
 }  // namespace neupims::hw
