@@ -593,9 +593,9 @@ int RunExperiments(const ExperimentFlags& f) {
       "contexts on GPT3-7B at B=%d we measure %.2fx, the paper's figure; with Alpaca's short "
       "contexts (~70 tokens) the attention is a few percent of the work and we measure %.2fx. "
       "For the pipeline-parallel models (GPT3-30B, 175B) every micro-batch re-streams its stage's "
-      "weights, so the NPU's GEMMs dominate and the offload matters less. The paper reports "
-      "similar gains on both datasets because its simulator runs a single layer without the "
-      "pipeline.",
+      "weights, so the NPU's GEMMs dominate and the offload matters less. The paper also finds "
+      "larger gains on ShareGPT (sec. 8.2: longer sequences); its simulator runs a single layer "
+      "without the pipeline, which gives attention a larger share on both datasets.",
       avg1, big, share_7b, alpaca_7b));
   line(absl::StrFormat(
       "- **NeuPIMs over NPU+PIM: ours %.2fx on average, paper 1.6x.** On GPT3-7B/ShareGPT it "
@@ -609,6 +609,30 @@ int RunExperiments(const ExperimentFlags& f) {
       "loses, Figure 13), so pipeline-parallel models at small batches run without it "
       "(GPT3-175B at B=%d: %.2fx).",
       avg2, neu_7b_64, batch_sizes.front(), neu_7b_big, big, 256, big, neu_175_big));
+  {
+    // Points where NeuPIMs loses to NPU+PIM (the paper: it never does, sec. 8.2).
+    std::vector<std::string> losses;
+    for (const auto& [key, c] : fig12) {
+      const auto& [model, ds, bs, mode] = key;
+      if (mode != "neupims") continue;
+      const double r = ratio(model, ds, bs, "neupims", "npu+pim");
+      if (c.ok && r > 0 && r < 0.995) {
+        losses.push_back(absl::StrFormat("%s, %s, B=%d: %.2fx", model,
+                                         ds == "sharegpt" ? "ShareGPT" : "Alpaca", bs, r));
+      }
+    }
+    if (!losses.empty()) {
+      line(absl::StrCat(
+          "- **Where NeuPIMs loses to NPU+PIM** (the paper: never, sec. 8.2): ",
+          absl::StrJoin(losses, "; "),
+          ". Automatic interleaving switches on once a micro-batch holds 256 requests (pipeline "
+          "parallelism halves B=512), but with Alpaca's ~70-token contexts the attention is too "
+          "short to hide the other sub-batch's GEMMs, while each sub-batch streams the stage's "
+          "weights once more (effect (1) above). Compare `neupims step --model gpt3-30b --batch "
+          "512 --seq-len 70` with `--sub-batch auto` and `--sub-batch off`. The threshold is the "
+          "reference's guidance and is kept, not tuned to these points."));
+    }
+  }
   line(absl::StrFormat(
       "- **Dual row buffers alone (Figure 13): ours +%.0f%%, paper +69.7%%.** Without sub-batch "
       "interleaving the NPU and the PIM of one batch still wait for each other (QKV -> "
@@ -625,6 +649,14 @@ int RunExperiments(const ExperimentFlags& f) {
       "utilisation counts MACs over peak; the reference simulator counts busy array cycles and "
       "charges whole 128-row tiles, which reads higher for the same work. Our PIM utilisation "
       "is the MAC datapath's duty cycle (activation, GWRITE and refresh time excluded).");
+  line(
+      "- **Refresh and the NPU (a known deviation).** The NPU streams from HBM at the full "
+      "peak (`npu.hbm_bytes_per_cycle`) in these figures: all-bank refresh blocks each channel "
+      "tRFC of every tREFI cycles (260 of 3,900 on the shipped HBM2, 6.7%), so a bandwidth-bound "
+      "GEMM (and the NPU-only attention GEMVs) run up to 7% faster than refresh allows. It "
+      "flatters NPU-only most, so the speed-ups over it are understated by up to ~7%. The "
+      "reference profiles (`--reference-devices`) charge refresh, as the reference simulator "
+      "does (`hbm_bytes_per_cycle_less_refresh`).");
   line(
       "- **Interconnect.** Two all-reduces per layer cross a 64 GB/s link; the paper models "
       "none. Sub-batch interleaving hides one sub-batch's all-reduce behind the other's "
