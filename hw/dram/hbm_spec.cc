@@ -1,5 +1,7 @@
 #include "hw/dram/hbm_spec.h"
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "common/config_enum.h"
 
@@ -124,6 +126,16 @@ absl::Status ValidateHbmSpec(const HbmSpec& spec) {
   }
   if (spec.timing.tREFI <= spec.timing.tRFC) {
     return absl::InvalidArgumentError("hbm.timing_cycles.tREFI must be > tRFC");
+  }
+  // JEDEC HBM2: spacing within a bank group (_L) is never shorter than across groups (_S).
+  const HbmTiming& t = spec.timing;
+  for (const auto& [name, shorter, longer] :
+       {std::tuple{"tCCD", t.tCCD_S, t.tCCD_L}, std::tuple{"tRRD", t.tRRD_S, t.tRRD_L},
+        std::tuple{"tWTR", t.tWTR_S, t.tWTR_L}}) {
+    if (longer < shorter) {
+      return absl::InvalidArgumentError(absl::StrCat("hbm.timing_cycles.", name, "_L (", longer,
+                                                     ") must be >= ", name, "_S (", shorter, ")"));
+    }
   }
   if (spec.pim.enabled) {
     const PimSpec& p = spec.pim;

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "common/builtin_configs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -349,6 +350,26 @@ TEST(DeviceConfig, RefreshIntervalNotAboveRefreshTimeIsACrossFieldError) {
   const absl::Status s = ParseStatus(j);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("test.json"), HasSubstr("hbm.timing_cycles.tREFI")));
+}
+
+// JEDEC HBM2: the same-bank-group (long) spacing is never shorter than the other-group (short)
+// one; a config with them swapped is a typo, refused naming both fields.
+TEST(DeviceConfig, ShortTimingAboveItsLongTwinIsACrossFieldError) {
+  for (const auto& [shorter, longer] :
+       {std::pair{"tCCD_S", "tCCD_L"}, std::pair{"tRRD_S", "tRRD_L"},
+        std::pair{"tWTR_S", "tWTR_L"}}) {
+    SCOPED_TRACE(shorter);
+    nlohmann::json j = NeuPimsJson();
+    const int long_value = j["hbm"]["timing_cycles"][longer].get<int>();
+    j["hbm"]["timing_cycles"][shorter] = long_value + 1;
+    const absl::Status s = ParseStatus(j);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(),
+                AllOf(HasSubstr("test.json"), HasSubstr(absl::StrCat("hbm.timing_cycles.", longer)),
+                      HasSubstr(shorter)));
+    j["hbm"]["timing_cycles"][shorter] = long_value;  // equal is allowed
+    EXPECT_TRUE(ParseStatus(j).ok()) << ParseStatus(j);
+  }
 }
 
 // A PIM tile never straddles a refresh, so a tREFI with no room for the longest tile (NeuPIMs:
