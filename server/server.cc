@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +17,6 @@
 #include "common/option_ranges.h"
 #include "common/status_macros.h"
 #include "engine/system_mode.h"
-#include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -163,9 +163,8 @@ struct Server::Impl {
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<OpenAiHttpServer> http;
   std::shared_ptr<const Security> security;
-  // Notified when gRPC's shutdown, begun by Drain, completes (see Drain). A core queue: the C++
-  // CompletionQueue would take the notification's tag for one of its own objects.
-  grpc_completion_queue* grpc_stop = nullptr;
+  // gRPC's graceful stop, started by Drain and joined by Shutdown (see Drain).
+  std::thread grpc_stop;
   bool shut_down = false;
 };
 
@@ -301,6 +300,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   return s;
 }
 
+// Beyond the drain timeout, the time Shutdown has to end what is left (each stream gets a final
+// message) before gRPC cancels the calls.
+constexpr std::chrono::seconds kShutdownGrace(2);
+
 bool Server::Drain() {
   Impl& im = *impl_;
   if (im.grpc_server != nullptr) {
@@ -308,12 +311,12 @@ bool Server::Drain() {
     // gRPC's graceful stop: close the listener and send GOAWAY, so that clients open no new call
     // here (a round_robin client moves them to the other replicas at once) while the calls in
     // flight go on. Otherwise each new call on an open connection would be refused with
-    // UNAVAILABLE until the drain ends. The core call returns at once; grpc::Server::Shutdown
-    // would block until every call ended, a client's health Watch stream included, so that a
-    // Watch kept an idle server from exiting until the deadline. Shutdown() cuts those after 2 s.
-    if (im.grpc_stop == nullptr) {
-      im.grpc_stop = grpc_completion_queue_create_for_next(nullptr);
-      grpc_server_shutdown_and_notify(im.grpc_server->c_server(), im.grpc_stop, nullptr);
+    // UNAVAILABLE until the drain ends. Shutdown blocks until the calls end, hence the thread.
+    if (!im.grpc_stop.joinable()) {
+      grpc::Server* grpc_server = im.grpc_server.get();
+      const auto deadline =
+          std::chrono::system_clock::now() + options_.drain_timeout + kShutdownGrace;
+      im.grpc_stop = std::thread([grpc_server, deadline] { grpc_server->Shutdown(deadline); });
     }
   }
   runner_->BeginDrain();
@@ -337,16 +340,10 @@ void Server::Shutdown() {
   // Abort what is left so every stream ends with a final message, then stop gRPC.
   if (runner_ != nullptr) runner_->Stop();
   if (cnn_runner_ != nullptr) cnn_runner_->Stop();
-  if (im.grpc_server != nullptr) {
-    im.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  }
-  if (im.grpc_stop != nullptr) {  // the shutdown is complete: take Drain's notification
-    grpc_completion_queue_shutdown(im.grpc_stop);
-    while (grpc_completion_queue_next(im.grpc_stop, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr)
-               .type != GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(im.grpc_stop);
-    im.grpc_stop = nullptr;
+  if (im.grpc_stop.joinable()) {
+    im.grpc_stop.join();  // returns once the calls Stop ended are finished
+  } else if (im.grpc_server != nullptr) {
+    im.grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   }
   // Every HTTP stream has its completion by now (Stop above), so its thread finishes.
   if (im.http != nullptr) im.http->Stop();
