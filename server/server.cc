@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -163,8 +162,6 @@ struct Server::Impl {
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<OpenAiHttpServer> http;
   std::shared_ptr<const Security> security;
-  // gRPC's graceful stop, started by Drain and joined by Shutdown (see Drain).
-  std::thread grpc_stop;
   bool shut_down = false;
 };
 
@@ -300,24 +297,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   return s;
 }
 
-// Beyond the drain timeout, the time Shutdown has to end what is left (each stream gets a final
-// message) before gRPC cancels the calls.
-constexpr std::chrono::seconds kShutdownGrace(2);
-
 bool Server::Drain() {
   Impl& im = *impl_;
   if (im.grpc_server != nullptr) {
     im.grpc_server->GetHealthCheckService()->SetServingStatus(false);
-    // gRPC's graceful stop: close the listener and send GOAWAY, so that clients open no new call
-    // here (a round_robin client moves them to the other replicas at once) while the calls in
-    // flight go on. Otherwise each new call on an open connection would be refused with
-    // UNAVAILABLE until the drain ends. Shutdown blocks until the calls end, hence the thread.
-    if (!im.grpc_stop.joinable()) {
-      grpc::Server* grpc_server = im.grpc_server.get();
-      const auto deadline =
-          std::chrono::system_clock::now() + options_.drain_timeout + kShutdownGrace;
-      im.grpc_stop = std::thread([grpc_server, deadline] { grpc_server->Shutdown(deadline); });
-    }
   }
   runner_->BeginDrain();
   if (cnn_runner_ != nullptr) cnn_runner_->BeginDrain();
@@ -340,10 +323,8 @@ void Server::Shutdown() {
   // Abort what is left so every stream ends with a final message, then stop gRPC.
   if (runner_ != nullptr) runner_->Stop();
   if (cnn_runner_ != nullptr) cnn_runner_->Stop();
-  if (im.grpc_stop.joinable()) {
-    im.grpc_stop.join();  // returns once the calls Stop ended are finished
-  } else if (im.grpc_server != nullptr) {
-    im.grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  if (im.grpc_server != nullptr) {
+    im.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
   // Every HTTP stream has its completion by now (Stop above), so its thread finishes.
   if (im.http != nullptr) im.http->Stop();

@@ -5,11 +5,10 @@
 // API (openai_api.h, same engine) and the Prometheus exposer (/metrics on its own port). Binds
 // 127.0.0.1 by default. Optional TLS and bearer token on gRPC and HTTP (security.h).
 //
-// Lifecycle: Start() -> serving; Drain() turns health NOT_SERVING (HTTP /health 503), starts
-// gRPC's graceful stop (the listener closes and clients get GOAWAY, so they open new calls
-// elsewhere; calls in flight go on), refuses new HTTP requests with 503 and waits for in-flight
-// requests up to the drain timeout, then Shutdown() aborts the rest and stops gRPC. RunServerMain()
-// does all of that on SIGTERM / SIGINT and returns 0.
+// Lifecycle: Start() -> serving; Drain() turns health NOT_SERVING (HTTP /health 503), refuses new
+// requests with UNAVAILABLE (HTTP 503) and waits for in-flight requests up to the drain timeout,
+// then Shutdown() aborts the rest and stops gRPC. RunServerMain() does all of that on SIGTERM /
+// SIGINT and returns 0.
 #ifndef NEUPIMS_SERVER_SERVER_H_
 #define NEUPIMS_SERVER_SERVER_H_
 
@@ -91,9 +90,8 @@ class Server {
   // The CNN models; nullptr when none are served.
   CnnRunner* cnn_runner() { return cnn_runner_.get(); }
 
-  // Health NOT_SERVING, GOAWAY to gRPC clients (no new calls or connections), new HTTP requests
-  // 503, wait for in-flight ones (up to the drain timeout). Returns true if everything finished
-  // in time.
+  // Health NOT_SERVING, new requests UNAVAILABLE, wait for in-flight ones (up to the drain
+  // timeout). Returns true if everything finished in time.
   bool Drain();
   // Aborts what is left and stops serving. Idempotent.
   void Shutdown();
