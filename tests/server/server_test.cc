@@ -1080,51 +1080,6 @@ TEST_F(ServerTest, DrainThenShutdownEndsInFlightStreamsWithAFinalMessage) {
   server_->Shutdown();  // idempotent
 }
 
-// A client balancing per request over two replicas (round_robin, as docs/deploy.md tells gRPC
-// clients of the headless Service to) loses no call while one replica drains with a stream still
-// running: the drain sends GOAWAY and stops accepting connections, so the client moves its new
-// calls to the other replica. Before, the draining replica kept taking new calls on the open
-// connection and refused each with UNAVAILABLE until its drain ended (measured with grpc-js:
-// 186 of 646 calls refused during a rolling restart).
-TEST_F(ServerTest, DrainMovesARoundRobinClientsNewCallsToAnotherReplica) {
-  ServerOptions options = RealtimeOptions(kSlowSpeed);
-  // The long stream cannot finish within it: the drain times out and Shutdown aborts it.
-  options.drain_timeout = std::chrono::seconds(3);
-  ASSERT_NO_FATAL_FAILURE(StartServer(options));
-  absl::StatusOr<std::unique_ptr<Server>> other = Server::Start(FastOptions());
-  ASSERT_TRUE(other.ok()) << other.status();
-  grpc::ChannelArguments args;
-  args.SetLoadBalancingPolicyName("round_robin");
-  auto both = LlmService::NewStub(grpc::CreateCustomChannel(
-      absl::StrCat("ipv4:127.0.0.1:", server_->port(), ",127.0.0.1:", (*other)->port()),
-      grpc::InsecureChannelCredentials(), args));
-  auto complete = [&both] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    CompleteResponse resp;
-    return both->Complete(&ctx, LengthRequest(8, 2), &resp);
-  };
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(complete().ok());  // connected to both replicas
-  AsyncStream running(stub_.get(), LengthRequest(kLongPrompt, kLongTokens));
-  ASSERT_TRUE(PollInfo([](const ServerInfo& i) { return i.running() > 0; }));
-  std::optional<bool> drained;  // written by `drainer`, read after join
-  std::thread drainer([&] { drained = server_->Drain(); });
-  const absl::Time until = absl::Now() + absl::Seconds(15);
-  while (!server_->runner().Snapshot().draining && absl::Now() < until) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  int refused = 0;
-  for (int i = 0; i < 20; ++i) refused += complete().ok() ? 0 : 1;
-  EXPECT_EQ(refused, 0) << "calls refused by the draining replica";
-  drainer.join();
-  EXPECT_EQ(drained, std::optional<bool>(false));
-  server_->Shutdown();  // aborts the long stream with a final message
-  ASSERT_TRUE(running.Wait(std::chrono::seconds(30)));
-  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(running.result()));
-  EXPECT_EQ(running.result().complete->finish_reason(), neupims::v1::FINISH_REASON_ABORTED);
-  (*other)->Shutdown();
-}
-
 TEST_F(ServerTest, DrainWaitsForInFlightRequestsToFinish) {
   ServerOptions options = RealtimeOptions(20);
   options.drain_timeout = std::chrono::seconds(60);
