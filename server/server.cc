@@ -126,6 +126,8 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
                                           {.min = 1024, .max = int64_t{1} << 30});
   o->max_stream_buffer =
       root.OptionalInt("max_stream_buffer", o->max_stream_buffer, option_ranges::kMaxStreamBuffer);
+  o->http_threads = static_cast<int>(
+      root.OptionalInt("http_threads", o->http_threads, {.min = 1, .max = kMaxHttpThreads}));
   const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
                                              option_ranges::kDrainTimeoutS);
   o->drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_s * 1000));

@@ -25,13 +25,18 @@
 
 namespace neupims::server {
 
+// The most --http-threads / "http_threads" accepts.
+inline constexpr int kMaxHttpThreads = 4096;
+
 struct ServerOptions {
   RunnerOptions runner;
   std::string bind_address = "127.0.0.1";
-  int port = 50051;                          // 0: pick a free port (see Server::port())
-  int metrics_port = 9400;                   // 0: pick a free port; -1: no metrics endpoint
-  std::optional<int> http_port = 8000;       // OpenAI-compatible API; 0: a free port; nullopt: none
-  int http_threads = HttpOptions{}.threads;  // HTTP connections served at once
+  int port = 50051;                     // 0: pick a free port (see Server::port())
+  int metrics_port = 9400;              // 0: pick a free port; -1: no metrics endpoint
+  std::optional<int> http_port = 8000;  // OpenAI-compatible API; 0: a free port; nullopt: none
+  // HTTP connections served at once: the pool's threads, all started with the server, so they
+  // count against a container's process limit (--http-threads, config "http_threads").
+  int http_threads = HttpOptions{}.threads;
   // Largest request accepted, in bytes: a gRPC message (RESOURCE_EXHAUSTED beyond) and an HTTP
   // body (413 beyond). The default is gRPC's own default.
   int64_t max_message_bytes = int64_t{4} << 20;

@@ -129,6 +129,14 @@ function checkSweepJob(where, objects) {
   check(/--shard\s+\S*JOB_COMPLETION_INDEX\S*\/\d+/.test(cmd), `${where}: --shard does not use JOB_COMPLETION_INDEX`);
   const n = Number((cmd.match(/JOB_COMPLETION_INDEX\S*\/(\d+)/) ?? [])[1]);
   check(n === job.spec.completions, `${where}: --shard i/${n} but ${job.spec.completions} completions`);
+  // The image runs as user 65534 (deploy/Dockerfile); a fresh volume is root's, so the shards
+  // could not write their JSON unless the pod gives its volumes that group.
+  const pod = job.spec.template.spec;
+  const writable = (c.volumeMounts ?? []).filter((m) => !m.readOnly)
+    .map((m) => pod.volumes.find((v) => v.name === m.name))
+    .filter((v) => v?.persistentVolumeClaim);
+  check(writable.length === 0 || pod.securityContext?.fsGroup === 65534,
+        `${where}: the Job writes to a volume as user 65534 without securityContext.fsGroup 65534`);
 }
 
 const trees = { base: path.join(root, 'base') };

@@ -85,6 +85,19 @@ TEST(LoadServerConfig, ReadsTheStreamBufferBound) {
   EXPECT_THAT(bad.message(), HasSubstr("max_stream_buffer"));
 }
 
+TEST(LoadServerConfig, ReadsTheHttpThreadCount) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_http_threads_default.json", "{}", &o).ok());
+  EXPECT_EQ(o.http_threads, 512);
+  const absl::Status s = LoadText("server_config_http_threads.json", R"({"http_threads": 16})", &o);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(o.http_threads, 16);
+  const absl::Status bad =
+      LoadText("server_config_http_threads_bad.json", R"({"http_threads": 0})", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("http_threads"));
+}
+
 TEST(LoadServerConfig, ReadsEveryNumericEngineFlag) {
   ServerOptions o;
   const absl::Status s = LoadText("server_config_numeric.json", R"({

@@ -31,6 +31,7 @@ struct ServeFlags {
   int64_t max_message_bytes = int64_t{4} << 20;
   int64_t max_prompt_tokens = 0;
   int64_t max_stream_buffer = server::ServerOptions{}.max_stream_buffer;
+  int http_threads = server::ServerOptions{}.http_threads;
   server::SecurityOptions security;
   server::CnnOptions cnn;
 };
@@ -126,6 +127,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "ends with RESOURCE_EXHAUSTED and the request is aborted (0: unbounded)")
       ->check(InRange(option_ranges::kMaxStreamBuffer))
       ->capture_default_str();
+  c->add_option("--http-threads", f->http_threads,
+                "HTTP connections served at once (each open SSE stream holds one); the threads "
+                "all start with the server and count against a process limit (ulimit -u)")
+      ->check(CLI::Range(1, server::kMaxHttpThreads))
+      ->capture_default_str();
   AddSecurityFlags(c, &f->security);
   AddCnnFlags(c, &f->cnn);
   c->callback([f, c, exit_code] {
@@ -194,6 +200,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (f->config.empty() || given("--max-stream-buffer")) {
       o.max_stream_buffer = f->max_stream_buffer;
     }
+    if (f->config.empty() || given("--http-threads")) o.http_threads = f->http_threads;
     if (f->config.empty() || given("--mean-output-tokens")) {
       o.runner.mean_output_tokens = f->mean_output_tokens;
     }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -118,6 +119,7 @@ class ServeProcess {
     return output_;
   }
   int grpc_port() const { return grpc_port_; }
+  pid_t pid() const { return pid_; }
   int http_port() const { return http_port_; }
   int metrics_port() const { return metrics_port_; }
 
@@ -249,6 +251,33 @@ TEST_F(ServeSignals, SigtermPastTheDrainTimeoutAbortsTheRestWithAFinalMessage) {
   ASSERT_TRUE(status.has_value()) << p.output();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("drain timeout: remaining requests aborted"));
+}
+
+// Threads of a live process.
+int ThreadCount(pid_t pid) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"))) {
+    ++n;
+  }
+  return n;
+}
+
+// The HTTP API's thread pool (one thread per open connection; 512 by default) is most of the
+// server's threads: ~530 in all, so the image's recommended `--ulimit nproc=1024` (per user,
+// host-wide for rootful podman) left room for one container, and a second one aborted on
+// std::system_error. `--http-threads` sizes it.
+TEST_F(ServeSignals, HttpThreadsSizesTheHttpThreadPool) {
+  ServeProcess p({"--port", "0", "--metrics-port", "-1", "--http-port", "0", "--http-threads", "8",
+                  "--drain-timeout", "5"});
+  ASSERT_TRUE(p.WaitForBanner(true, false)) << p.output();
+  httplib::Client http("127.0.0.1", p.http_port());
+  const httplib::Result health = http.Get("/health");  // a pool thread answers: the pool exists
+  ASSERT_TRUE(health) << p.output();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_LT(ThreadCount(p.pid()), 100) << "512 HTTP threads would be more";
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.WaitExit(std::chrono::seconds(60)), std::optional<int>(0)) << p.output();
 }
 
 TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
