@@ -94,6 +94,18 @@ TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
   EXPECT_THAT(server.out, HasSubstr(dir + ": is a directory"));
 }
 
+// /dev/zero in place of any input file used to be read until memory ran out (SIGABRT).
+TEST(InputChecks, ADeviceInPlaceOfAnInputFileIsRefusedNotReadForever) {
+  for (const char* args :
+       {"hw info --device /dev/zero", "step --model /dev/zero --batch 4",
+        "cnn plan --cluster /dev/zero", "simulate --dataset /dev/zero -n 2 --no-progress",
+        "step --batch-file /dev/zero", "sweep merge /dev/zero"}) {
+    const CliOutput o = RunCli(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("/dev/zero: is a device, not a regular file")) << args;
+  }
+}
+
 TEST(InputChecks, AnEmptyDatasetNameSaysNoFileWasGiven) {
   const CliOutput o = RunCli("simulate --no-progress -n 2 --dataset ''");
   EXPECT_NE(o.status, 0);
