@@ -26,6 +26,7 @@
 #include "tools/neupims/reference_experiments.h"
 #include "tools/neupims/shard.h"
 #include "tools/neupims/step_eval.h"
+#include "tools/workload/range_flag.h"
 #include "tools/workload/workload.h"
 
 namespace neupims::cli {
@@ -685,7 +686,7 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
   c->add_option("--samples", f->samples, "Batches sampled per point")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  c->add_option("--seed", f->seed, "Batch sampling seed")->capture_default_str();
+  c->add_option("--seed", f->seed, "Batch sampling seed")->check(Uint64())->capture_default_str();
   c->add_flag("--offload", f->offload,
               "Only regenerate the CNN offload section (DNNVM Tables 3-5) of --out, keeping the "
               "rest of the file (no datasets needed)");

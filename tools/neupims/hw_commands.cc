@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/enum_flag.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -106,7 +107,7 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--refresh-phase", o->refresh_phase,
                   "Command level: cycles since the last refresh when the op starts")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--phases", o->phases,
                   "Command level: average over this many evenly spaced refresh phases (the "
                   "analytic level reports that expectation; use 16-64 to compare short ops)")

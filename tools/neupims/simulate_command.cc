@@ -24,6 +24,7 @@
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
 #include "tools/neupims/timeline_writer.h"
+#include "tools/workload/range_flag.h"
 #include "tools/workload/workload_flags.h"
 
 namespace neupims::cli {
@@ -475,7 +476,7 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   c->add_option("--max-memory-gb", f->max_memory_gb,
                 "Refuse a run whose requests need more memory than this (about 700 bytes per "
                 "request; default: the memory the machine has available)")
-      ->check(CLI::Range(1e-3, 1e6));
+      ->check(InRange(DoubleRange{.min = 1e-3, .max = 1e6}));
   c->callback([f, exit_code] { *exit_code = RunSimulate(*f); });
 }
 

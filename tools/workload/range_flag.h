@@ -4,6 +4,7 @@
 #ifndef NEUPIMS_TOOLS_WORKLOAD_RANGE_FLAG_H_
 #define NEUPIMS_TOOLS_WORKLOAD_RANGE_FLAG_H_
 
+#include <cstdint>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -27,6 +28,25 @@ inline CLI::Validator InRange(DoubleRange range) {
 
 // The same for an integer option: the flag and its config field share the table's bounds.
 inline CLI::Validator InRange(IntRange range) { return CLI::Range(range.min, range.max); }
+
+// In place of CLI11's PositiveNumber and NonNegativeNumber, which let NaN through and print
+// their bound as a 309-digit number: NaN and infinities are refused, and the message is
+// "value -1 must be >= 0". For integer options too (a fraction is then refused by the
+// conversion).
+inline CLI::Validator Positive() { return InRange(DoubleRange{.min = 0, .min_exclusive = true}); }
+inline CLI::Validator NonNegative() { return InRange(DoubleRange{.min = 0}); }
+
+// A uint64 option (seeds): CLI11 alone takes -1 and 2^64 or more as 2^64 - 1 in silence.
+inline CLI::Validator Uint64() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t value = 0;
+        if (text.empty() || text[0] == '-' || text[0] == '+' || !absl::SimpleAtoi(text, &value))
+          return absl::StrCat("value ", text, " is not an integer in [0, 2^64 - 1]");
+        return "";
+      },
+      "");
+}
 
 }  // namespace neupims
 

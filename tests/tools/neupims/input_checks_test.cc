@@ -35,6 +35,29 @@ TEST(InputChecks, EngineFlagsRefuseNanAndAbsurdMagnitudes) {
   }
 }
 
+// Seeds took -1 and 2^64 as 2^64 - 1 in silence; --max-memory-gb took NaN (and then refused
+// the run as if memory were short, exit 1); non-negative flags printed a 309-digit bound.
+TEST(InputChecks, SeedsMemoryCapsAndCountsRefuseNonsenseInShortWords) {
+  for (const char* flag : {"--seed -1", "--seed 18446744073709551616"}) {
+    const CliOutput o = RunCli(absl::StrCat(kSimulate, flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("is not an integer in [0, 2^64 - 1]")) << flag;
+  }
+  for (const char* flag : {"--max-memory-gb nan", "--max-concurrency -1"}) {
+    const CliOutput o = RunCli(absl::StrCat(kSimulate, flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("must be")) << flag;
+    EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
+  }
+  const CliOutput o = RunCli("hw attention --refresh-phase -1");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--refresh-phase: value -1 must be >= 0"));
+  const CliOutput e = RunCli(
+      absl::StrCat("experiments --offload --seed -1 --out ", ::testing::TempDir(), "/seed.md"));
+  EXPECT_EQ(e.status, 2) << e.out;
+  EXPECT_THAT(e.out, HasSubstr("is not an integer in [0, 2^64 - 1]"));
+}
+
 TEST(InputChecks, BurstinessZeroSaysItMustBePositive) {
   const CliOutput o = RunCli(absl::StrCat(kSimulate, "--burstiness 0"));
   EXPECT_NE(o.status, 0);
