@@ -77,6 +77,20 @@ absl::StatusOr<Models> MakeModels(const CommonOptions& o, const hw::PimModelOpti
   return m;
 }
 
+// An operand must fit the memory holding it: a PIM operand one channel (the matrix of a GEMV,
+// the K and V of an attention), an NPU one the device's HBM. Larger shapes (`hw gemv --rows
+// 2^30 --cols 2^30` is 2 EiB) used to be reported in closed form or, at the command level,
+// simulated for hours.
+absl::Status CheckFits(absl::string_view what, double bytes, bool on_pim, const Models& m) {
+  const hw::HbmOrganization& org = m.device.hbm.org;
+  const double channel = static_cast<double>(org.channel_capacity_bytes());
+  const double capacity = on_pim ? channel : channel * org.channels;
+  if (bytes <= capacity) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s is %.4g bytes, more than %s of device '%s' holds (%.0f bytes)", what,
+                      bytes, on_pim ? "one PIM channel" : "the HBM", m.device.name, capacity));
+}
+
 json CommandsJson(const hw::CommandCounts& c) {
   json j = json::object();
   for (int t = 0; t < hw::kNumCommandTypes; ++t) {
@@ -387,6 +401,16 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
         *exit_code = ReportError(use_pim.status());
         return;
       }
+      // K and V of every KV head: PIM elements in a channel, NPU elements in the HBM.
+      const int element_bytes =
+          *use_pim ? models->device.hbm.pim.element_bytes : models->device.npu.element_bytes;
+      const absl::Status fits = CheckFits(
+          "the KV cache (2 x --seq-len x --kv-heads x --head-dim elements)",
+          2.0 * static_cast<double>(*seq) * kv * *head_dim * element_bytes, *use_pim, *models);
+      if (!fits.ok()) {
+        *exit_code = ReportError(fits);
+        return;
+      }
       if (*use_pim) {
         auto r = models->pim->Attention({*seq, *heads, kv, *head_dim}, ToTraffic(*run));
         *exit_code = r.ok() ? ReportPim("attention", shape, *common, *run, *models, *r)
@@ -432,6 +456,16 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
       const absl::StatusOr<bool> use_pim = RunsOnPim(*on, *models);
       if (!use_pim.ok()) {
         *exit_code = ReportError(use_pim.status());
+        return;
+      }
+      const int element_bytes =
+          *use_pim ? models->device.hbm.pim.element_bytes : models->device.npu.element_bytes;
+      const absl::Status fits =
+          CheckFits("the matrix (--rows x --cols elements)",
+                    static_cast<double>(*rows) * static_cast<double>(*cols) * element_bytes,
+                    *use_pim, *models);
+      if (!fits.ok()) {
+        *exit_code = ReportError(fits);
         return;
       }
       if (*use_pim) {
