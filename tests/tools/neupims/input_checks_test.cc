@@ -327,6 +327,25 @@ TEST(InputChecks, ARunThatWouldNotFitInMemoryIsRefusedBeforeItStarts) {
   EXPECT_EQ(RunCli("simulate --no-progress -n 20 --synthetic 4:4 --max-memory-gb 8").status, 0);
 }
 
+// --max-memory-gb lets a user lift the memory check; running out then was an uncaught
+// std::bad_alloc (SIGABRT, "terminate called ..."). Now it is an error naming the cause.
+TEST(InputChecks, RunningOutOfMemoryIsAnErrorNotAnAbort) {
+  const std::string command = absl::StrCat(
+      "(ulimit -v 1500000; exec ", NEUPIMS_CLI_PATH,
+      " simulate --no-progress -n 100000000 --synthetic 1:1 --max-memory-gb 1e6) 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_THAT(out, HasSubstr("error: out of memory"));
+  EXPECT_THAT(out, Not(HasSubstr("terminate called")));
+}
+
 TEST(InputChecks, ABindAddressThatDoesNotResolveSaysSo) {
   const CliOutput o = RunCli("serve --bind no.such.host.invalid --port 0 --metrics-port 0");
   EXPECT_EQ(o.status, 2) << o.out;
