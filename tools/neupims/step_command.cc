@@ -90,6 +90,25 @@ std::string StageLabel(int index) {
   return index < 26 ? std::string(1, static_cast<char>('A' + index)) : absl::StrCat("S", index);
 }
 
+// The engine checks every request (Engine::SimulateStep) but knows no file: a batch file's rows
+// are checked here first, with the same bounds, so an error names the file and line.
+absl::Status CheckBatchFileRows(const engine::Engine& e, const std::string& path,
+                                const std::vector<workload::BatchRow>& rows) {
+  const int64_t max_seq = e.model().max_seq_len;
+  const int channels = e.mode().pim_attention ? e.device().hbm.org.channels : 0;
+  for (const workload::BatchRow& r : rows) {
+    if (r.seq_len < 1 || r.seq_len > max_seq) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", r.line, ": seq_len ", r.seq_len, " outside [1, ", max_seq, "]"));
+    }
+    if (channels > 0 && r.channel.value_or(0) >= channels) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", r.line, ": channel ", *r.channel,
+                                                     " outside [0, ", channels - 1, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int RunStep(const StepFlags& f) {
   auto engine_or = engine::Engine::Create(f.engine.options);
   if (!engine_or.ok()) return ReportError(engine_or.status());
@@ -98,6 +117,9 @@ int RunStep(const StepFlags& f) {
   if (!f.batch_file.empty()) {
     auto rows = workload::ReadBatchFile(f.batch_file);
     if (!rows.ok()) return ReportError(rows.status());
+    if (absl::Status s = CheckBatchFileRows(e, f.batch_file, *rows); !s.ok()) {
+      return ReportError(s);
+    }
     for (const workload::BatchRow& r : *rows) batch.push_back({r.seq_len, r.channel.value_or(-1)});
   } else if (!f.seq_lens.empty()) {
     for (int64_t s : f.seq_lens) batch.push_back({s, -1});

@@ -167,6 +167,19 @@ TEST(InputChecks, BatchFileColumnsAreStrict) {
   }
 }
 
+// A row the engine refuses (a length past the context, a channel past the device) was reported
+// as "request 0: ...", naming neither the file nor the line.
+TEST(InputChecks, BatchFileRowsTheEngineRefusesNameTheFileAndLine) {
+  const std::string long_row = WriteTemp("long_row.csv", "seq_len\n100\n0\n");
+  CliOutput o = RunCli("step --layers one --batch-file " + long_row);
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(long_row + ":3: seq_len 0 outside [1, 2048]"));
+  const std::string far_channel = WriteTemp("far_channel.csv", "seq_len,channel\n100,0\n100,32\n");
+  o = RunCli("step --layers one --batch-file " + far_channel);
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(far_channel + ":3: channel 32 outside [0, 31]"));
+}
+
 TEST(InputChecks, BatchFileWithABomIsReadLikeTheOtherTables) {
   const std::string path = WriteTemp("bom_batch.csv", "\xEF\xBB\xBFseq_len,channel\n8,0\n16,1\n");
   const CliOutput o = RunCli(absl::StrCat("step --layers one --json --batch-file ", path));
