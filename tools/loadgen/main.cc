@@ -88,10 +88,13 @@ int main(int argc, char** argv) {
       ->check(neupims::Positive());
   app.add_option("--slo-e2el-ms", o.slo.e2el_ms, "Goodput SLO: end-to-end latency (ms)")
       ->check(neupims::Positive());
-  app.add_option("--result-json", result_json, "Write the results JSON here");
+  app.add_option("--result-json", result_json, "Write the results JSON here")
+      ->check(neupims::NonEmpty());
   app.add_option("--result-csv", result_csv,
-                 "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)");
-  app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html");
+                 "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)")
+      ->check(neupims::NonEmpty());
+  app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html")
+      ->check(neupims::NonEmpty());
   app.add_option("--metrics", o.metrics,
                  "The server's Prometheus endpoint HOST:PORT (neupims serve --metrics-port), read "
                  "with every server sample: the report's hardware view (utilisation, power, "
@@ -105,7 +108,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--auth-token-file", auth_token_file,
                  "File whose first line is the bearer token of a server started with "
-                 "--auth-token-file; sent on every call of either backend and in CNN mode");
+                 "--auth-token-file; sent on every call of either backend and in CNN mode")
+      ->check(neupims::NonEmpty());
   app.add_flag("-q,--quiet", o.quiet,
                "Nothing on stderr but errors (no workload report, progress)");
   app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");

@@ -127,7 +127,8 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
                   "analytic level reports that expectation; use 16-64 to compare short ops)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--trace", o->trace_path,
-                  "Command level: write the issued command trace to this CSV file");
+                  "Command level: write the issued command trace to this CSV file")
+      ->check(NonEmpty());
   cmd->add_flag("--check", o->check,
                 "Command level: replay the trace through the independent timing checker");
 }

@@ -22,6 +22,7 @@
 #include "tools/neupims/enum_flag.h"
 #include "tools/neupims/timeline_writer.h"
 #include "tools/workload/batch_file.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -288,10 +289,12 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
       "Simulate one decode iteration of a given batch (one layer or the whole model) and print "
       "the per-stage breakdown, utilisation and PIM commands");
   AddEngineFlags(c, &f->engine);
-  CLI::Option* batch_file = c->add_option(
-      "--batch-file", f->batch_file,
-      "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
-      "e.g. ../shared/datasets/batches/*.csv");
+  CLI::Option* batch_file =
+      c->add_option(
+           "--batch-file", f->batch_file,
+           "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
+           "e.g. ../shared/datasets/batches/*.csv")
+          ->check(NonEmpty());
   CLI::Option* seq_lens = c->add_option("--seq-lens", f->seq_lens,
                                         "Sequence lengths of the batch (channels assigned by "
                                         "the mode's policy)")
@@ -310,7 +313,8 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
               "device's");
   c->add_flag("--json", f->json, "Print JSON");
   c->add_option("--timeline", f->timeline_path,
-                "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)");
+                "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)")
+      ->check(NonEmpty());
   c->callback([f, exit_code] { *exit_code = RunStep(*f); });
 }
 

@@ -36,6 +36,16 @@ inline CLI::Validator InRange(IntRange range) { return CLI::Range(range.min, ran
 inline CLI::Validator Positive() { return InRange(DoubleRange{.min = 0, .min_exclusive = true}); }
 inline CLI::Validator NonNegative() { return InRange(DoubleRange{.min = 0}); }
 
+// A file name or a workload spec given on the command line: CLI11 takes "" as a value, which the
+// commands read as "not given" (no output written, ShareGPT replayed instead of the trace).
+inline CLI::Validator NonEmpty() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "value is empty (give a file name, or leave the flag out)" : "";
+      },
+      "");
+}
+
 // A uint64 option (seeds): CLI11 alone takes -1 and 2^64 or more as 2^64 - 1 in silence.
 inline CLI::Validator Uint64() {
   return CLI::Validator(

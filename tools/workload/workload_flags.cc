@@ -43,10 +43,12 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
       ->capture_default_str();
   cmd->add_option("--trace", f->trace,
                   "Trace with arrival times (.csv or .jsonl; docs/workloads.md); overrides "
-                  "--dataset and the arrival flags");
+                  "--dataset and the arrival flags")
+      ->check(NonEmpty());
   cmd->add_option("--synthetic", f->synthetic,
                   "Synthetic lengths instead of a dataset: PROMPT:OUTPUT (fixed) or "
-                  "PMIN-PMAX:OMIN-OMAX (uniform)");
+                  "PMIN-PMAX:OMIN-OMAX (uniform)")
+      ->check(NonEmpty());
   cmd->add_option("-n,--num-requests", f->num_requests, "Requests to send")
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();

@@ -135,6 +135,22 @@ TEST(InputChecks, AnEmptyDatasetNameSaysNoFileWasGiven) {
   EXPECT_THAT(o.out, HasSubstr("no file name given"));
 }
 
+// An empty name was taken as "not given": `--csv ""` wrote nothing and exited 0, `--trace ""`
+// and `--synthetic ""` replayed ShareGPT instead.
+TEST(InputChecks, AnEmptyFileNameOrWorkloadIsRefusedNotIgnored) {
+  for (const char* flag : {"--csv", "--json-out", "--timeline", "--trace", "--synthetic"}) {
+    const CliOutput o = RunCli(absl::StrCat("simulate --no-progress -n 2 ", flag, " ''"));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(absl::StrCat(flag, ": value is empty"))) << flag;
+  }
+  for (const char* args : {"hw attention --trace ''", "step --batch 2 --timeline ''",
+                           "experiments --offload --out ''", "sweep merge x.json --out ''"}) {
+    const CliOutput o = RunCli(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(": value is empty")) << args;
+  }
+}
+
 TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
   const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
   const CliOutput h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
