@@ -543,6 +543,14 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
         *exit_code = ReportError(models.status());
         return;
       }
+      const absl::Status fits = CheckFits("the operand (--rows x --cols elements)",
+                                          static_cast<double>(*rows) * static_cast<double>(*cols) *
+                                              models->device.npu.element_bytes,
+                                          /*on_pim=*/false, *models);
+      if (!fits.ok()) {
+        *exit_code = ReportError(fits);
+        return;
+      }
       auto r = models->npu->Vector({*op, *rows, *cols});
       json shape = {{"op", hw::VectorOpName(*op)}, {"rows", *rows}, {"cols", *cols}};
       *exit_code =

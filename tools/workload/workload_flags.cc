@@ -41,14 +41,17 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
   cmd->add_option("--dataset", f->dataset,
                   "Request lengths: sharegpt, alpaca (../shared/datasets) or a TSV file")
       ->capture_default_str();
-  cmd->add_option("--trace", f->trace,
-                  "Trace with arrival times (.csv or .jsonl; docs/workloads.md); overrides "
-                  "--dataset and the arrival flags")
-      ->check(NonEmpty());
+  CLI::Option* trace =
+      cmd->add_option("--trace", f->trace,
+                      "Trace with arrival times (.csv or .jsonl; docs/workloads.md); overrides "
+                      "--dataset and the arrival flags")
+          ->check(NonEmpty());
+  // A trace brings its own lengths: --synthetic with it was ignored in silence.
   cmd->add_option("--synthetic", f->synthetic,
                   "Synthetic lengths instead of a dataset: PROMPT:OUTPUT (fixed) or "
                   "PMIN-PMAX:OMIN-OMAX (uniform)")
-      ->check(NonEmpty());
+      ->check(NonEmpty())
+      ->excludes(trace);
   cmd->add_option("-n,--num-requests", f->num_requests, "Requests to send")
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();

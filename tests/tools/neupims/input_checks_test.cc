@@ -151,6 +151,14 @@ TEST(InputChecks, AnEmptyFileNameOrWorkloadIsRefusedNotIgnored) {
   }
 }
 
+// A trace brings its own lengths; --synthetic beside it was ignored in silence.
+TEST(InputChecks, SyntheticLengthsAndATraceExcludeEachOther) {
+  const std::string trace = WriteTemp("two.csv", "arrival_s,prompt_tokens,output_tokens\n0,8,2\n");
+  const CliOutput o = RunCli("simulate --no-progress --synthetic 16:4 --trace " + trace);
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--trace excludes --synthetic"));
+}
+
 TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
   const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
   const CliOutput h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
@@ -345,6 +353,13 @@ TEST(InputChecks, HwOperandsLargerThanTheirMemoryAreRefusedAtOnce) {
   EXPECT_EQ(npu.status, 2) << npu.out;
   EXPECT_THAT(npu.out, HasSubstr("more than the HBM of device 'neupims' holds"));
   EXPECT_EQ(RunCli("hw gemv --rows 16384 --cols 32768 --level analytic").status, 0);  // 1 GiB
+  // A vector operand of 2^60 elements overflowed int64 in the cost model (UBSan: signed
+  // overflow in VectorCost) and printed 5.6 Ms; its operand must fit the HBM as well.
+  const CliOutput vec = RunCli("hw vector --rows 1073741824 --cols 1073741824");
+  EXPECT_EQ(vec.status, 2) << vec.out;
+  EXPECT_THAT(vec.out, HasSubstr("the operand (--rows x --cols elements) is 2.306e+18 bytes, "
+                                 "more than the HBM of device 'neupims' holds"));
+  EXPECT_EQ(RunCli("hw vector --rows 65536 --cols 65536").status, 0);
 }
 
 TEST(InputChecks, ARunThatWouldNotFitInMemoryIsRefusedBeforeItStarts) {
