@@ -682,8 +682,9 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
   c->add_option("--out", f->out,
                 "Markdown file to write (the default overwrites the tracked docs/results.md)")
       ->capture_default_str()
-      ->check(NonEmpty());
-  c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON")->check(NonEmpty());
+      ->check(OutputFile());
+  c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON")
+      ->check(OutputFile());
   c->add_option("--samples", f->samples, "Batches sampled per point")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
@@ -709,7 +710,7 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--shard-out", f->shard_out,
                 "Write this shard's raw results as JSON (no Markdown); merge with --merge")
-      ->check(NonEmpty());
+      ->check(OutputFile());
   c->add_option("--merge", f->merge,
                 "Render --out from these shard files (same --quick/--samples/--seed) instead of "
                 "running; the tables equal a single run's")

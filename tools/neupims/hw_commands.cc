@@ -128,7 +128,7 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--trace", o->trace_path,
                   "Command level: write the issued command trace to this CSV file")
-      ->check(NonEmpty());
+      ->check(OutputFile());
   cmd->add_flag("--check", o->check,
                 "Command level: replay the trace through the independent timing checker");
 }

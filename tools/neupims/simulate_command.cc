@@ -464,13 +464,13 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   workload::AddWorkloadFlags(c, &f->workload);
   c->add_flag("--json", f->print_json, "Print the summary as JSON instead of a table");
   c->add_option("--json-out", f->json_path, "Also write the summary JSON to this file")
-      ->check(NonEmpty());
+      ->check(OutputFile());
   c->add_option("--csv", f->csv_path, "Write per-request results to this CSV file")
-      ->check(NonEmpty());
+      ->check(OutputFile());
   c->add_option("--timeline", f->timeline_path,
                 "Write a Chrome trace-event JSON (Perfetto / chrome://tracing) of the first "
                 "iterations")
-      ->check(NonEmpty());
+      ->check(OutputFile());
   c->add_option("--timeline-iterations", f->timeline_iterations,
                 "Iterations recorded in the timeline")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}))

@@ -314,7 +314,7 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   c->add_flag("--json", f->json, "Print JSON");
   c->add_option("--timeline", f->timeline_path,
                 "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)")
-      ->check(NonEmpty());
+      ->check(OutputFile());
   c->callback([f, exit_code] { *exit_code = RunStep(*f); });
 }
 

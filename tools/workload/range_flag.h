@@ -5,7 +5,9 @@
 #define NEUPIMS_TOOLS_WORKLOAD_RANGE_FLAG_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
@@ -42,6 +44,24 @@ inline CLI::Validator NonEmpty() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         return text.empty() ? "value is empty (give a file name, or leave the flag out)" : "";
+      },
+      "");
+}
+
+// An output file, checked when the flags are parsed, before anything runs: empty, a directory,
+// or in a folder that does not exist. Such a write used to fail only after the run, leaving the
+// outputs written before it behind (`--json-out ok.json --csv nodir/x.csv`).
+inline CLI::Validator OutputFile() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty()) return "value is empty (give a file name, or leave the flag out)";
+        std::error_code ec;
+        if (std::filesystem::is_directory(text, ec)) return "'" + text + "' is a directory";
+        const std::filesystem::path parent = std::filesystem::path(text).parent_path();
+        if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+          return "folder '" + parent.string() + "' does not exist";
+        }
+        return "";
       },
       "");
 }

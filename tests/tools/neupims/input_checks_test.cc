@@ -159,6 +159,27 @@ TEST(InputChecks, SyntheticLengthsAndATraceExcludeEachOther) {
   EXPECT_THAT(o.out, HasSubstr("--trace excludes --synthetic"));
 }
 
+// An output in a missing folder, or a directory, failed only after the run, leaving the outputs
+// written before it behind (`--json-out ok.json --csv nodir/x.csv`: ok.json, then exit 2).
+TEST(InputChecks, OutputPathsAreCheckedBeforeTheRunLeavingNothingBehind) {
+  const std::string dir = ::testing::TempDir() + "/out_check";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string ok = dir + "/ok.json";
+  CliOutput o = RunCli(absl::StrCat(kSimulate, "--json-out ", ok, " --csv ", dir, "/nodir/x.csv"));
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--csv: folder '" + dir + "/nodir' does not exist"));
+  EXPECT_FALSE(std::filesystem::exists(ok)) << "a partial set of outputs was left behind";
+  for (const char* args :
+       {"simulate -n 2 --no-progress --synthetic 8:2 --timeline ", "step --batch 2 --timeline ",
+        "hw attention --trace ", "experiments --offload --out ", "sweep merge x.json --out "}) {
+    o = RunCli(absl::StrCat(args, dir));
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("'" + dir + "' is a directory")) << args;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
   const std::string huge = WriteTemp("huge_device.json", R"({"frequency_mhz": 1e400})");
   const CliOutput h = RunCli(absl::StrCat(kSimulate, "--device ", huge));
