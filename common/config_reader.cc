@@ -111,6 +111,9 @@ class StrictSax {
     return true;
   }
   bool Open(Json value) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Fail(absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels at ", Where()));
+    }
     Json* node = Insert(std::move(value));
     stack_.push_back(Frame{node, "", {}});
     return true;

@@ -30,6 +30,11 @@ namespace neupims {
 
 class ConfigDocument;
 
+// Deepest nesting of arrays and objects ParseStrictJson accepts. Our inputs nest a few levels;
+// a bound keeps a hostile document (100,000 nested arrays) from exhausting the stack of the
+// recursive code that copies, prints or walks a parsed document.
+inline constexpr int kMaxJsonDepth = 64;
+
 // Parses `text` as one JSON value, strictly: a duplicate key in an object, a number too large
 // for a double (1e400) and any syntax error are InvalidArgument errors naming `source` (when
 // not empty) and the key path, e.g. "dev.json: duplicate key 'hbm.channels'". No nlohmann

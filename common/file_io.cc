@@ -1,5 +1,8 @@
 #include "common/file_io.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,31 +23,49 @@ absl::Status ErrnoError(int error, const std::string& path, absl::string_view wh
                       absl::StrCat(path, ": ", what, ": ", std::strerror(error)));
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+// Refuses what is no file's contents before opening it: a directory, and a character or block
+// device or a socket (/dev/zero and /dev/urandom never end: they used to be read until memory ran
+// out). FIFOs and pipes are streams of a file's bytes and are read (their cap holds while
+// reading). A path that does not exist is left to the open, which names it.
+absl::Status CheckIsAFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
   }
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a device, not a regular file"));
+  }
+  return absl::OkStatus();
+}
+
+// At most `limit` + 1 bytes of `path` (all of it when `limit` < 0): one more than the cap tells
+// the caller the file is over it without reading an endless stream to its end.
+absl::StatusOr<std::string> ReadUpTo(const std::string& path, int64_t limit) {
+  RETURN_IF_ERROR(CheckIsAFile(path));
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int error = errno;
     if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return ErrnoError(error, path, "cannot open");
   }
+  const size_t max = limit < 0 ? std::string().max_size() : static_cast<size_t>(limit) + 1;
   // In one read when the size is known (a regular file: no copies as the string grows), then in
   // chunks for whatever follows (a pipe, a file that grew).
   std::string data;
+  std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   size_t n = 0;
   if (!ec && size > 0) {
-    data.resize(static_cast<size_t>(size));
+    data.resize(std::min<size_t>(static_cast<size_t>(size), max));
     n = std::fread(data.data(), 1, data.size(), file);
     data.resize(n);
   }
   char buffer[1 << 16];
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, n);
+  while (data.size() < max &&
+         (n = std::fread(buffer, 1, std::min(sizeof(buffer), max - data.size()), file)) > 0) {
+    data.append(buffer, n);
+  }
   const bool failed = std::ferror(file) != 0;
   const int error = errno;
   std::fclose(file);  // read-only: nothing to lose at the close
@@ -52,19 +73,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return data;
 }
 
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) { return ReadUpTo(path, -1); }
+
 absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes) {
   if (path.empty()) return absl::InvalidArgumentError("no file name given (empty path)");
+  RETURN_IF_ERROR(CheckIsAFile(path));
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
-  }
   const auto size = std::filesystem::file_size(path, ec);  // fails for pipes: checked below
   if (!ec && size > static_cast<uintmax_t>(max_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": file is ", size,
                                                    " bytes, over the limit of ", max_bytes,
                                                    " bytes for this kind of input"));
   }
-  ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  ASSIGN_OR_RETURN(std::string data, ReadUpTo(path, max_bytes));
   if (static_cast<int64_t>(data.size()) > max_bytes) {  // a pipe or a file that grew
     return absl::InvalidArgumentError(absl::StrCat(path, ": file is over the limit of ", max_bytes,
                                                    " bytes for this kind of input"));

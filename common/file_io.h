@@ -16,7 +16,8 @@
 namespace neupims {
 
 // The bytes of the file at `path`. NotFound when it does not exist, InvalidArgument when it is
-// a directory, otherwise the errno's status code; every message names the path.
+// a directory or a device (/dev/zero never ends), otherwise the errno's status code; every
+// message names the path. FIFOs and pipes are read to their end.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // Size caps for ReadInputFile. Config files (device, model, server, cluster, CNN graph, sweep
@@ -27,7 +28,9 @@ inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;     // 4 GiB
 
 // The one loader for every input file (configs, datasets, traces, batch files, CNN graphs).
 // Errors, each naming the path: an empty path ("no file name given"), NotFound, "is a
-// directory", over `max_bytes`, a read error, and an empty file. A leading UTF-8 byte-order mark
+// directory", "is a device" (character or block device, socket), over `max_bytes` (checked
+// before reading a regular file and while reading a FIFO or pipe, which stops one byte past the
+// cap), a read error, and an empty file. A leading UTF-8 byte-order mark
 // is removed, so every reader treats a BOM the same way.
 absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes);
 

@@ -57,6 +57,10 @@ Device ParseDevice(ConfigObject& o) {
   const bool kind_given = o.OptionalString("kind", "") == kind_name;
   const absl::StatusOr<DeviceKind> kind = DeviceKindNames().Parse(kind_name);
   d.config = o.String("config");
+  // An empty name loaded nothing and left the figures at zero (NaN costs later): refuse it here.
+  if (o.Has("config") && d.config.empty()) {
+    o.Error("config", "is empty: give a built-in name or a JSON file path");
+  }
   if (!kind_given || !kind.ok() || d.config.empty()) {  // the reader has recorded the error
     o.Finish();
     return d;

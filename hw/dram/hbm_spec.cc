@@ -51,7 +51,8 @@ void ParseHbmSpec(ConfigObject hbm, HbmSpec* out) {
 
   ConfigObject p = hbm.Child("power");
   HbmPower& pw = out->power;
-  const DoubleRange nonneg_d{.min = 0};
+  // Bounded far above any real part, so no figure makes a reported energy infinite.
+  const DoubleRange nonneg_d{.min = 0, .max = 1e6};
   pw.vdd = p.Double("vdd", {.min = 0.1, .max = 5});
   pw.idd0_ma = p.Double("idd0_ma", nonneg_d);
   pw.idd2n_ma = p.Double("idd2n_ma", nonneg_d);
@@ -103,7 +104,7 @@ void ParsePimSpec(ConfigObject pim, PimSpec* out) {
   out->global_buffer_bytes =
       static_cast<int>(pim.Int("global_buffer_bytes", {.min = 32, .max = 1 << 20}));
   ConfigObject e = pim.Child("energy");
-  const DoubleRange nonneg{.min = 0};
+  const DoubleRange nonneg{.min = 0, .max = 1e6};  // as the HBM power figures
   out->dot_read_multiple = e.Double("dot_read_multiple", nonneg);
   out->gwrite_read_multiple = e.Double("gwrite_read_multiple", nonneg);
   out->rdresult_read_multiple = e.Double("rdresult_read_multiple", nonneg);

@@ -78,7 +78,8 @@ void ParseNpuSpec(ConfigObject npu, NpuSpec* out) {
   ops.Finish();
 
   ConfigObject e = npu.Child("energy");
-  const DoubleRange nonneg{.min = 0};
+  // Bounded far above any real part, so no figure makes a reported energy infinite.
+  const DoubleRange nonneg{.min = 0, .max = 1e6};
   out->energy.mac_pj = e.Double("mac_pj", nonneg);
   out->energy.sram_pj_per_byte = e.Double("sram_pj_per_byte", nonneg);
   out->energy.vector_pj_per_element_pass = e.Double("vector_pj_per_element_pass", nonneg);

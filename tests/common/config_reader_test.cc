@@ -461,6 +461,29 @@ TEST(ConfigReader, SyntaxErrorsAreStatusesNamingTheFile) {
   }
 }
 
+// 100,000 nested arrays in a trace line's "id" used to crash the reader (SIGSEGV: the
+// document is copied and printed recursively). No input of ours nests beyond a few levels.
+TEST(ConfigReader, RefusesNestingDeeperThanTheLimitNamingTheField) {
+  for (const auto& [open, close] : {std::pair{"[", "]"}, std::pair{"{\"a\":", "}"}}) {
+    std::string deep = "{\"id\": ";
+    for (int i = 0; i < 100'000; ++i) deep += open;
+    deep += "1";
+    for (int i = 0; i < 100'000; ++i) deep += close;
+    deep += "}";
+    nlohmann::ordered_json j;
+    const absl::Status status = ParseStrictJson(deep, "t.jsonl:1", &j);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << open;
+    EXPECT_THAT(status.message(), HasSubstr("t.jsonl:1: JSON nested deeper than 64 levels at "
+                                            "field 'id"))
+        << open;
+  }
+  std::string ok;  // 64 levels are fine
+  for (int i = 0; i < kMaxJsonDepth; ++i) ok += "[";
+  for (int i = 0; i < kMaxJsonDepth; ++i) ok += "]";
+  nlohmann::ordered_json j;
+  EXPECT_TRUE(ParseStrictJson(ok, "", &j).ok());
+}
+
 TEST(ConfigReader, ParseStrictJsonKeepsDocumentOrderAndValues) {
   nlohmann::ordered_json j;
   ASSERT_TRUE(

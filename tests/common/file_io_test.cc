@@ -118,6 +118,47 @@ TEST(ReadInputFile, RefusesAFileOverTheCapBeforeReadingIt) {
   std::filesystem::remove(path);
 }
 
+// /dev/zero and /dev/urandom never end: reading one as a config or a dataset used to grow the
+// string until memory ran out (std::bad_alloc, SIGABRT). A device is no file.
+TEST(ReadInputFile, RefusesACharacterDeviceAtOnceNamingIt) {
+  if (!std::filesystem::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  for (const char* device : {"/dev/zero", "/dev/null"}) {
+    const absl::StatusOr<std::string> read = ReadInputFile(device, kMaxDataFileBytes);
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << device;
+    EXPECT_THAT(read.status().message(),
+                HasSubstr(std::string(device) + ": is a device, not a regular file"));
+  }
+}
+
+// A stream (a FIFO, a pipe) has no size to check up front: the cap holds while it is read, so
+// a writer that never stops costs at most the cap, not all memory.
+TEST(ReadInputFile, StopsReadingAStreamOverTheCap) {
+  const std::string dir = TempPath("read_input_fifo_cap_dir");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(std::filesystem::create_directory(dir));
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::signal(SIGPIPE, SIG_IGN);  // the reader stops early: the writer then sees EPIPE
+  constexpr int kChunks = 256;    // 16 MiB offered, far over the 1 KiB cap
+  int chunks_written = 0;
+  std::thread writer([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "wb");
+    if (f == nullptr) return;
+    const std::string chunk(1 << 16, 'x');
+    while (chunks_written < kChunks &&
+           std::fwrite(chunk.data(), 1, chunk.size(), f) == chunk.size()) {
+      ++chunks_written;
+    }
+    std::fclose(f);
+  });
+  const absl::StatusOr<std::string> read = ReadInputFile(fifo, 1024);
+  writer.join();
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr(fifo + ": file is over the limit of 1024 bytes"));
+  EXPECT_LT(chunks_written, kChunks) << "the reader drained the whole stream";
+}
+
 // Files whose size is unknown (file_size reports 0 or fails) are read in chunks until the end.
 // /proc files report size 0, so a read that trusted the size would return nothing.
 TEST(FileIo, ReadsAProcFileWhoseReportedSizeIsZero) {

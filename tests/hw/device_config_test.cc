@@ -2,6 +2,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -162,6 +163,26 @@ TEST(DeviceConfig, MissingTimingFieldIsAnErrorNamingFileAndPath) {
   const absl::Status s = ParseStatus(j);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("test.json: missing required field 'hbm.timing_cycles.tRCD'"));
+}
+
+// Energy figures had no upper bound: 1e308 pJ per MAC parsed and every run reported "inf J".
+// Each is bounded far above any real part (1e6 in its unit), naming the field.
+TEST(DeviceConfig, EnergyFiguresHaveAnUpperBoundNamingTheField) {
+  const std::vector<std::vector<std::string>> fields = {
+      {"npu", "energy", "mac_pj"},
+      {"npu", "energy", "static_power_w"},
+      {"hbm", "power", "idd4r_ma"},
+      {"hbm", "power", "io_pj_per_bit"},
+      {"pim", "energy", "dot_read_multiple"},
+      {"pim", "energy", "dual_buffer_background_fraction"}};
+  for (const std::vector<std::string>& f : fields) {
+    nlohmann::json j = NeuPimsJson();
+    j[f[0]][f[1]][f[2]] = 1e308;
+    const absl::Status s = ParseStatus(j);
+    EXPECT_FALSE(s.ok()) << f[2];
+    EXPECT_THAT(s.message(), HasSubstr("test.json: field '" + f[0] + "." + f[1] + "." + f[2]))
+        << f[2];
+  }
 }
 
 TEST(DeviceConfig, MissingPimObjectIsAnError) {

@@ -20,6 +20,7 @@
 #include "tools/loadgen/report.h"
 #include "tools/loadgen/results.h"
 #include "tools/neupims/enum_flag.h"
+#include "tools/workload/range_flag.h"
 #include "tools/workload/workload_flags.h"
 
 namespace {
@@ -82,29 +83,33 @@ int main(int argc, char** argv) {
          "Let the server's synthetic end-of-sequence stop requests early")
       ->excludes(ignore_eos);
   app.add_option("--slo-ttft-ms", o.slo.ttft_ms, "Goodput SLO: time to first token (ms)")
-      ->check(CLI::PositiveNumber);
+      ->check(neupims::Positive());
   app.add_option("--slo-tpot-ms", o.slo.tpot_ms, "Goodput SLO: time per output token (ms)")
-      ->check(CLI::PositiveNumber);
+      ->check(neupims::Positive());
   app.add_option("--slo-e2el-ms", o.slo.e2el_ms, "Goodput SLO: end-to-end latency (ms)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--result-json", result_json, "Write the results JSON here");
+      ->check(neupims::Positive());
+  app.add_option("--result-json", result_json, "Write the results JSON here")
+      ->check(neupims::NonEmpty());
   app.add_option("--result-csv", result_csv,
-                 "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)");
-  app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html");
+                 "Write one CSV line per request here (a sweep writes FILE.rate<R>.csv per run)")
+      ->check(neupims::NonEmpty());
+  app.add_option("--report", report_dir, "Write an HTML report to DIR/report.html")
+      ->check(neupims::NonEmpty());
   app.add_option("--metrics", o.metrics,
                  "The server's Prometheus endpoint HOST:PORT (neupims serve --metrics-port), read "
                  "with every server sample: the report's hardware view (utilisation, power, "
                  "energy per token)");
   app.add_option("--timeout-s", o.timeout_s, "Per-request deadline in seconds (0: none)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(neupims::NonNegative())
       ->capture_default_str();
   app.add_option("--connect-timeout-s", o.connect_timeout_s,
                  "Seconds to wait for the server before giving up")
-      ->check(CLI::PositiveNumber)
+      ->check(neupims::Positive())
       ->capture_default_str();
   app.add_option("--auth-token-file", auth_token_file,
                  "File whose first line is the bearer token of a server started with "
-                 "--auth-token-file; sent on every call of either backend and in CNN mode");
+                 "--auth-token-file; sent on every call of either backend and in CNN mode")
+      ->check(neupims::NonEmpty());
   app.add_flag("-q,--quiet", o.quiet,
                "Nothing on stderr but errors (no workload report, progress)");
   app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");
@@ -113,7 +118,7 @@ int main(int argc, char** argv) {
                  "CNN mode: drive inference.GRPCInferenceService/ModelInfer (KServe v2) of this "
                  "model at --server instead of the LLM (neupims serve --cnn-model)");
   app.add_option("--cnn-requests", cnn.requests, "CNN mode: requests to send")
-      ->check(CLI::PositiveNumber)
+      ->check(neupims::Positive())
       ->capture_default_str();
   app.add_option("--cnn-concurrency", cnn.concurrency,
                  "CNN mode, closed loop: requests in flight (each client sends its next when the "
@@ -123,7 +128,7 @@ int main(int argc, char** argv) {
   app.add_option("--cnn-rate", cnn.rate,
                  "CNN mode, open loop: Poisson arrivals at this many requests/s (instead of the "
                  "closed loop)")
-      ->check(CLI::PositiveNumber);
+      ->check(neupims::Positive());
   app.add_option("--cnn-batch", cnn.batch, "CNN mode: images per request")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

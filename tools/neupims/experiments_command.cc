@@ -26,6 +26,7 @@
 #include "tools/neupims/reference_experiments.h"
 #include "tools/neupims/shard.h"
 #include "tools/neupims/step_eval.h"
+#include "tools/workload/range_flag.h"
 #include "tools/workload/workload.h"
 
 namespace neupims::cli {
@@ -712,12 +713,14 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
       "docs/results.md)");
   c->add_option("--out", f->out,
                 "Markdown file to write (the default overwrites the tracked docs/results.md)")
-      ->capture_default_str();
-  c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON");
+      ->capture_default_str()
+      ->check(OutputFile());
+  c->add_option("--json-out", f->json_out, "Also write the raw numbers as JSON")
+      ->check(OutputFile());
   c->add_option("--samples", f->samples, "Batches sampled per point")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  c->add_option("--seed", f->seed, "Batch sampling seed")->capture_default_str();
+  c->add_option("--seed", f->seed, "Batch sampling seed")->check(Uint64())->capture_default_str();
   c->add_flag("--offload", f->offload,
               "Only regenerate the CNN offload section (DNNVM Tables 3-5) of --out, keeping the "
               "rest of the file (no datasets needed)");
@@ -738,7 +741,8 @@ void RegisterExperimentsCommand(CLI::App& app, int* exit_code) {
                 "Run every N-th engine configuration, i/N (0 <= i < N); needs --shard-out")
       ->capture_default_str();
   c->add_option("--shard-out", f->shard_out,
-                "Write this shard's raw results as JSON (no Markdown); merge with --merge");
+                "Write this shard's raw results as JSON (no Markdown); merge with --merge")
+      ->check(OutputFile());
   c->add_option("--merge", f->merge,
                 "Render --out from these shard files (same --quick/--samples/--seed) instead of "
                 "running; the tables equal a single run's")

@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/enum_flag.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -76,6 +77,20 @@ absl::StatusOr<Models> MakeModels(const CommonOptions& o, const hw::PimModelOpti
   return m;
 }
 
+// An operand must fit the memory holding it: a PIM operand one channel (the matrix of a GEMV,
+// the K and V of an attention), an NPU one the device's HBM. Larger shapes (`hw gemv --rows
+// 2^30 --cols 2^30` is 2 EiB) used to be reported in closed form or, at the command level,
+// simulated for hours.
+absl::Status CheckFits(absl::string_view what, double bytes, bool on_pim, const Models& m) {
+  const hw::HbmOrganization& org = m.device.hbm.org;
+  const double channel = static_cast<double>(org.channel_capacity_bytes());
+  const double capacity = on_pim ? channel : channel * org.channels;
+  if (bytes <= capacity) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s is %.4g bytes, more than %s of device '%s' holds (%.0f bytes)", what,
+                      bytes, on_pim ? "one PIM channel" : "the HBM", m.device.name, capacity));
+}
+
 json CommandsJson(const hw::CommandCounts& c) {
   json j = json::object();
   for (int t = 0; t < hw::kNumCommandTypes; ++t) {
@@ -106,13 +121,14 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--refresh-phase", o->refresh_phase,
                   "Command level: cycles since the last refresh when the op starts")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--phases", o->phases,
                   "Command level: average over this many evenly spaced refresh phases (the "
                   "analytic level reports that expectation; use 16-64 to compare short ops)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--trace", o->trace_path,
-                  "Command level: write the issued command trace to this CSV file");
+                  "Command level: write the issued command trace to this CSV file")
+      ->check(OutputFile());
   cmd->add_flag("--check", o->check,
                 "Command level: replay the trace through the independent timing checker");
 }
@@ -386,6 +402,16 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
         *exit_code = ReportError(use_pim.status());
         return;
       }
+      // K and V of every KV head: PIM elements in a channel, NPU elements in the HBM.
+      const int element_bytes =
+          *use_pim ? models->device.hbm.pim.element_bytes : models->device.npu.element_bytes;
+      const absl::Status fits = CheckFits(
+          "the KV cache (2 x --seq-len x --kv-heads x --head-dim elements)",
+          2.0 * static_cast<double>(*seq) * kv * *head_dim * element_bytes, *use_pim, *models);
+      if (!fits.ok()) {
+        *exit_code = ReportError(fits);
+        return;
+      }
       if (*use_pim) {
         auto r = models->pim->Attention({*seq, *heads, kv, *head_dim}, ToTraffic(*run));
         *exit_code = r.ok() ? ReportPim("attention", shape, *common, *run, *models, *r)
@@ -431,6 +457,16 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
       const absl::StatusOr<bool> use_pim = RunsOnPim(*on, *models);
       if (!use_pim.ok()) {
         *exit_code = ReportError(use_pim.status());
+        return;
+      }
+      const int element_bytes =
+          *use_pim ? models->device.hbm.pim.element_bytes : models->device.npu.element_bytes;
+      const absl::Status fits =
+          CheckFits("the matrix (--rows x --cols elements)",
+                    static_cast<double>(*rows) * static_cast<double>(*cols) * element_bytes,
+                    *use_pim, *models);
+      if (!fits.ok()) {
+        *exit_code = ReportError(fits);
         return;
       }
       if (*use_pim) {
@@ -505,6 +541,14 @@ void RegisterHwCommands(CLI::App& app, int* exit_code) {
       auto models = MakeModels(*common, {});
       if (!models.ok()) {
         *exit_code = ReportError(models.status());
+        return;
+      }
+      const absl::Status fits = CheckFits("the operand (--rows x --cols elements)",
+                                          static_cast<double>(*rows) * static_cast<double>(*cols) *
+                                              models->device.npu.element_bytes,
+                                          /*on_pim=*/false, *models);
+      if (!fits.ok()) {
+        *exit_code = ReportError(fits);
         return;
       }
       auto r = models->npu->Vector({*op, *rows, *cols});

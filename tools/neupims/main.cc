@@ -1,12 +1,14 @@
 // neupims: the command-line front door of the NeuPIMs serving simulator.
 //
 // Exit codes (docs/reliability.md, "Input guarantees"): 0 success; 1 a runtime failure (I/O,
-// a port in use, an internal error, standard output not written); 2 bad input (a flag, an
-// input file or a request that the checks refuse, including every command-line parse error).
+// a port in use, out of memory, an internal error, standard output not written); 2 bad input (a
+// flag, an input file or a request that the checks refuse, including every command-line parse
+// error).
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
 
 #include "CLI/CLI.hpp"
 #include "tools/neupims/cnn_command.h"
@@ -55,6 +57,13 @@ int main(int argc, char** argv) {
     // --help and --version are "errors" with code 0; every real parse error is bad input.
     const int code = app.exit(e);
     return CheckStdout(code == 0 ? 0 : kExitBadInput);
+  } catch (const std::bad_alloc&) {
+    // A run the memory checks let through (--max-memory-gb, a ulimit) that still does not fit:
+    // a runtime failure saying so, not an abort with "terminate called ...".
+    std::fprintf(stderr,
+                 "error: out of memory (the run needs more than this process may allocate; "
+                 "lower -n or the sizes, or raise the memory limit)\n");
+    return kExitRuntimeError;
   }
   return CheckStdout(exit_code);
 }

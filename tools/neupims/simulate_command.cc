@@ -24,6 +24,7 @@
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/engine_flags.h"
 #include "tools/neupims/timeline_writer.h"
+#include "tools/workload/range_flag.h"
 #include "tools/workload/workload_flags.h"
 
 namespace neupims::cli {
@@ -462,11 +463,14 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   AddEngineFlags(c, &f->engine);
   workload::AddWorkloadFlags(c, &f->workload);
   c->add_flag("--json", f->print_json, "Print the summary as JSON instead of a table");
-  c->add_option("--json-out", f->json_path, "Also write the summary JSON to this file");
-  c->add_option("--csv", f->csv_path, "Write per-request results to this CSV file");
+  c->add_option("--json-out", f->json_path, "Also write the summary JSON to this file")
+      ->check(OutputFile());
+  c->add_option("--csv", f->csv_path, "Write per-request results to this CSV file")
+      ->check(OutputFile());
   c->add_option("--timeline", f->timeline_path,
                 "Write a Chrome trace-event JSON (Perfetto / chrome://tracing) of the first "
-                "iterations");
+                "iterations")
+      ->check(OutputFile());
   c->add_option("--timeline-iterations", f->timeline_iterations,
                 "Iterations recorded in the timeline")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}))
@@ -475,7 +479,7 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   c->add_option("--max-memory-gb", f->max_memory_gb,
                 "Refuse a run whose requests need more memory than this (about 700 bytes per "
                 "request; default: the memory the machine has available)")
-      ->check(CLI::Range(1e-3, 1e6));
+      ->check(InRange(DoubleRange{.min = 1e-3, .max = 1e6}));
   c->callback([f, exit_code] { *exit_code = RunSimulate(*f); });
 }
 

@@ -22,6 +22,7 @@
 #include "tools/neupims/enum_flag.h"
 #include "tools/neupims/timeline_writer.h"
 #include "tools/workload/batch_file.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -90,6 +91,25 @@ std::string StageLabel(int index) {
   return index < 26 ? std::string(1, static_cast<char>('A' + index)) : absl::StrCat("S", index);
 }
 
+// The engine checks every request (Engine::SimulateStep) but knows no file: a batch file's rows
+// are checked here first, with the same bounds, so an error names the file and line.
+absl::Status CheckBatchFileRows(const engine::Engine& e, const std::string& path,
+                                const std::vector<workload::BatchRow>& rows) {
+  const int64_t max_seq = e.model().max_seq_len;
+  const int channels = e.mode().pim_attention ? e.device().hbm.org.channels : 0;
+  for (const workload::BatchRow& r : rows) {
+    if (r.seq_len < 1 || r.seq_len > max_seq) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", r.line, ": seq_len ", r.seq_len, " outside [1, ", max_seq, "]"));
+    }
+    if (channels > 0 && r.channel.value_or(0) >= channels) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", r.line, ": channel ", *r.channel,
+                                                     " outside [0, ", channels - 1, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int RunStep(const StepFlags& f) {
   auto engine_or = engine::Engine::Create(f.engine.options);
   if (!engine_or.ok()) return ReportError(engine_or.status());
@@ -98,6 +118,9 @@ int RunStep(const StepFlags& f) {
   if (!f.batch_file.empty()) {
     auto rows = workload::ReadBatchFile(f.batch_file);
     if (!rows.ok()) return ReportError(rows.status());
+    if (absl::Status s = CheckBatchFileRows(e, f.batch_file, *rows); !s.ok()) {
+      return ReportError(s);
+    }
     for (const workload::BatchRow& r : *rows) batch.push_back({r.seq_len, r.channel.value_or(-1)});
   } else if (!f.seq_lens.empty()) {
     for (int64_t s : f.seq_lens) batch.push_back({s, -1});
@@ -266,10 +289,12 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
       "Simulate one decode iteration of a given batch (one layer or the whole model) and print "
       "the per-stage breakdown, utilisation and PIM commands");
   AddEngineFlags(c, &f->engine);
-  CLI::Option* batch_file = c->add_option(
-      "--batch-file", f->batch_file,
-      "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
-      "e.g. ../shared/datasets/batches/*.csv");
+  CLI::Option* batch_file =
+      c->add_option(
+           "--batch-file", f->batch_file,
+           "CSV with header seq_len[,channel] (ch_idx also accepted), one request per line; "
+           "e.g. ../shared/datasets/batches/*.csv")
+          ->check(NonEmpty());
   CLI::Option* seq_lens = c->add_option("--seq-lens", f->seq_lens,
                                         "Sequence lengths of the batch (channels assigned by "
                                         "the mode's policy)")
@@ -288,7 +313,8 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
               "device's");
   c->add_flag("--json", f->json, "Print JSON");
   c->add_option("--timeline", f->timeline_path,
-                "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)");
+                "Write the iteration as a Chrome trace-event JSON (Perfetto / chrome://tracing)")
+      ->check(OutputFile());
   c->callback([f, exit_code] { *exit_code = RunStep(*f); });
 }
 

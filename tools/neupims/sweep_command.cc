@@ -21,6 +21,7 @@
 #include "tools/neupims/cli_util.h"
 #include "tools/neupims/shard.h"
 #include "tools/neupims/step_eval.h"
+#include "tools/workload/range_flag.h"
 #include "tools/workload/workload.h"
 
 namespace neupims::cli {
@@ -330,10 +331,11 @@ void RegisterSweepCommand(CLI::App& app, int* exit_code) {
       "shard, `sweep merge` turns shard files into tables (docs/deploy.md)");
   c->add_option("--spec", run->spec_path,
                 "Sweep spec JSON: {\"models\", \"devices\" (optional), \"modes\", \"datasets\", "
-                "\"batches\", \"samples\", \"seed\"}");
+                "\"batches\", \"samples\", \"seed\"}")
+      ->check(NonEmpty());
   c->add_option("--shard", run->shard, "This process's part of the grid, i/N (0 <= i < N)")
       ->capture_default_str();
-  c->add_option("--out", run->out, "Shard JSON to write");
+  c->add_option("--out", run->out, "Shard JSON to write")->check(OutputFile());
   c->add_option("--jobs", run->jobs,
                 "Points simulated in parallel (default: all cores). Results do not depend on it")
       ->check(CLI::Range(1, 1024))
@@ -341,8 +343,10 @@ void RegisterSweepCommand(CLI::App& app, int* exit_code) {
   CLI::App* m = c->add_subcommand(
       "merge", "Combine shard files (all of one spec, every point once) into Markdown tables");
   m->add_option("inputs", merge->inputs, "Shard JSON files")->required();
-  m->add_option("--out", merge->out, "Markdown file to write (default: stdout)");
-  m->add_option("--json-out", merge->json_out, "Also write every point's result as JSON");
+  m->add_option("--out", merge->out, "Markdown file to write (default: stdout)")
+      ->check(OutputFile());
+  m->add_option("--json-out", merge->json_out, "Also write every point's result as JSON")
+      ->check(OutputFile());
   m->callback([merge, exit_code] { *exit_code = RunMerge(*merge); });
   c->callback([c, m, run, exit_code] {
     if (m->parsed()) return;  // `sweep merge` ran its own callback

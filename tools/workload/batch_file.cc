@@ -72,6 +72,7 @@ absl::StatusOr<std::vector<BatchRow>> ParseBatchFile(TableReader& table) {
     if (static_cast<int64_t>(out.size()) == kMaxBatchRequests) {
       return table.Error(absl::StrCat("more than ", kMaxBatchRequests, " requests in one batch"));
     }
+    r.line = table.line_number();
     out.push_back(r);
   }
   if (out.empty()) return table.Error("no requests");

@@ -28,6 +28,7 @@ inline constexpr int64_t kMaxBatchRequests = int64_t{1} << 20;
 struct BatchRow {
   int64_t seq_len = 1;
   std::optional<int> channel;  // none: the policy assigns one
+  int64_t line = 0;            // in the file, for errors about the row (header: line 1)
 };
 
 absl::StatusOr<std::vector<BatchRow>> ReadBatchFile(const std::string& path);

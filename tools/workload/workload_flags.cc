@@ -41,16 +41,23 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
   cmd->add_option("--dataset", f->dataset,
                   "Request lengths: sharegpt, alpaca (../shared/datasets) or a TSV file")
       ->capture_default_str();
-  cmd->add_option("--trace", f->trace,
-                  "Trace with arrival times (.csv or .jsonl; docs/workloads.md); overrides "
-                  "--dataset and the arrival flags");
+  CLI::Option* trace =
+      cmd->add_option("--trace", f->trace,
+                      "Trace with arrival times (.csv or .jsonl; docs/workloads.md); overrides "
+                      "--dataset and the arrival flags")
+          ->check(NonEmpty());
+  // A trace brings its own lengths: --synthetic with it was ignored in silence.
   cmd->add_option("--synthetic", f->synthetic,
                   "Synthetic lengths instead of a dataset: PROMPT:OUTPUT (fixed) or "
-                  "PMIN-PMAX:OMIN-OMAX (uniform)");
+                  "PMIN-PMAX:OMIN-OMAX (uniform)")
+      ->check(NonEmpty())
+      ->excludes(trace);
   cmd->add_option("-n,--num-requests", f->num_requests, "Requests to send")
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();
-  cmd->add_option("--seed", f->seed, "Sampling and arrival seed")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Sampling and arrival seed")
+      ->check(Uint64())
+      ->capture_default_str();
   cmd->add_option("--request-rate", f->request_rate,
                   "Requests per second (Poisson, or gamma with --burstiness), or inf: all at t=0")
       ->capture_default_str();
@@ -60,7 +67,7 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* f) {
       ->capture_default_str();
   cmd->add_option("--max-concurrency", f->max_concurrency,
                   "Closed loop: keep this many requests in flight (needs --request-rate inf)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
 }
 
 absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_len) {

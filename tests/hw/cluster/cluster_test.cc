@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -140,6 +141,21 @@ TEST(ClusterTest, UnknownMediumAndBadDeviceConfigAreRefused) {
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("devices[g].config"));
   EXPECT_THAT(c.status().message(), HasSubstr("rtx9090"));
+}
+
+// An empty "config" loaded nothing and left the device's figures at zero, so the partitioner
+// failed later with "layer 'conv1' on 'g': negative or NaN cost", naming neither file nor field.
+TEST(ClusterTest, EmptyDeviceConfigIsRefusedNamingTheField) {
+  for (const char* kind : {"cpu", "gpu", "cim", "hpim", "fpga"}) {
+    const absl::StatusOr<Cluster> c =
+        ParseCluster(Json(absl::StrCat("{\"name\": \"g\", \"kind\": \"", kind,
+                                       "\", \"config\": \"\", \"memory_bytes\": 1024}"),
+                          "{\"default\": {\"medium\": \"pcie5\"}}"),
+                     "x.json");
+    ASSERT_FALSE(c.ok()) << kind;
+    EXPECT_THAT(c.status().message(), HasSubstr("x.json: field 'devices[g].config'")) << kind;
+    EXPECT_THAT(c.status().message(), HasSubstr("empty")) << kind;
+  }
 }
 
 TEST(ClusterTest, DuplicateOrSelfLinkIsRefused) {

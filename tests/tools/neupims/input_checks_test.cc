@@ -35,6 +35,29 @@ TEST(InputChecks, EngineFlagsRefuseNanAndAbsurdMagnitudes) {
   }
 }
 
+// Seeds took -1 and 2^64 as 2^64 - 1 in silence; --max-memory-gb took NaN (and then refused
+// the run as if memory were short, exit 1); non-negative flags printed a 309-digit bound.
+TEST(InputChecks, SeedsMemoryCapsAndCountsRefuseNonsenseInShortWords) {
+  for (const char* flag : {"--seed -1", "--seed 18446744073709551616"}) {
+    const CliOutput o = RunCli(absl::StrCat(kSimulate, flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("is not an integer in [0, 2^64 - 1]")) << flag;
+  }
+  for (const char* flag : {"--max-memory-gb nan", "--max-concurrency -1"}) {
+    const CliOutput o = RunCli(absl::StrCat(kSimulate, flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("must be")) << flag;
+    EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
+  }
+  const CliOutput o = RunCli("hw attention --refresh-phase -1");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--refresh-phase: value -1 must be >= 0"));
+  const CliOutput e = RunCli(
+      absl::StrCat("experiments --offload --seed -1 --out ", ::testing::TempDir(), "/seed.md"));
+  EXPECT_EQ(e.status, 2) << e.out;
+  EXPECT_THAT(e.out, HasSubstr("is not an integer in [0, 2^64 - 1]"));
+}
+
 TEST(InputChecks, BurstinessZeroSaysItMustBePositive) {
   const CliOutput o = RunCli(absl::StrCat(kSimulate, "--burstiness 0"));
   EXPECT_NE(o.status, 0);
@@ -94,10 +117,67 @@ TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
   EXPECT_THAT(server.out, HasSubstr(dir + ": is a directory"));
 }
 
+// /dev/zero in place of any input file used to be read until memory ran out (SIGABRT).
+TEST(InputChecks, ADeviceInPlaceOfAnInputFileIsRefusedNotReadForever) {
+  for (const char* args :
+       {"hw info --device /dev/zero", "step --model /dev/zero --batch 4",
+        "cnn plan --cluster /dev/zero", "simulate --dataset /dev/zero -n 2 --no-progress",
+        "step --batch-file /dev/zero", "sweep merge /dev/zero"}) {
+    const CliOutput o = RunCli(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("/dev/zero: is a device, not a regular file")) << args;
+  }
+}
+
 TEST(InputChecks, AnEmptyDatasetNameSaysNoFileWasGiven) {
   const CliOutput o = RunCli("simulate --no-progress -n 2 --dataset ''");
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.out, HasSubstr("no file name given"));
+}
+
+// An empty name was taken as "not given": `--csv ""` wrote nothing and exited 0, `--trace ""`
+// and `--synthetic ""` replayed ShareGPT instead.
+TEST(InputChecks, AnEmptyFileNameOrWorkloadIsRefusedNotIgnored) {
+  for (const char* flag : {"--csv", "--json-out", "--timeline", "--trace", "--synthetic"}) {
+    const CliOutput o = RunCli(absl::StrCat("simulate --no-progress -n 2 ", flag, " ''"));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(absl::StrCat(flag, ": value is empty"))) << flag;
+  }
+  for (const char* args : {"hw attention --trace ''", "step --batch 2 --timeline ''",
+                           "experiments --offload --out ''", "sweep merge x.json --out ''"}) {
+    const CliOutput o = RunCli(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(": value is empty")) << args;
+  }
+}
+
+// A trace brings its own lengths; --synthetic beside it was ignored in silence.
+TEST(InputChecks, SyntheticLengthsAndATraceExcludeEachOther) {
+  const std::string trace = WriteTemp("two.csv", "arrival_s,prompt_tokens,output_tokens\n0,8,2\n");
+  const CliOutput o = RunCli("simulate --no-progress --synthetic 16:4 --trace " + trace);
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--trace excludes --synthetic"));
+}
+
+// An output in a missing folder, or a directory, failed only after the run, leaving the outputs
+// written before it behind (`--json-out ok.json --csv nodir/x.csv`: ok.json, then exit 2).
+TEST(InputChecks, OutputPathsAreCheckedBeforeTheRunLeavingNothingBehind) {
+  const std::string dir = ::testing::TempDir() + "/out_check";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string ok = dir + "/ok.json";
+  CliOutput o = RunCli(absl::StrCat(kSimulate, "--json-out ", ok, " --csv ", dir, "/nodir/x.csv"));
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--csv: folder '" + dir + "/nodir' does not exist"));
+  EXPECT_FALSE(std::filesystem::exists(ok)) << "a partial set of outputs was left behind";
+  for (const char* args :
+       {"simulate -n 2 --no-progress --synthetic 8:2 --timeline ", "step --batch 2 --timeline ",
+        "hw attention --trace ", "experiments --offload --out ", "sweep merge x.json --out "}) {
+    o = RunCli(absl::StrCat(args, dir));
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("'" + dir + "' is a directory")) << args;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(InputChecks, DuplicateKeysAndHugeNumbersInADeviceFileAreRefusedNotThrown) {
@@ -130,6 +210,19 @@ TEST(InputChecks, BatchFileColumnsAreStrict) {
     EXPECT_EQ(o.status, 2) << c.name << "\n" << o.out;
     EXPECT_THAT(o.out, HasSubstr(path + c.error)) << o.out;
   }
+}
+
+// A row the engine refuses (a length past the context, a channel past the device) was reported
+// as "request 0: ...", naming neither the file nor the line.
+TEST(InputChecks, BatchFileRowsTheEngineRefusesNameTheFileAndLine) {
+  const std::string long_row = WriteTemp("long_row.csv", "seq_len\n100\n0\n");
+  CliOutput o = RunCli("step --layers one --batch-file " + long_row);
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(long_row + ":3: seq_len 0 outside [1, 2048]"));
+  const std::string far_channel = WriteTemp("far_channel.csv", "seq_len,channel\n100,0\n100,32\n");
+  o = RunCli("step --layers one --batch-file " + far_channel);
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(far_channel + ":3: channel 32 outside [0, 31]"));
 }
 
 TEST(InputChecks, BatchFileWithABomIsReadLikeTheOtherTables) {
@@ -263,6 +356,33 @@ TEST(InputChecks, CommandLevelGemmsBeyondTheTileLimitAreRefusedAtOnce) {
   EXPECT_EQ(RunCli("hw gemm -m 65536 -k 131072 -n 131072 --level analytic").status, 0);
 }
 
+// A PIM operand lives in one channel (1 GiB on the shipped devices). Larger ones were reported
+// in closed form (2 EiB "in one channel", 14 Ms) or simulated command by command for hours.
+TEST(InputChecks, HwOperandsLargerThanTheirMemoryAreRefusedAtOnce) {
+  for (const char* args :
+       {"hw gemv --rows 1073741824 --cols 1073741824", "hw gemv --rows 65536 --cols 65536",
+        "hw gemv --rows 1073741824 --cols 1073741824 --level analytic",
+        "hw attention --heads 4096 --head-dim 65536 --seq-len 16777216",
+        "hw attention --seq-len 16777216 --level analytic"}) {
+    const CliOutput o = RunCli(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr("more than one PIM channel of device 'neupims' holds "
+                                 "(1073741824 bytes)"))
+        << args;
+  }
+  const CliOutput npu = RunCli("hw gemv --rows 1073741824 --cols 1073741824 --on npu");
+  EXPECT_EQ(npu.status, 2) << npu.out;
+  EXPECT_THAT(npu.out, HasSubstr("more than the HBM of device 'neupims' holds"));
+  EXPECT_EQ(RunCli("hw gemv --rows 16384 --cols 32768 --level analytic").status, 0);  // 1 GiB
+  // A vector operand of 2^60 elements overflowed int64 in the cost model (UBSan: signed
+  // overflow in VectorCost) and printed 5.6 Ms; its operand must fit the HBM as well.
+  const CliOutput vec = RunCli("hw vector --rows 1073741824 --cols 1073741824");
+  EXPECT_EQ(vec.status, 2) << vec.out;
+  EXPECT_THAT(vec.out, HasSubstr("the operand (--rows x --cols elements) is 2.306e+18 bytes, "
+                                 "more than the HBM of device 'neupims' holds"));
+  EXPECT_EQ(RunCli("hw vector --rows 65536 --cols 65536").status, 0);
+}
+
 TEST(InputChecks, ARunThatWouldNotFitInMemoryIsRefusedBeforeItStarts) {
   const CliOutput o =
       RunCli("simulate --no-progress -n 100000000 --synthetic 1:1 --max-memory-gb 8");
@@ -270,6 +390,25 @@ TEST(InputChecks, ARunThatWouldNotFitInMemoryIsRefusedBeforeItStarts) {
   EXPECT_THAT(o.out, HasSubstr("-n 100000000: simulate keeps about 700 bytes per request"));
   EXPECT_THAT(o.out, HasSubstr("70.0 GB for this run, more than --max-memory-gb (8.0 GB)"));
   EXPECT_EQ(RunCli("simulate --no-progress -n 20 --synthetic 4:4 --max-memory-gb 8").status, 0);
+}
+
+// --max-memory-gb lets a user lift the memory check; running out then was an uncaught
+// std::bad_alloc (SIGABRT, "terminate called ..."). Now it is an error naming the cause.
+TEST(InputChecks, RunningOutOfMemoryIsAnErrorNotAnAbort) {
+  const std::string command = absl::StrCat(
+      "(ulimit -v 1500000; exec ", NEUPIMS_CLI_PATH,
+      " simulate --no-progress -n 100000000 --synthetic 1:1 --max-memory-gb 1e6) 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_THAT(out, HasSubstr("error: out of memory"));
+  EXPECT_THAT(out, Not(HasSubstr("terminate called")));
 }
 
 TEST(InputChecks, ABindAddressThatDoesNotResolveSaysSo) {
