@@ -491,6 +491,19 @@ void Engine::GiveBackRequestList(std::vector<RequestId> list) {
   spare_request_lists_.push_back(std::move(list));
 }
 
+absl::Status Engine::CheckStepRequest(const StepRequest& r) const {
+  if (r.seq_len < 1 || r.seq_len > model().max_seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seq_len ", r.seq_len, " outside [1, ", model().max_seq_len, "]"));
+  }
+  const int channels = device().hbm.org.channels;
+  if (mode().pim_attention && (r.channel >= channels || r.channel < -1)) {  // -1: the policy's
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel ", r.channel, " outside [0, ", channels - 1, "]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest>& batch,
                                                    int layers, bool timeline) {
   if (batch.empty()) return absl::InvalidArgumentError("the batch is empty");
@@ -500,17 +513,12 @@ absl::StatusOr<IterationCost> Engine::SimulateStep(const std::vector<StepRequest
   std::vector<double> loads(channels, 0.0);
   for (size_t i = 0; i < batch.size(); ++i) {
     const StepRequest& r = batch[i];
-    if (r.seq_len < 1 || r.seq_len > model().max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": seq_len ", r.seq_len,
-                                                     " outside [1, ", model().max_seq_len, "]"));
+    if (absl::Status s = CheckStepRequest(r); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("request ", i, ": ", s.message()));
     }
     if (!mode().pim_attention) {
       channel[i] = 0;  // no PIM: the KV cache is one device-wide pool
       continue;
-    }
-    if (r.channel >= channels || r.channel < -1) {  // -1: assigned by the policy
-      return absl::InvalidArgumentError(
-          absl::StrCat("request ", i, ": channel ", r.channel, " outside [0, ", channels - 1, "]"));
     }
     if (r.channel >= 0) {
       channel[i] = r.channel;

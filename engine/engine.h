@@ -220,6 +220,9 @@ class Engine {
   };
   absl::StatusOr<IterationCost> SimulateStep(const std::vector<StepRequest>& batch, int layers,
                                              bool timeline);
+  // SimulateStep's check of one request (InvalidArgument naming seq_len or channel), for callers
+  // that can say where the request came from (a batch file's line).
+  absl::Status CheckStepRequest(const StepRequest& r) const;
 
   const models::ModelConfig& model() const { return iteration_->options().model; }
   const hw::DeviceConfig& device() const { return iteration_->options().device; }

@@ -91,21 +91,12 @@ std::string StageLabel(int index) {
   return index < 26 ? std::string(1, static_cast<char>('A' + index)) : absl::StrCat("S", index);
 }
 
-// The engine checks every request (Engine::SimulateStep) but knows no file: a batch file's rows
-// are checked here first, with the same bounds, so an error names the file and line.
+// The engine's check of each row (Engine::CheckStepRequest), with the file and line in front.
 absl::Status CheckBatchFileRows(const engine::Engine& e, const std::string& path,
                                 const std::vector<workload::BatchRow>& rows) {
-  const int64_t max_seq = e.model().max_seq_len;
-  const int channels = e.mode().pim_attention ? e.device().hbm.org.channels : 0;
   for (const workload::BatchRow& r : rows) {
-    if (r.seq_len < 1 || r.seq_len > max_seq) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", r.line, ": seq_len ", r.seq_len, " outside [1, ", max_seq, "]"));
-    }
-    if (channels > 0 && r.channel.value_or(0) >= channels) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", r.line, ": channel ", *r.channel,
-                                                     " outside [0, ", channels - 1, "]"));
-    }
+    const absl::Status s = e.CheckStepRequest({r.seq_len, r.channel.value_or(-1)});
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ":", r.line, ": ", s.message()));
   }
   return absl::OkStatus();
 }
