@@ -33,6 +33,12 @@ inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = 
 // Tokens a gRPC stream may hold that its client has not taken yet (server --max-stream-buffer,
 // config "max_stream_buffer"); 0: unbounded.
 inline constexpr IntRange kMaxStreamBuffer{.min = 0, .max = int64_t{1} << 24};
+// Admission control: requests queued before RESOURCE_EXHAUSTED (serve --max-waiting, config
+// "max_waiting"); 0: unbounded. 2^24 (16.8 M queued requests) is far past any real queue.
+inline constexpr IntRange kMaxWaiting{.min = 0, .max = int64_t{1} << 24};
+// Longest prompt accepted, tokens (serve --max-prompt-tokens, config "max_prompt_tokens"); 0: the
+// model's context is the only limit. The bound is the engine's largest prefill chunk (2^30).
+inline constexpr IntRange kMaxPromptTokens{.min = 0, .max = int64_t{1} << 30};
 
 // CNN partitioning: alpha of DONNA's eq. 1 (weight of time against energy).
 inline constexpr DoubleRange kCnnAlpha{.min = 0, .max = 1};

@@ -20,6 +20,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "hw/device.h"
+#include "models/model_config.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "server/cnn_service.h"
@@ -31,9 +33,27 @@
 namespace neupims::server {
 namespace {
 
+absl::Status CheckBindAddress(const std::string& host);  // below, with Server::Start
+
+// A model or device the file names is loaded here, so a wrong one is an error naming the file
+// and the field, not the engine's later "no built-in models config" naming neither.
+void CheckModelAndDevice(ConfigObject& root, const engine::EngineOptions& e) {
+  if (root.Has("model")) {
+    if (absl::Status s = models::LoadModelConfig(e.model).status(); !s.ok()) {
+      root.Error("model", s.message());
+    }
+  }
+  if (root.Has("device") && e.device && !e.device->empty()) {
+    if (absl::Status s = hw::LoadDeviceConfig(*e.device).status(); !s.ok()) {
+      root.Error("device", s.message());
+    }
+  }
+}
+
 void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   e->model = root.OptionalString("model", e->model);
   if (root.Has("device")) e->device = root.OptionalString("device", "");
+  CheckModelAndDevice(root, *e);
   ReadEnum(root, "mode", engine::SystemModeNames(), &e->mode);
   // Absent: the model's default parallelism (Table 3).
   for (auto [key, field] : {std::pair{"tp", &e->tp}, std::pair{"pp", &e->pp}}) {
@@ -68,12 +88,12 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
     root.Error("dual_row_buffers", s.message());
   }
   // 0: the model's context is the only limit.
-  const int64_t max_prompt =
-      root.OptionalInt("max_prompt_tokens", e->max_prompt_tokens.value_or(0), {.min = 0});
+  const int64_t max_prompt = root.OptionalInt("max_prompt_tokens", e->max_prompt_tokens.value_or(0),
+                                              option_ranges::kMaxPromptTokens);
   e->max_prompt_tokens = max_prompt > 0 ? std::optional<int64_t>(max_prompt) : std::nullopt;
   // 0: unbounded.
   const int64_t max_waiting =
-      root.OptionalInt("max_waiting", e->max_waiting.value_or(0), {.min = 0});
+      root.OptionalInt("max_waiting", e->max_waiting.value_or(0), option_ranges::kMaxWaiting);
   e->max_waiting = max_waiting > 0 ? std::optional<int64_t>(max_waiting) : std::nullopt;
 }
 
@@ -111,6 +131,11 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   ConfigObject root = doc.Root();
   ReadEngineOptions(root, &o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
+  if (root.Has("bind_address")) {
+    if (absl::Status s = CheckBindAddress(o->bind_address); !s.ok()) {
+      root.Error("bind_address", s.message());
+    }
+  }
   o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
   o->metrics_port = static_cast<int>(
       root.OptionalInt("metrics_port", o->metrics_port, {.min = -1, .max = 65535}));

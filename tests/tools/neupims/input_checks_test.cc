@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -72,6 +73,21 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
         RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
     EXPECT_NE(o.status, 0) << flag;
     EXPECT_THAT(o.out, HasSubstr("must be in [")) << flag << "\n" << o.out;
+  }
+}
+
+// CLI11's NonNegativeNumber printed a 309-digit bound; the flags now share the config fields'
+// ranges (option_ranges.h) and print them.
+TEST(InputChecks, ServeQueueAndPromptLimitsPrintTheirRealRange) {
+  for (const auto& [flag, range] :
+       {std::pair{"--max-waiting -1", "not in range 0 to 16777216"},
+        std::pair{"--max-prompt-tokens -1", "not in range 0 to 1073741824"},
+        std::pair{"--max-waiting 16777217", "not in range 0 to 16777216"}}) {
+    const CliOutput o =
+        RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(range)) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
   }
 }
 
