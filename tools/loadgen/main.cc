@@ -2,7 +2,7 @@
 //
 // Exit codes: 0 the run(s) completed (failed requests are reported, not fatal); 1 setup errors
 // (unreachable server, unreadable or malformed files, zero requests, unwritable outputs); 2 bad
-// flags.
+// flags. Out of memory (a workload beyond a ulimit): "error: out of memory", exit code 1.
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/out_of_memory.h"
 #include "tools/loadgen/cnn_load.h"
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/report.h"
@@ -48,9 +49,8 @@ std::string Now() {
   return text;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The whole run; main() turns running out of memory into an error line and exit code 1.
+int RunBench(int argc, char** argv) {
   LoadOptions o;
   std::string result_json, result_csv, report_dir, auth_token_file;
   CLI::App app(
@@ -222,4 +222,13 @@ int main(int argc, char** argv) {
     }
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A workload larger than the process may allocate (-n 100000000 under a ulimit): an error
+  // saying so, as in `neupims`, not an abort.
+  return neupims::ExitOnOutOfMemory([&] { return RunBench(argc, argv); },
+                                    "lower -n, or raise the memory limit");
 }
