@@ -75,13 +75,17 @@ absl::Status CheckKvCapacity(const engine::Engine& e,
         whole * channels, " (", channels, " channels x ", whole, ")"));
   }
   if (most > room || total > room * channels) {
+    // The pinned part only when a row pins a channel: the engine places the others itself, so
+    // without pins there is no per-channel figure to give ("up to 0 on one channel" misled).
+    const std::string pinned_part =
+        most > 0 ? absl::StrCat(", up to ", most, " pinned to one channel") : "";
     std::fprintf(stderr,
-                 "warning: the batch's KV cache (%lld blocks of %lld tokens, up to %lld on one "
-                 "channel) exceeds the room beside the weights (%lld per channel; whole memory "
-                 "%lld)\n",
+                 "warning: the batch's KV cache (%lld blocks of %lld tokens%s) exceeds the room "
+                 "beside the weights (%lld per channel, %lld in all; whole memory %lld per "
+                 "channel)\n",
                  static_cast<long long>(total), static_cast<long long>(block_tokens),
-                 static_cast<long long>(most), static_cast<long long>(room),
-                 static_cast<long long>(whole));
+                 pinned_part.c_str(), static_cast<long long>(room),
+                 static_cast<long long>(room * channels), static_cast<long long>(whole));
   }
   return absl::OkStatus();
 }

@@ -335,6 +335,17 @@ TEST(InputChecks, AStepBatchMustFitTheKvCache) {
   const CliOutput pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
   EXPECT_EQ(pinned.status, 0) << pinned.out;
   EXPECT_THAT(pinned.out, HasSubstr("warning: the batch's KV cache (300 blocks"));
+  EXPECT_THAT(pinned.out, HasSubstr("up to 300 pinned to one channel"));
+}
+
+// With no channel pinned the warning said "up to 0 on one channel": it now gives the total
+// against the room of all channels.
+TEST(InputChecks, AKvWarningWithoutPinnedChannelsStatesTheRealBound) {
+  const CliOutput o = RunCli("step --layers one --batch 128 --seq-len 2048");
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("warning: the batch's KV cache (8192 blocks of 32 tokens) exceeds "
+                               "the room beside the weights (231 per channel, 7392 in all"));
+  EXPECT_THAT(o.out, Not(HasSubstr("up to 0")));
 }
 
 TEST(InputChecks, ASweepSpecWithADuplicateKeyIsRefusedNamingIt) {
