@@ -118,11 +118,21 @@ int RunStep(const StepFlags& f) {
     }
     for (const workload::BatchRow& r : *rows) batch.push_back({r.seq_len, r.channel.value_or(-1)});
   } else if (!f.seq_lens.empty()) {
-    for (int64_t s : f.seq_lens) batch.push_back({s, -1});
+    for (size_t i = 0; i < f.seq_lens.size(); ++i) {
+      const absl::Status s = e.CheckStepRequest({f.seq_lens[i], -1});
+      if (!s.ok()) {
+        return ReportError(
+            absl::Status(s.code(), absl::StrCat("--seq-lens value ", i + 1, ": ", s.message())));
+      }
+      batch.push_back({f.seq_lens[i], -1});
+    }
   } else {
     if (f.batch < 1) {
       return ReportError(absl::InvalidArgumentError(
           "give --batch-file, --seq-lens, or --batch N (with --seq-len)"));
+    }
+    if (const absl::Status s = e.CheckStepRequest({f.seq_len, -1}); !s.ok()) {
+      return ReportError(absl::Status(s.code(), absl::StrCat("--seq-len: ", s.message())));
     }
     for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.seq_len, -1});
   }
@@ -293,7 +303,8 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   CLI::Option* seq_lens = c->add_option("--seq-lens", f->seq_lens,
                                         "Sequence lengths of the batch (channels assigned by "
                                         "the mode's policy)")
-                              ->delimiter(',');
+                              ->delimiter(',')
+                              ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   CLI::Option* batch =
       c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
           ->check(CLI::Range(int64_t{1}, workload::kMaxBatchRequests));

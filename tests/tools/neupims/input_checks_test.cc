@@ -348,6 +348,21 @@ TEST(InputChecks, AKvWarningWithoutPinnedChannelsStatesTheRealBound) {
   EXPECT_THAT(o.out, Not(HasSubstr("up to 0")));
 }
 
+// --seq-lens took 99999999999999999999 as INT64_MAX (its block count overflowed in the KV check,
+// then "request 0: seq_len 9223372036854775807 outside [1, 2048]"), and the engine's refusals of
+// --seq-lens and --seq-len named no flag. Batch-file rows already named their file and line.
+TEST(InputChecks, StepLengthsTheEngineRefusesNameTheFlag) {
+  CliOutput o = RunCli("step --layers one --seq-lens 99999999999999999999");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--seq-lens: Value 99999999999999999999 not in range 1 to 1048576"));
+  o = RunCli("step --layers one --seq-lens 100,4096");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--seq-lens value 2: seq_len 4096 outside [1, 2048]"));
+  o = RunCli("step --layers one --batch 1 --seq-len 4096");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--seq-len: seq_len 4096 outside [1, 2048]"));
+}
+
 TEST(InputChecks, ASweepSpecWithADuplicateKeyIsRefusedNamingIt) {
   const std::string spec = WriteTemp(
       "dup_spec.json",
