@@ -168,6 +168,18 @@ TEST(InputChecks, AnEmptyFileNameOrWorkloadIsRefusedNotIgnored) {
 }
 
 // A trace brings its own lengths; --synthetic beside it was ignored in silence.
+// A --synthetic spec of the right form but with lengths out of range was refused naming no flag
+// ("prompt length range must satisfy ...").
+TEST(InputChecks, SyntheticLengthsOutOfRangeNameTheFlag) {
+  CliOutput o = RunCli("simulate --no-progress -n 2 --synthetic 0:1");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--synthetic '0:1': prompt length range must satisfy 1 <= min <= "
+                               "max, got [0, 0]"));
+  o = RunCli("simulate --no-progress -n 2 --synthetic 2048:1");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--synthetic '2048:1': longest synthetic request"));
+}
+
 TEST(InputChecks, SyntheticLengthsAndATraceExcludeEachOther) {
   const std::string trace = WriteTemp("two.csv", "arrival_s,prompt_tokens,output_tokens\n0,8,2\n");
   const CliOutput o = RunCli("simulate --no-progress --synthetic 16:4 --trace " + trace);
