@@ -22,6 +22,11 @@ namespace option_ranges {
 inline constexpr DoubleRange kLinkGbps{.min = 1e-3, .max = 1e6};
 // Device-to-device message latency, ns: up to one second.
 inline constexpr DoubleRange kLinkLatencyNs{.min = 0, .max = 1e9};
+// neupims-bench's per-request deadline (--timeout-s, 0: none) and its wait for the server
+// (--connect-timeout-s), seconds: up to 1e6 s (11.6 days). Unbounded, 1e308 s overflowed the
+// int64 nanoseconds of the deadline it becomes.
+inline constexpr DoubleRange kRequestTimeoutS{.min = 0, .max = 1e6};
+inline constexpr DoubleRange kConnectTimeoutS{.min = 0, .max = 1e6, .min_exclusive = true};
 // Realtime pacing: simulated seconds per wall second.
 inline constexpr DoubleRange kSpeed{.min = 1e-6, .max = 1e9};
 // Mean length of synthetic completions, tokens.

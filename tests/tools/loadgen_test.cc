@@ -256,6 +256,18 @@ TEST(LoadgenOptionsTest, MetricsMustBeHostAndPort) {
   EXPECT_TRUE(ValidateOptions(o).ok());
 }
 
+// As the flags: a deadline past 1e6 s would overflow its int64 nanoseconds.
+TEST(LoadgenOptionsTest, TimeoutsAreBoundedForLibraryCallersToo) {
+  LoadOptions o;
+  o.timeout_s = 1e308;
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--timeout-s: value 1e+308 must be in"));
+  o.timeout_s = 0;
+  o.connect_timeout_s = 0;
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--connect-timeout-s: value 0 must be in"));
+  o.connect_timeout_s = 1e6;
+  EXPECT_TRUE(ValidateOptions(o).ok());
+}
+
 TEST(LoadgenOptionsTest, BadFlagsAreInvalidArgumentNamingTheFlag) {
   LoadOptions o;
   o.sweep_rates = "1,x";

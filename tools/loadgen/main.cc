@@ -100,11 +100,11 @@ int RunBench(int argc, char** argv) {
                  "with every server sample: the report's hardware view (utilisation, power, "
                  "energy per token)");
   app.add_option("--timeout-s", o.timeout_s, "Per-request deadline in seconds (0: none)")
-      ->check(neupims::NonNegative())
+      ->check(neupims::InRange(neupims::option_ranges::kRequestTimeoutS))
       ->capture_default_str();
   app.add_option("--connect-timeout-s", o.connect_timeout_s,
                  "Seconds to wait for the server before giving up")
-      ->check(neupims::Positive())
+      ->check(neupims::InRange(neupims::option_ranges::kConnectTimeoutS))
       ->capture_default_str();
   app.add_option("--auth-token-file", auth_token_file,
                  "File whose first line is the bearer token of a server started with "

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -49,6 +50,31 @@ TEST(BenchMain, RunningOutOfMemoryIsAnErrorNotAnAbort) {
   EXPECT_EQ(WEXITSTATUS(status), 1) << out;
   EXPECT_THAT(out, HasSubstr("error: out of memory"));
   EXPECT_THAT(out, Not(HasSubstr("terminate called")));
+}
+
+// Runs neupims-bench with `args`; its exit code and merged output.
+std::pair<int, std::string> RunBench(const std::string& args) {
+  FILE* pipe = popen(absl::StrCat(NEUPIMS_BENCH_PATH, " ", args, " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (pipe != nullptr && (n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// A timeout of 1e308 s became a deadline through a double -> int64 nanoseconds conversion that
+// overflows (undefined behaviour); --connect-timeout-s 1e308 waited without end. Both timeouts are
+// at most 1e6 s (11.6 days), checked when the flags are parsed.
+TEST(BenchMain, TimeoutsAreBoundedNamingTheFlag) {
+  for (const char* flag : {"--connect-timeout-s 1e308", "--timeout-s 1e308", "--timeout-s nan"}) {
+    const auto [status, out] = RunBench(absl::StrCat("--server 127.0.0.1:1 ", flag));
+    EXPECT_EQ(status, 2) << flag << "\n" << out;
+    EXPECT_THAT(out, HasSubstr(absl::StrCat(
+                         std::string(flag).substr(0, std::string(flag).find(' ')), ": value ")))
+        << out;
+    EXPECT_THAT(out, HasSubstr("1e+06]")) << out;
+  }
 }
 
 }  // namespace
