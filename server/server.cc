@@ -43,7 +43,7 @@ void CheckModelAndDevice(ConfigObject& root, const engine::EngineOptions& e) {
       root.Error("model", s.message());
     }
   }
-  if (root.Has("device") && e.device && !e.device->empty()) {
+  if (root.Has("device") && e.device) {
     if (absl::Status s = hw::LoadDeviceConfig(*e.device).status(); !s.ok()) {
       root.Error("device", s.message());
     }

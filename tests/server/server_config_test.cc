@@ -210,6 +210,7 @@ TEST(LoadServerConfig, AnUnknownModelDeviceOrBindAddressNamesTheFileAndTheField)
   for (const auto& [field, json] : std::vector<std::pair<std::string, std::string>>{
            {"model", R"({"model": "no-such-model"})"},
            {"device", R"({"device": "no-such-device"})"},
+           {"device", R"({"device": ""})"},
            {"bind_address", R"({"bind_address": "no.such.host.invalid"})"}}) {
     const absl::Status s = LoadText("server_config_bad_" + field + ".json", json, &o);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
