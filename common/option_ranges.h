@@ -42,7 +42,7 @@ inline constexpr IntRange kMaxStreamBuffer{.min = 0, .max = int64_t{1} << 24};
 // "max_waiting"); 0: unbounded. 2^24 (16.8 M queued requests) is far past any real queue.
 inline constexpr IntRange kMaxWaiting{.min = 0, .max = int64_t{1} << 24};
 // Longest prompt accepted, tokens (serve --max-prompt-tokens, config "max_prompt_tokens"); 0: the
-// model's context is the only limit. The bound is the engine's largest prefill chunk (2^30).
+// model's context is the only limit. Bounded like --max-prefill-tokens (2^30).
 inline constexpr IntRange kMaxPromptTokens{.min = 0, .max = int64_t{1} << 30};
 
 // CNN partitioning: alpha of DONNA's eq. 1 (weight of time against energy).

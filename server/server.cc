@@ -20,7 +20,9 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "hw/cluster/cluster.h"
 #include "hw/device.h"
+#include "models/cnn/graph.h"
 #include "models/model_config.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -116,9 +118,27 @@ std::string SecuritySummary(const SecurityOptions& o) {
   return out;
 }
 
+// As CheckModelAndDevice: the CNN graphs and the cluster the file names are loaded here, so a
+// wrong one names the file and the field (the server loads them again when it starts).
+void CheckCnnModelsAndCluster(ConfigObject& root, const CnnOptions& c) {
+  if (root.Has("cnn_models")) {
+    for (size_t i = 0; i < c.models.size(); ++i) {
+      if (absl::Status s = models::cnn::LoadGraph(c.models[i]).status(); !s.ok()) {
+        root.Error(absl::StrCat("cnn_models[", i, "]"), s.message());
+      }
+    }
+  }
+  if (root.Has("cnn_cluster")) {
+    if (absl::Status s = hw::cluster::LoadCluster(c.cluster).status(); !s.ok()) {
+      root.Error("cnn_cluster", s.message());
+    }
+  }
+}
+
 void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
   if (root.Has("cnn_models")) c->models = root.StringList("cnn_models");
   c->cluster = root.OptionalString("cnn_cluster", c->cluster);
+  CheckCnnModelsAndCluster(root, *c);
   ReadEnum(root, "cnn_policy", engine::cnn::PlanPolicyNames(), &c->policy);
   c->alpha = root.OptionalDouble("cnn_alpha", c->alpha, option_ranges::kCnnAlpha);
   ReadEnum(root, "cnn_input_datatype", CnnDatatypeNames(), &c->input_datatype);

@@ -204,14 +204,16 @@ TEST(LoadServerConfig, ReadsTheSecurityFilePathsAndRefusesWrongTypes) {
 
 // An unknown model or device and a bind address that does not resolve were refused only when the
 // server started, by messages naming neither the config file nor the field.
-TEST(LoadServerConfig, AnUnknownModelDeviceOrBindAddressNamesTheFileAndTheField) {
+TEST(LoadServerConfig, AnUnknownModelDeviceCnnOrBindAddressNamesTheFileAndTheField) {
   ServerOptions o;
   const std::string dir = ::testing::TempDir();
   for (const auto& [field, json] : std::vector<std::pair<std::string, std::string>>{
            {"model", R"({"model": "no-such-model"})"},
            {"device", R"({"device": "no-such-device"})"},
            {"device", R"({"device": ""})"},
-           {"bind_address", R"({"bind_address": "no.such.host.invalid"})"}}) {
+           {"bind_address", R"({"bind_address": "no.such.host.invalid"})"},
+           {"cnn_models[1]", R"({"cnn_models": ["resnet50", "no-such-cnn"]})"},
+           {"cnn_cluster", R"({"cnn_cluster": "no-such-cluster"})"}}) {
     const absl::Status s = LoadText("server_config_bad_" + field + ".json", json, &o);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
     EXPECT_THAT(
