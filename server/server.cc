@@ -35,27 +35,9 @@
 namespace neupims::server {
 namespace {
 
-absl::Status CheckBindAddress(const std::string& host);  // below, with Server::Start
-
-// A model or device the file names is loaded here, so a wrong one is an error naming the file
-// and the field, not the engine's later "no built-in models config" naming neither.
-void CheckModelAndDevice(ConfigObject& root, const engine::EngineOptions& e) {
-  if (root.Has("model")) {
-    if (absl::Status s = models::LoadModelConfig(e.model).status(); !s.ok()) {
-      root.Error("model", s.message());
-    }
-  }
-  if (root.Has("device") && e.device) {
-    if (absl::Status s = hw::LoadDeviceConfig(*e.device).status(); !s.ok()) {
-      root.Error("device", s.message());
-    }
-  }
-}
-
 void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
   e->model = root.OptionalString("model", e->model);
   if (root.Has("device")) e->device = root.OptionalString("device", "");
-  CheckModelAndDevice(root, *e);
   ReadEnum(root, "mode", engine::SystemModeNames(), &e->mode);
   // Absent: the model's default parallelism (Table 3).
   for (auto [key, field] : {std::pair{"tp", &e->tp}, std::pair{"pp", &e->pp}}) {
@@ -118,6 +100,23 @@ std::string SecuritySummary(const SecurityOptions& o) {
   return out;
 }
 
+absl::Status CheckBindAddress(const std::string& host);  // below, with Server::Start
+
+// A model or device the file names is loaded here, so a wrong one is an error naming the file
+// and the field, not the engine's later "no built-in models config" naming neither.
+void CheckModelAndDevice(ConfigObject& root, const engine::EngineOptions& e) {
+  if (root.Has("model")) {
+    if (absl::Status s = models::LoadModelConfig(e.model).status(); !s.ok()) {
+      root.Error("model", s.message());
+    }
+  }
+  if (root.Has("device") && e.device) {
+    if (absl::Status s = hw::LoadDeviceConfig(*e.device).status(); !s.ok()) {
+      root.Error("device", s.message());
+    }
+  }
+}
+
 // As CheckModelAndDevice: the CNN graphs and the cluster the file names are loaded here, so a
 // wrong one names the file and the field (the server loads them again when it starts).
 void CheckCnnModelsAndCluster(ConfigObject& root, const CnnOptions& c) {
@@ -150,6 +149,7 @@ void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
 absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   ConfigObject root = doc.Root();
   ReadEngineOptions(root, &o->runner.engine);
+  CheckModelAndDevice(root, o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
   if (root.Has("bind_address")) {
     if (absl::Status s = CheckBindAddress(o->bind_address); !s.ok()) {
