@@ -27,6 +27,10 @@ inline constexpr DoubleRange kLinkLatencyNs{.min = 0, .max = 1e9};
 // int64 nanoseconds of the deadline it becomes.
 inline constexpr DoubleRange kRequestTimeoutS{.min = 0, .max = 1e6};
 inline constexpr DoubleRange kConnectTimeoutS{.min = 0, .max = 1e6, .min_exclusive = true};
+// neupims-bench's CNN mode: requests to send (as -n) and the open loop's Poisson rate,
+// requests/s. A rate of 1e-308 made an infinite gap, converted to int64 nanoseconds.
+inline constexpr IntRange kCnnRequests{.min = 1, .max = 100000000};
+inline constexpr DoubleRange kCnnRateRps{.min = 1e-6, .max = 1e9};
 // Realtime pacing: simulated seconds per wall second.
 inline constexpr DoubleRange kSpeed{.min = 1e-6, .max = 1e9};
 // Mean length of synthetic completions, tokens.

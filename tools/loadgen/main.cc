@@ -118,7 +118,7 @@ int RunBench(int argc, char** argv) {
                  "CNN mode: drive inference.GRPCInferenceService/ModelInfer (KServe v2) of this "
                  "model at --server instead of the LLM (neupims serve --cnn-model)");
   app.add_option("--cnn-requests", cnn.requests, "CNN mode: requests to send")
-      ->check(neupims::Positive())
+      ->check(neupims::InRange(neupims::option_ranges::kCnnRequests))
       ->capture_default_str();
   app.add_option("--cnn-concurrency", cnn.concurrency,
                  "CNN mode, closed loop: requests in flight (each client sends its next when the "
@@ -128,7 +128,7 @@ int RunBench(int argc, char** argv) {
   app.add_option("--cnn-rate", cnn.rate,
                  "CNN mode, open loop: Poisson arrivals at this many requests/s (instead of the "
                  "closed loop)")
-      ->check(neupims::Positive());
+      ->check(neupims::InRange(neupims::option_ranges::kCnnRateRps));
   app.add_option("--cnn-batch", cnn.batch, "CNN mode: images per request")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,17 @@ TEST(BenchMain, TimeoutsAreBoundedNamingTheFlag) {
         << out;
     EXPECT_THAT(out, HasSubstr("1e+06]")) << out;
   }
+}
+
+// CNN mode: a rate of 1e-308 made an infinite Poisson gap, converted to int64 nanoseconds
+// (undefined); the request count had no bound, unlike -n.
+TEST(BenchMain, CnnRateAndRequestsAreBoundedNamingTheFlag) {
+  auto [status, out] = RunBench("--server 127.0.0.1:1 --cnn-model resnet50 --cnn-rate 1e-308");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--cnn-rate: value 1e-308 must be in [1e-06, 1e+09]"));
+  std::tie(status, out) = RunBench("--server 127.0.0.1:1 --cnn-model resnet50 --cnn-requests 1e9");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--cnn-requests: Value 1e9 not in range 1 to 100000000"));
 }
 
 }  // namespace
