@@ -50,9 +50,13 @@ TEST(InputChecks, SeedsMemoryCapsAndCountsRefuseNonsenseInShortWords) {
     EXPECT_THAT(o.out, HasSubstr("must be")) << flag;
     EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
   }
-  const CliOutput o = RunCli("hw attention --refresh-phase -1");
-  EXPECT_EQ(o.status, 2) << o.out;
-  EXPECT_THAT(o.out, HasSubstr("--refresh-phase: value -1 must be >= 0"));
+  // INT64_MAX plus a phase step overflowed (signed, undefined) in PimModel with --phases > 1.
+  for (const char* phase : {"-1", "9223372036854775807"}) {
+    const CliOutput o = RunCli(absl::StrCat("hw attention --phases 2 --refresh-phase ", phase));
+    EXPECT_EQ(o.status, 2) << o.out;
+    EXPECT_THAT(o.out, HasSubstr(absl::StrCat("--refresh-phase: Value ", phase,
+                                              " not in range 0 to 1099511627776")));
+  }
   const CliOutput e = RunCli(
       absl::StrCat("experiments --offload --seed -1 --out ", ::testing::TempDir(), "/seed.md"));
   EXPECT_EQ(e.status, 2) << e.out;
