@@ -635,6 +635,9 @@ absl::Status ValidateOptions(const LoadOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics '", o.metrics, "': expected HOST:PORT of the metrics endpoint"));
   }
+  if (const std::string problem = HostPortProblem(o.metrics); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics '", o.metrics, "': ", problem));
+  }
   // The flags' ranges again, for library callers: a deadline past 1e6 s overflows.
   for (const auto& [flag, value, range] :
        {std::tuple{"--timeout-s", o.timeout_s, option_ranges::kRequestTimeoutS},
