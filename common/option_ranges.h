@@ -22,6 +22,15 @@ namespace option_ranges {
 inline constexpr DoubleRange kLinkGbps{.min = 1e-3, .max = 1e6};
 // Device-to-device message latency, ns: up to one second.
 inline constexpr DoubleRange kLinkLatencyNs{.min = 0, .max = 1e9};
+// neupims-bench's per-request deadline (--timeout-s, 0: none) and its wait for the server
+// (--connect-timeout-s), seconds: up to 1e6 s (11.6 days). Unbounded, 1e308 s overflowed the
+// int64 nanoseconds of the deadline it becomes.
+inline constexpr DoubleRange kRequestTimeoutS{.min = 0, .max = 1e6};
+inline constexpr DoubleRange kConnectTimeoutS{.min = 0, .max = 1e6, .min_exclusive = true};
+// neupims-bench's CNN mode: requests to send (as -n) and the open loop's Poisson rate,
+// requests/s. A rate of 1e-308 made an infinite gap, converted to int64 nanoseconds.
+inline constexpr IntRange kCnnRequests{.min = 1, .max = 100000000};
+inline constexpr DoubleRange kCnnRateRps{.min = 1e-6, .max = 1e9};
 // Realtime pacing: simulated seconds per wall second.
 inline constexpr DoubleRange kSpeed{.min = 1e-6, .max = 1e9};
 // Mean length of synthetic completions, tokens.
@@ -33,6 +42,12 @@ inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = 
 // Tokens a gRPC stream may hold that its client has not taken yet (server --max-stream-buffer,
 // config "max_stream_buffer"); 0: unbounded.
 inline constexpr IntRange kMaxStreamBuffer{.min = 0, .max = int64_t{1} << 24};
+// Admission control: requests queued before RESOURCE_EXHAUSTED (serve --max-waiting, config
+// "max_waiting"); 0: unbounded. 2^24 (16.8 M queued requests) is far past any real queue.
+inline constexpr IntRange kMaxWaiting{.min = 0, .max = int64_t{1} << 24};
+// Longest prompt accepted, tokens (serve --max-prompt-tokens, config "max_prompt_tokens"); 0: the
+// model's context is the only limit. Bounded like --max-prefill-tokens (2^30).
+inline constexpr IntRange kMaxPromptTokens{.min = 0, .max = int64_t{1} << 30};
 
 // CNN partitioning: alpha of DONNA's eq. 1 (weight of time against energy).
 inline constexpr DoubleRange kCnnAlpha{.min = 0, .max = 1};

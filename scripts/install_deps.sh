@@ -2,23 +2,35 @@
 # Installs every build and test dependency of the project from Debian's packages, and the npm
 # packages of the deploy/ checks (deploy/lint, when npm is available).
 # Idempotent: packages already present are skipped, so a second run is a no-op.
-# --build-only: only what building needs (the container image's build stage).
+# --build-only: only what building the binaries needs (the container image's build stage, which
+#   configures with NEUPIMS_BUILD_TESTS=OFF and NEUPIMS_BUILD_BENCH=OFF): no test or benchmark
+#   libraries, no formatter.
+# --list: print the packages the other options select, one a line, and install nothing.
 set -euo pipefail
 
 BUILD_ONLY=0
-if [ "${1:-}" = "--build-only" ]; then
-  BUILD_ONLY=1
-fi
+LIST=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) BUILD_ONLY=1 ;;
+    --list) LIST=1 ;;
+    *)
+      echo "install_deps: unknown option '$arg' (allowed: --build-only, --list)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libtbb-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libssl-dev
-  clang-format
 )
 if [ "$BUILD_ONLY" -eq 0 ]; then
+  # The test suite and bench/ (GoogleTest, Google Benchmark), and clang-format for developers
+  # (the house style: every touched file is formatted).
+  PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev clang-format)
   # Tests of deploy/: promtool and a real Prometheus server (tests/deploy). The fuzz preset:
   # clang 14 and its libFuzzer / sanitizer runtimes.
   PACKAGES+=(prometheus clang-14 libclang-rt-14-dev)
@@ -44,6 +56,11 @@ install_deploy_lint() {
     fi
   fi
 }
+
+if [ "$LIST" -eq 1 ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -20,6 +20,10 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "hw/cluster/cluster.h"
+#include "hw/device.h"
+#include "models/cnn/graph.h"
+#include "models/model_config.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "server/cnn_service.h"
@@ -68,12 +72,12 @@ void ReadEngineOptions(ConfigObject& root, engine::EngineOptions* e) {
     root.Error("dual_row_buffers", s.message());
   }
   // 0: the model's context is the only limit.
-  const int64_t max_prompt =
-      root.OptionalInt("max_prompt_tokens", e->max_prompt_tokens.value_or(0), {.min = 0});
+  const int64_t max_prompt = root.OptionalInt("max_prompt_tokens", e->max_prompt_tokens.value_or(0),
+                                              option_ranges::kMaxPromptTokens);
   e->max_prompt_tokens = max_prompt > 0 ? std::optional<int64_t>(max_prompt) : std::nullopt;
   // 0: unbounded.
   const int64_t max_waiting =
-      root.OptionalInt("max_waiting", e->max_waiting.value_or(0), {.min = 0});
+      root.OptionalInt("max_waiting", e->max_waiting.value_or(0), option_ranges::kMaxWaiting);
   e->max_waiting = max_waiting > 0 ? std::optional<int64_t>(max_waiting) : std::nullopt;
 }
 
@@ -96,9 +100,44 @@ std::string SecuritySummary(const SecurityOptions& o) {
   return out;
 }
 
+absl::Status CheckBindAddress(const std::string& host);  // below, with Server::Start
+
+// A model or device the file names is loaded here, so a wrong one is an error naming the file
+// and the field, not the engine's later "no built-in models config" naming neither.
+void CheckModelAndDevice(ConfigObject& root, const engine::EngineOptions& e) {
+  if (root.Has("model")) {
+    if (absl::Status s = models::LoadModelConfig(e.model).status(); !s.ok()) {
+      root.Error("model", s.message());
+    }
+  }
+  if (root.Has("device") && e.device) {
+    if (absl::Status s = hw::LoadDeviceConfig(*e.device).status(); !s.ok()) {
+      root.Error("device", s.message());
+    }
+  }
+}
+
+// As CheckModelAndDevice: the CNN graphs and the cluster the file names are loaded here, so a
+// wrong one names the file and the field (the server loads them again when it starts).
+void CheckCnnModelsAndCluster(ConfigObject& root, const CnnOptions& c) {
+  if (root.Has("cnn_models")) {
+    for (size_t i = 0; i < c.models.size(); ++i) {
+      if (absl::Status s = models::cnn::LoadGraph(c.models[i]).status(); !s.ok()) {
+        root.Error(absl::StrCat("cnn_models[", i, "]"), s.message());
+      }
+    }
+  }
+  if (root.Has("cnn_cluster")) {
+    if (absl::Status s = hw::cluster::LoadCluster(c.cluster).status(); !s.ok()) {
+      root.Error("cnn_cluster", s.message());
+    }
+  }
+}
+
 void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
   if (root.Has("cnn_models")) c->models = root.StringList("cnn_models");
   c->cluster = root.OptionalString("cnn_cluster", c->cluster);
+  CheckCnnModelsAndCluster(root, *c);
   ReadEnum(root, "cnn_policy", engine::cnn::PlanPolicyNames(), &c->policy);
   c->alpha = root.OptionalDouble("cnn_alpha", c->alpha, option_ranges::kCnnAlpha);
   ReadEnum(root, "cnn_input_datatype", CnnDatatypeNames(), &c->input_datatype);
@@ -110,7 +149,13 @@ void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
 absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   ConfigObject root = doc.Root();
   ReadEngineOptions(root, &o->runner.engine);
+  CheckModelAndDevice(root, o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
+  if (root.Has("bind_address")) {
+    if (absl::Status s = CheckBindAddress(o->bind_address); !s.ok()) {
+      root.Error("bind_address", s.message());
+    }
+  }
   o->port = static_cast<int>(root.OptionalInt("port", o->port, {.min = 0, .max = 65535}));
   o->metrics_port = static_cast<int>(
       root.OptionalInt("metrics_port", o->metrics_port, {.min = -1, .max = 65535}));

@@ -130,12 +130,14 @@ absl::Status HypeWorkload::Validate() const {
         absl::StrCat(name, ": system: need fpga_units >= 1, positive links, powers >= 0"));
   }
   for (const HypeKindProfile& p : profiles) {
-    const bool bad = p.gpu.time_s < 0 || p.gpu.peak_power_w < 0 ||
-                     (p.fpga && (p.fpga->time_s < 0 || p.fpga->peak_power_w < 0));
+    // A zero-time op would never complete in the runtime scheduler (it waits for an end after
+    // the current instant), so times must be positive.
+    const bool bad = !(p.gpu.time_s > 0) || p.gpu.peak_power_w < 0 ||
+                     (p.fpga && (!(p.fpga->time_s > 0) || p.fpga->peak_power_w < 0));
     if (bad) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": profile ", p.kind, "/",
                                                      InputSizeNames().ToString(p.size),
-                                                     ": negative time or power"));
+                                                     ": times must be > 0 and powers >= 0"));
     }
   }
   std::set<std::string> names;
@@ -167,6 +169,19 @@ namespace {
 constexpr double kMs = 1e-3;
 constexpr double kGb = 1e9;
 
+// Physically generous bounds, far beyond any part the paper profiles (Table 1: 0.008 ms to
+// 15 ms, 13 W to 302 W, 38 GB/s, IPC 5.5). Unbounded, 1e308 W printed a 309-digit peak power,
+// and a time of 0 or 1e308 ms stalled the runtime scheduler (an internal "made no progress"
+// naming no file or field). A time is 1 ns to 1e6 s: at 1e6 s a double still resolves the
+// scheduler's 1e-12 s tolerance relative to the step (1e9 ms * 2^-52 ~ 2e-10 s per op).
+constexpr DoubleRange kTimeMs{.min = 1e-6, .max = 1e9};
+constexpr DoubleRange kPowerW{.min = 0, .max = 1e6};           // 1 MW
+constexpr DoubleRange kBandwidthGbPerS{.min = 0, .max = 1e6};  // 1 PB/s
+constexpr DoubleRange kIpc{.min = 0, .max = 1e6};
+constexpr DoubleRange kFmaxMhz{.min = 1e-3, .max = 1e6};  // 1 kHz to 1 THz
+constexpr IntRange kProbeBytes{.min = 1, .max = int64_t{1} << 40};
+constexpr IntRange kTransferBytes{.min = 0, .max = int64_t{1} << 50};
+
 InputSize ParseSize(ConfigObject& o) {
   const std::string s = o.Enum("size", InputSizeNames().Names());
   return InputSizeNames().Parse(s).value_or(InputSize::kSmall);
@@ -177,17 +192,17 @@ HypeKindProfile ParseProfile(ConfigObject& o) {
   p.kind = o.String("kind");
   p.size = ParseSize(o);
   ConfigObject g = o.Child("gpu");
-  p.gpu.time_s = g.Double("time_ms", {.min = 0}) * kMs;
-  p.gpu.peak_power_w = g.Double("peak_w", {.min = 0});
-  p.gpu.avg_power_w = g.Double("avg_w", {.min = 0});
-  p.gpu.mem_bw_bytes_per_s = g.Double("mem_bw_gb_per_s", {.min = 0}) * kGb;
-  p.gpu.ipc = g.Double("ipc", {.min = 0});
+  p.gpu.time_s = g.Double("time_ms", kTimeMs) * kMs;
+  p.gpu.peak_power_w = g.Double("peak_w", kPowerW);
+  p.gpu.avg_power_w = g.Double("avg_w", kPowerW);
+  p.gpu.mem_bw_bytes_per_s = g.Double("mem_bw_gb_per_s", kBandwidthGbPerS) * kGb;
+  p.gpu.ipc = g.Double("ipc", kIpc);
   g.Finish();
   if (o.Has("fpga")) {
     ConfigObject f = o.Child("fpga");
-    p.fpga = FpgaOpProfile{.time_s = f.Double("time_ms", {.min = 0}) * kMs,
-                           .peak_power_w = f.Double("peak_w", {.min = 0}),
-                           .avg_power_w = f.Double("avg_w", {.min = 0})};
+    p.fpga = FpgaOpProfile{.time_s = f.Double("time_ms", kTimeMs) * kMs,
+                           .peak_power_w = f.Double("peak_w", kPowerW),
+                           .avg_power_w = f.Double("avg_w", kPowerW)};
     f.Finish();
   }
   o.Finish();
@@ -210,7 +225,7 @@ KernelVariantSpace ParseKernel(ConfigObject& o) {
                          .simd_width = static_cast<int>(c.Int("simd_width", positive)),
                          .work_group_size = static_cast<int>(c.Int("work_group_size", positive)),
                          .unroll = static_cast<int>(c.Int("unroll", positive)),
-                         .fmax_hz = c.Double("fmax_mhz", {.min = 1e-3}) * 1e6});
+                         .fmax_hz = c.Double("fmax_mhz", kFmaxMhz) * 1e6});
     c.Finish();
   }
   o.Finish();
@@ -219,14 +234,14 @@ KernelVariantSpace ParseKernel(ConfigObject& o) {
 
 void ParseSystem(ConfigObject& s, HypeSystem* sys) {
   sys->fpga_units = static_cast<int>(s.Int("fpga_units", {.min = 1, .max = 1024}));
-  sys->gpu_idle_w = s.Double("gpu_idle_w", {.min = 0});
-  sys->fpga_idle_w = s.Double("fpga_idle_w", {.min = 0});
-  sys->host_w = s.Double("host_w", {.min = 0});
+  sys->gpu_idle_w = s.Double("gpu_idle_w", kPowerW);
+  sys->fpga_idle_w = s.Double("fpga_idle_w", kPowerW);
+  sys->host_w = s.Double("host_w", kPowerW);
   // Sec. 3.4: one probe transfer timed host<->GPU and host<->FPGA over PCIe 3.0.
   ConfigObject probe = s.Child("transfer_probe");
-  const double bytes = static_cast<double>(probe.Int("bytes", {.min = 1}));
-  sys->gpu_link_bytes_per_s = bytes / (probe.Double("gpu_ms", {.min = 1e-9}) * kMs);
-  sys->fpga_link_bytes_per_s = bytes / (probe.Double("fpga_ms", {.min = 1e-9}) * kMs);
+  const double bytes = static_cast<double>(probe.Int("bytes", kProbeBytes));
+  sys->gpu_link_bytes_per_s = bytes / (probe.Double("gpu_ms", kTimeMs) * kMs);
+  sys->fpga_link_bytes_per_s = bytes / (probe.Double("fpga_ms", kTimeMs) * kMs);
   probe.Finish();
   s.Finish();
 }
@@ -255,7 +270,7 @@ std::vector<HypeOp> ParseOps(ConfigObject& root) {
         }
       }
     }
-    op.transfer_bytes = o.OptionalInt("transfer_bytes", 0, {.min = 0});
+    op.transfer_bytes = o.OptionalInt("transfer_bytes", 0, kTransferBytes);
     o.Finish();
     index[op.name] = static_cast<int>(ops.size());
     ops.push_back(std::move(op));

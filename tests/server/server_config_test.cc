@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
@@ -198,6 +200,41 @@ TEST(LoadServerConfig, ReadsTheSecurityFilePathsAndRefusesWrongTypes) {
   EXPECT_THAT(std::string(bad.message()), HasSubstr("tls_key"));
   const absl::Status typo = LoadText("server_config_security_typo.json", R"({"tls_crt": "c"})", &o);
   EXPECT_THAT(std::string(typo.message()), HasSubstr("tls_crt"));
+}
+
+// An unknown model or device and a bind address that does not resolve were refused only when the
+// server started, by messages naming neither the config file nor the field.
+TEST(LoadServerConfig, AnUnknownModelDeviceCnnOrBindAddressNamesTheFileAndTheField) {
+  ServerOptions o;
+  const std::string dir = ::testing::TempDir();
+  for (const auto& [field, json] : std::vector<std::pair<std::string, std::string>>{
+           {"model", R"({"model": "no-such-model"})"},
+           {"device", R"({"device": "no-such-device"})"},
+           {"device", R"({"device": ""})"},
+           {"bind_address", R"({"bind_address": "no.such.host.invalid"})"},
+           {"cnn_models[1]", R"({"cnn_models": ["resnet50", "no-such-cnn"]})"},
+           {"cnn_cluster", R"({"cnn_cluster": "no-such-cluster"})"}}) {
+    const absl::Status s = LoadText("server_config_bad_" + field + ".json", json, &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(
+        std::string(s.message()),
+        HasSubstr((std::filesystem::path(dir) / ("server_config_bad_" + field + ".json")).string() +
+                  ": field '" + field + "'"))
+        << s;
+  }
+}
+
+// The flags --max-waiting and --max-prompt-tokens share these bounds (option_ranges.h).
+TEST(LoadServerConfig, QueueAndPromptLimitsHaveAnUpperBound) {
+  ServerOptions o;
+  const absl::Status w = LoadText("server_config_waiting.json", R"({"max_waiting": 1e15})", &o);
+  EXPECT_THAT(std::string(w.message()), HasSubstr("field 'max_waiting'"));
+  const absl::Status p =
+      LoadText("server_config_prompt.json", R"({"max_prompt_tokens": 1099511627776})", &o);
+  EXPECT_THAT(std::string(p.message()), HasSubstr("field 'max_prompt_tokens'"));
+  EXPECT_TRUE(LoadText("server_config_limits_ok.json",
+                       R"({"max_waiting": 16777216, "max_prompt_tokens": 1073741824})", &o)
+                  .ok());
 }
 
 TEST(ParseServerConfig, ReadsTextLikeAFileAndNamesTheSource) {

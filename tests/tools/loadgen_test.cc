@@ -256,6 +256,36 @@ TEST(LoadgenOptionsTest, MetricsMustBeHostAndPort) {
   EXPECT_TRUE(ValidateOptions(o).ok());
 }
 
+// A port outside [1, 65535] or an unclosed IPv6 bracket was taken and then "cannot reach" the
+// server (exit 1, a setup error) instead of being refused as a bad flag.
+TEST(LoadgenOptionsTest, UrlAndMetricsPortsAreCheckedNamingTheFlag) {
+  for (const char* bad :
+       {"http://127.0.0.1:99999", "http://127.0.0.1:0", "http://h:x", "http://[::1", "http://h:"}) {
+    const absl::StatusOr<BaseUrl> u = ParseBaseUrl(bad);
+    EXPECT_EQ(u.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(u.status().message()), HasSubstr(absl::StrCat("--base-url '", bad)))
+        << bad;
+  }
+  for (const char* good : {"http://127.0.0.1:8000", "http://[::1]:8000/p/v1", "http://host"}) {
+    EXPECT_TRUE(ParseBaseUrl(good).ok()) << good;
+  }
+  LoadOptions o;
+  o.metrics = "127.0.0.1:99999";
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--metrics '127.0.0.1:99999'"));
+}
+
+// As the flags: a deadline past 1e6 s would overflow its int64 nanoseconds.
+TEST(LoadgenOptionsTest, TimeoutsAreBoundedForLibraryCallersToo) {
+  LoadOptions o;
+  o.timeout_s = 1e308;
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--timeout-s: value 1e+308 must be in"));
+  o.timeout_s = 0;
+  o.connect_timeout_s = 0;
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--connect-timeout-s: value 0 must be in"));
+  o.connect_timeout_s = 1e6;
+  EXPECT_TRUE(ValidateOptions(o).ok());
+}
+
 TEST(LoadgenOptionsTest, BadFlagsAreInvalidArgumentNamingTheFlag) {
   LoadOptions o;
   o.sweep_rates = "1,x";

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_io.h"
+#include "common/option_ranges.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -633,8 +635,16 @@ absl::Status ValidateOptions(const LoadOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics '", o.metrics, "': expected HOST:PORT of the metrics endpoint"));
   }
-  if (o.timeout_s < 0 || !std::isfinite(o.timeout_s)) {
-    return absl::InvalidArgumentError("--timeout-s must be >= 0");
+  if (const std::string problem = HostPortProblem(o.metrics); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics '", o.metrics, "': ", problem));
+  }
+  // The flags' ranges again, for library callers: a deadline past 1e6 s overflows.
+  for (const auto& [flag, value, range] :
+       {std::tuple{"--timeout-s", o.timeout_s, option_ranges::kRequestTimeoutS},
+        std::tuple{"--connect-timeout-s", o.connect_timeout_s, option_ranges::kConnectTimeoutS}}) {
+    if (const std::string problem = DoubleRangeProblem(value, range); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": value ", value, " ", problem));
+    }
   }
   if (o.slo.ttft_ms < 0 || o.slo.tpot_ms < 0 || o.slo.e2el_ms < 0) {
     return absl::InvalidArgumentError("--slo-*-ms must be positive");

@@ -2,7 +2,7 @@
 //
 // Exit codes: 0 the run(s) completed (failed requests are reported, not fatal); 1 setup errors
 // (unreachable server, unreadable or malformed files, zero requests, unwritable outputs); 2 bad
-// flags.
+// flags. Out of memory (a workload beyond a ulimit): "error: out of memory", exit code 1.
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/out_of_memory.h"
 #include "tools/loadgen/cnn_load.h"
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/report.h"
@@ -48,9 +49,8 @@ std::string Now() {
   return text;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The whole run; main() turns running out of memory into an error line and exit code 1.
+int RunBench(int argc, char** argv) {
   LoadOptions o;
   std::string result_json, result_csv, report_dir, auth_token_file;
   CLI::App app(
@@ -100,11 +100,11 @@ int main(int argc, char** argv) {
                  "with every server sample: the report's hardware view (utilisation, power, "
                  "energy per token)");
   app.add_option("--timeout-s", o.timeout_s, "Per-request deadline in seconds (0: none)")
-      ->check(neupims::NonNegative())
+      ->check(neupims::InRange(neupims::option_ranges::kRequestTimeoutS))
       ->capture_default_str();
   app.add_option("--connect-timeout-s", o.connect_timeout_s,
                  "Seconds to wait for the server before giving up")
-      ->check(neupims::Positive())
+      ->check(neupims::InRange(neupims::option_ranges::kConnectTimeoutS))
       ->capture_default_str();
   app.add_option("--auth-token-file", auth_token_file,
                  "File whose first line is the bearer token of a server started with "
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
                  "CNN mode: drive inference.GRPCInferenceService/ModelInfer (KServe v2) of this "
                  "model at --server instead of the LLM (neupims serve --cnn-model)");
   app.add_option("--cnn-requests", cnn.requests, "CNN mode: requests to send")
-      ->check(neupims::Positive())
+      ->check(neupims::InRange(neupims::option_ranges::kCnnRequests))
       ->capture_default_str();
   app.add_option("--cnn-concurrency", cnn.concurrency,
                  "CNN mode, closed loop: requests in flight (each client sends its next when the "
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   app.add_option("--cnn-rate", cnn.rate,
                  "CNN mode, open loop: Poisson arrivals at this many requests/s (instead of the "
                  "closed loop)")
-      ->check(neupims::Positive());
+      ->check(neupims::InRange(neupims::option_ranges::kCnnRateRps));
   app.add_option("--cnn-batch", cnn.batch, "CNN mode: images per request")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -222,4 +222,13 @@ int main(int argc, char** argv) {
     }
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A workload larger than the process may allocate (-n 100000000 under a ulimit): an error
+  // saying so, as in `neupims`, not an abort.
+  return neupims::ExitOnOutOfMemory([&] { return RunBench(argc, argv); },
+                                    "lower -n, or raise the memory limit");
 }

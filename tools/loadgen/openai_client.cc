@@ -140,6 +140,22 @@ std::string ErrorMessage(const std::string& body) {
 
 }  // namespace
 
+std::string HostPortProblem(absl::string_view host_port) {
+  // "[v6]" or "[v6]:port": the port's colon is the one after the closing bracket.
+  size_t host_end = 0;
+  if (absl::StartsWith(host_port, "[")) {
+    host_end = host_port.find(']');
+    if (host_end == absl::string_view::npos) return "IPv6 address without its closing ']'";
+  }
+  const size_t colon = host_port.find(':', host_end);
+  if (colon == absl::string_view::npos) return "";  // no port: the scheme's default
+  int port = 0;
+  if (!absl::SimpleAtoi(host_port.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return absl::StrCat("port '", host_port.substr(colon + 1), "' is not in [1, 65535]");
+  }
+  return "";
+}
+
 absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text) {
   absl::string_view rest = text;
   if (!absl::ConsumePrefix(&rest, "http://")) {
@@ -151,6 +167,9 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text) {
   url.scheme_host_port = absl::StrCat("http://", rest.substr(0, slash));
   if (rest.substr(0, slash).empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--base-url '", text, "': no host"));
+  }
+  if (const std::string problem = HostPortProblem(rest.substr(0, slash)); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--base-url '", text, "': ", problem));
   }
   if (slash != absl::string_view::npos) {
     absl::string_view prefix = absl::StripSuffix(rest.substr(slash), "/");

@@ -46,6 +46,9 @@ struct BaseUrl {
   std::string auth_token;        // sent as `Authorization: Bearer` on every request; "": none
 };
 absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
+// "" when `host_port` ("host", "host:port", "[v6]:port") has no port or a port in [1, 65535];
+// else why not. --base-url and --metrics are checked with it before anything connects.
+std::string HostPortProblem(absl::string_view host_port);
 
 // GET /v1/models (retried until `timeout_s`): the served model and its context length, plus the
 // neupims extension fields when the server is neupims. Unavailable naming the URL otherwise.

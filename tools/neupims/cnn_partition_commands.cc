@@ -13,6 +13,7 @@
 #include "scheduler/partition/hype.h"
 #include "scheduler/partition/pim_selection.h"
 #include "tools/neupims/cli_util.h"
+#include "tools/workload/range_flag.h"
 
 namespace neupims::cli {
 namespace {
@@ -235,6 +236,7 @@ void RegisterCnnPartitionCommands(CLI::App* cnn, int* exit_code) {
   sel->add_option("--profiles", sf->profiles, "Built-in profile table or a JSON path")
       ->capture_default_str();
   sel->add_option("--coverage", sf->coverage, "Share of step time to cover, in (0, 1]")
+      ->check(InRange(DoubleRange{.min = 0, .max = 1, .min_exclusive = true}))
       ->capture_default_str();
   sel->add_flag("--json", sf->json, "Print JSON");
   sel->callback([sf, exit_code] { *exit_code = RunSelect(*sf); });
@@ -248,8 +250,9 @@ void RegisterCnnPartitionCommands(CLI::App* cnn, int* exit_code) {
                        ") or a JSON path"))
       ->capture_default_str();
   hype->add_option_function<double>(
-      "--power-cap-w", [hf](double w) { hf->power_cap_w = w; },
-      "System power cap in watts (runtime case 2)");
+          "--power-cap-w", [hf](double w) { hf->power_cap_w = w; },
+          "System power cap in watts (runtime case 2)")
+      ->check(NonNegative());
   hype->add_flag("--json", hf->json, "Print JSON");
   hype->callback([hf, exit_code] { *exit_code = RunHype(*hf); });
 }

@@ -121,7 +121,8 @@ void AddPimRunOptions(CLI::App* cmd, PimRunOptions* o) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--refresh-phase", o->refresh_phase,
                   "Command level: cycles since the last refresh when the op starts")
-      ->check(NonNegative());
+      // Taken modulo tREFI; bounded so that adding the --phases steps cannot overflow.
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--phases", o->phases,
                   "Command level: average over this many evenly spaced refresh phases (the "
                   "analytic level reports that expectation; use 16-64 to compare short ops)")

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <new>
 
 #include "CLI/CLI.hpp"
+#include "common/out_of_memory.h"
 #include "tools/neupims/cnn_command.h"
 #include "tools/neupims/experiments_command.h"
 #include "tools/neupims/hw_commands.h"
@@ -51,19 +51,18 @@ int main(int argc, char** argv) {
   neupims::cli::RegisterServeCommand(app, &exit_code);
   neupims::cli::RegisterCnnCommand(app, &exit_code);
   neupims::cli::RegisterSweepCommand(app, &exit_code);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" with code 0; every real parse error is bad input.
-    const int code = app.exit(e);
-    return CheckStdout(code == 0 ? 0 : kExitBadInput);
-  } catch (const std::bad_alloc&) {
-    // A run the memory checks let through (--max-memory-gb, a ulimit) that still does not fit:
-    // a runtime failure saying so, not an abort with "terminate called ...".
-    std::fprintf(stderr,
-                 "error: out of memory (the run needs more than this process may allocate; "
-                 "lower -n or the sizes, or raise the memory limit)\n");
-    return kExitRuntimeError;
-  }
-  return CheckStdout(exit_code);
+  // A run the memory checks let through (--max-memory-gb, a ulimit) that still does not fit: a
+  // runtime failure saying so, not an abort with "terminate called ...".
+  return neupims::ExitOnOutOfMemory(
+      [&] {
+        try {
+          app.parse(argc, argv);
+        } catch (const CLI::ParseError& e) {
+          // --help and --version are "errors" with code 0; every real parse error is bad input.
+          const int code = app.exit(e);
+          return CheckStdout(code == 0 ? 0 : kExitBadInput);
+        }
+        return CheckStdout(exit_code);
+      },
+      "lower -n or the sizes, or raise the memory limit");
 }

@@ -102,7 +102,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   c->add_option("--max-waiting", f->max_waiting,
                 "Admission control: requests queued for admission before RESOURCE_EXHAUSTED "
                 "(0: unbounded)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(InRange(option_ranges::kMaxWaiting))
       ->capture_default_str();
   c->add_option("--drain-timeout", f->drain_timeout_s,
                 "Seconds to let in-flight requests finish on shutdown")
@@ -120,7 +120,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   c->add_option("--max-prompt-tokens", f->max_prompt_tokens,
                 "Longest prompt accepted, in tokens (INVALID_ARGUMENT / HTTP 413 beyond; 0: the "
                 "model's context is the only limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(InRange(option_ranges::kMaxPromptTokens))
       ->capture_default_str();
   c->add_option("--max-stream-buffer", f->max_stream_buffer,
                 "Tokens a gRPC stream may hold that its client has not read; beyond, the stream "

@@ -75,13 +75,17 @@ absl::Status CheckKvCapacity(const engine::Engine& e,
         whole * channels, " (", channels, " channels x ", whole, ")"));
   }
   if (most > room || total > room * channels) {
+    // The pinned part only when a row pins a channel: the engine places the others itself, so
+    // without pins there is no per-channel figure to give ("up to 0 on one channel" misled).
+    const std::string pinned_part =
+        most > 0 ? absl::StrCat(", up to ", most, " pinned to one channel") : "";
     std::fprintf(stderr,
-                 "warning: the batch's KV cache (%lld blocks of %lld tokens, up to %lld on one "
-                 "channel) exceeds the room beside the weights (%lld per channel; whole memory "
-                 "%lld)\n",
+                 "warning: the batch's KV cache (%lld blocks of %lld tokens%s) exceeds the room "
+                 "beside the weights (%lld per channel, %lld in all; whole memory %lld per "
+                 "channel)\n",
                  static_cast<long long>(total), static_cast<long long>(block_tokens),
-                 static_cast<long long>(most), static_cast<long long>(room),
-                 static_cast<long long>(whole));
+                 pinned_part.c_str(), static_cast<long long>(room),
+                 static_cast<long long>(room * channels), static_cast<long long>(whole));
   }
   return absl::OkStatus();
 }
@@ -114,11 +118,21 @@ int RunStep(const StepFlags& f) {
     }
     for (const workload::BatchRow& r : *rows) batch.push_back({r.seq_len, r.channel.value_or(-1)});
   } else if (!f.seq_lens.empty()) {
-    for (int64_t s : f.seq_lens) batch.push_back({s, -1});
+    for (size_t i = 0; i < f.seq_lens.size(); ++i) {
+      const absl::Status s = e.CheckStepRequest({f.seq_lens[i], -1});
+      if (!s.ok()) {
+        return ReportError(
+            absl::Status(s.code(), absl::StrCat("--seq-lens value ", i + 1, ": ", s.message())));
+      }
+      batch.push_back({f.seq_lens[i], -1});
+    }
   } else {
     if (f.batch < 1) {
       return ReportError(absl::InvalidArgumentError(
           "give --batch-file, --seq-lens, or --batch N (with --seq-len)"));
+    }
+    if (const absl::Status s = e.CheckStepRequest({f.seq_len, -1}); !s.ok()) {
+      return ReportError(absl::Status(s.code(), absl::StrCat("--seq-len: ", s.message())));
     }
     for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.seq_len, -1});
   }
@@ -289,7 +303,8 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   CLI::Option* seq_lens = c->add_option("--seq-lens", f->seq_lens,
                                         "Sequence lengths of the batch (channels assigned by "
                                         "the mode's policy)")
-                              ->delimiter(',');
+                              ->delimiter(',')
+                              ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   CLI::Option* batch =
       c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
           ->check(CLI::Range(int64_t{1}, workload::kMaxBatchRequests));

@@ -1,6 +1,7 @@
 #include "tools/workload/workload_flags.h"
 
 #include <charconv>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -96,7 +97,14 @@ absl::StatusOr<Workload> BuildWorkload(const WorkloadFlags& f, int64_t max_seq_l
       return absl::InvalidArgumentError(absl::StrCat(
           "--synthetic '", f.synthetic, "': expected PROMPT:OUTPUT or PMIN-PMAX:OMIN-OMAX"));
     }
-    ASSIGN_OR_RETURN(lengths, SyntheticLengths(so, f.num_requests, f.seed, filter));
+    absl::StatusOr<std::vector<LengthPair>> synthetic =
+        SyntheticLengths(so, f.num_requests, f.seed, filter);
+    if (!synthetic.ok()) {  // the lengths of the spec: name the flag, as for its form
+      return absl::Status(
+          synthetic.status().code(),
+          absl::StrCat("--synthetic '", f.synthetic, "': ", synthetic.status().message()));
+    }
+    lengths = *std::move(synthetic);
     w.report.source = "synthetic " + f.synthetic;
     w.report.rows = w.report.kept = static_cast<int64_t>(lengths.size());
   } else {

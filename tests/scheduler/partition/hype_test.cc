@@ -5,11 +5,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/builtin_configs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace neupims::scheduler::partition {
 namespace {
@@ -264,6 +267,84 @@ TEST(HypeWorkloadData, BadWorkloadsAreRefused) {
   w.ops = {{.name = "a", .kind = "Long", .deps = {0}}};
   EXPECT_FALSE(PlanHype(w).ok());
   EXPECT_FALSE(LoadHypeWorkload("no-such-workload").ok());
+}
+
+// The built-in cnn-step workload as a mutable JSON tree.
+nlohmann::json CnnStepJson() {
+  std::optional<absl::string_view> text = BuiltinConfigText("hype/cnn-step.json");
+  EXPECT_TRUE(text.has_value());
+  const absl::string_view t = text.value_or("{}");
+  return nlohmann::json::parse(t.begin(), t.end());
+}
+
+// The error of loading `j` written to a file named hype_bad.json (OK if it loads).
+absl::Status LoadStatus(const nlohmann::json& j, std::string* path) {
+  *path = (std::filesystem::path(::testing::TempDir()) / "hype_bad.json").string();
+  std::ofstream(*path) << j.dump();
+  return LoadHypeWorkload(*path).status();
+}
+
+// A time_ms of 0 or 1e308 reached the scheduler, which failed with an internal "made no
+// progress" naming neither file nor field; 1e308 W or GB/s parsed and printed a 309-digit peak
+// power. Each figure now has a physically generous range and the error names file and field.
+TEST(HypeWorkloadData, OutOfRangeFiguresAreRefusedNamingFileAndField) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"profiles", "gpu", "time_ms", "0"},
+      {"profiles", "gpu", "time_ms", "1e308"},
+      {"profiles", "fpga", "time_ms", "0"},
+      {"profiles", "gpu", "peak_w", "1e308"},
+      {"profiles", "gpu", "avg_w", "1e308"},
+      {"profiles", "fpga", "avg_w", "1e308"},
+      {"profiles", "gpu", "mem_bw_gb_per_s", "1e308"},
+      {"profiles", "gpu", "ipc", "1e308"},
+      {"system", "", "gpu_idle_w", "1e308"},
+      {"system", "", "host_w", "1e308"},
+      {"system", "transfer_probe", "gpu_ms", "1e308"},
+      {"system", "transfer_probe", "bytes", "1e18"},
+      {"kernels", "configs", "fmax_mhz", "1e308"}};
+  for (const std::vector<std::string>& c : cases) {
+    nlohmann::json j = CnnStepJson();
+    const double v = std::stod(c[3]);
+    std::string field;
+    if (c[0] == "profiles") {
+      j["profiles"][0][c[1]][c[2]] = v;
+      field = "profiles[0]." + c[1] + "." + c[2];
+    } else if (c[0] == "kernels") {
+      j["kernels"][0]["configs"][0][c[2]] = v;
+      field = "kernels[0].configs[0]." + c[2];
+    } else if (c[1].empty()) {
+      j["system"][c[2]] = v;
+      field = "system." + c[2];
+    } else {
+      if (c[2] == "bytes") {
+        j["system"][c[1]][c[2]] = static_cast<int64_t>(v);
+      } else {
+        j["system"][c[1]][c[2]] = v;
+      }
+      field = "system." + c[1] + "." + c[2];
+    }
+    std::string path;
+    const absl::Status s = LoadStatus(j, &path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field << "=" << c[3];
+    EXPECT_THAT(std::string(s.message()), HasSubstr(path + ": field '" + field + "'"))
+        << field << "=" << c[3];
+  }
+}
+
+// Built in code rather than read, a zero-time op reached the runtime scheduler, which never saw
+// it end and returned an internal "made no progress".
+TEST(HypeWorkloadData, AZeroTimeProfileIsInvalidNotAStalledSchedule) {
+  HypeWorkload w = Synthetic();
+  w.profiles.push_back({.kind = "Instant", .gpu = {.time_s = 0, .peak_power_w = 10}});
+  w.ops = {{.name = "a", .kind = "Instant"}};
+  const absl::StatusOr<HypeSchedule> s = SimulateHype(w, {HypeDevice::kGpu});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("profile Instant/small"));
+}
+
+TEST(HypeWorkloadData, TheShippedWorkloadIsInsideTheBounds) {
+  std::string path;
+  EXPECT_TRUE(LoadStatus(CnnStepJson(), &path).ok());
 }
 
 TEST(HypeWorkloadData, AnOpsDimsSelectItsKernelVariant) {

@@ -68,13 +68,25 @@ TEST(CnnHypeCommand, BadInputsAreClearErrors) {
   o = RunCli("cnn hype --power-cap-w 40");
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.out, HasSubstr("idle"));
-  // Not a power: refused by SimulateHype's own check (exit 2), not its internal "made no
+  // Not a power: refused when the flags are parsed, naming the flag and the range (it was
+  // SimulateHype's check, naming "power_cap_w"), never the scheduler's internal "made no
   // progress" (a NaN compares false with every power, so no op would start).
   for (const char* cap : {"nan", "inf", "-5"}) {
     o = RunCli(absl::StrCat("cnn hype --power-cap-w ", cap));
     EXPECT_EQ(o.status, 2) << cap;
-    EXPECT_THAT(o.out, HasSubstr("power_cap_w")) << cap;
+    EXPECT_THAT(o.out, HasSubstr(absl::StrCat("--power-cap-w: value ", cap, " must be"))) << cap;
     EXPECT_THAT(o.out, Not(HasSubstr("no progress"))) << cap;
+  }
+}
+
+// The coverage was checked by SelectPimOffload, whose "coverage must be in (0, 1]" named no flag.
+TEST(CnnSelectCommand, ACoverageOutsideItsRangeNamesTheFlag) {
+  for (const char* coverage : {"0", "1.5", "nan"}) {
+    const CliOutput o = RunCli(absl::StrCat("cnn select --coverage ", coverage));
+    EXPECT_EQ(o.status, 2) << coverage;
+    EXPECT_THAT(o.out,
+                HasSubstr(absl::StrCat("--coverage: value ", coverage, " must be in (0, 1]")))
+        << o.out;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -49,9 +50,13 @@ TEST(InputChecks, SeedsMemoryCapsAndCountsRefuseNonsenseInShortWords) {
     EXPECT_THAT(o.out, HasSubstr("must be")) << flag;
     EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
   }
-  const CliOutput o = RunCli("hw attention --refresh-phase -1");
-  EXPECT_EQ(o.status, 2) << o.out;
-  EXPECT_THAT(o.out, HasSubstr("--refresh-phase: value -1 must be >= 0"));
+  // INT64_MAX plus a phase step overflowed (signed, undefined) in PimModel with --phases > 1.
+  for (const char* phase : {"-1", "9223372036854775807"}) {
+    const CliOutput o = RunCli(absl::StrCat("hw attention --phases 2 --refresh-phase ", phase));
+    EXPECT_EQ(o.status, 2) << o.out;
+    EXPECT_THAT(o.out, HasSubstr(absl::StrCat("--refresh-phase: Value ", phase,
+                                              " not in range 0 to 1099511627776")));
+  }
   const CliOutput e = RunCli(
       absl::StrCat("experiments --offload --seed -1 --out ", ::testing::TempDir(), "/seed.md"));
   EXPECT_EQ(e.status, 2) << e.out;
@@ -72,6 +77,21 @@ TEST(InputChecks, ServeFlagsUseTheServerConfigRanges) {
         RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
     EXPECT_NE(o.status, 0) << flag;
     EXPECT_THAT(o.out, HasSubstr("must be in [")) << flag << "\n" << o.out;
+  }
+}
+
+// CLI11's NonNegativeNumber printed a 309-digit bound; the flags now share the config fields'
+// ranges (option_ranges.h) and print them.
+TEST(InputChecks, ServeQueueAndPromptLimitsPrintTheirRealRange) {
+  for (const auto& [flag, range] :
+       {std::pair{"--max-waiting -1", "not in range 0 to 16777216"},
+        std::pair{"--max-prompt-tokens -1", "not in range 0 to 1073741824"},
+        std::pair{"--max-waiting 16777217", "not in range 0 to 16777216"}}) {
+    const CliOutput o =
+        RunCli(absl::StrCat("serve --port 0 --metrics-port -1 --http-port -1 ", flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(range)) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, Not(HasSubstr("1797693"))) << flag;
   }
 }
 
@@ -152,6 +172,18 @@ TEST(InputChecks, AnEmptyFileNameOrWorkloadIsRefusedNotIgnored) {
 }
 
 // A trace brings its own lengths; --synthetic beside it was ignored in silence.
+// A --synthetic spec of the right form but with lengths out of range was refused naming no flag
+// ("prompt length range must satisfy ...").
+TEST(InputChecks, SyntheticLengthsOutOfRangeNameTheFlag) {
+  CliOutput o = RunCli("simulate --no-progress -n 2 --synthetic 0:1");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--synthetic '0:1': prompt length range must satisfy 1 <= min <= "
+                               "max, got [0, 0]"));
+  o = RunCli("simulate --no-progress -n 2 --synthetic 2048:1");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--synthetic '2048:1': longest synthetic request"));
+}
+
 TEST(InputChecks, SyntheticLengthsAndATraceExcludeEachOther) {
   const std::string trace = WriteTemp("two.csv", "arrival_s,prompt_tokens,output_tokens\n0,8,2\n");
   const CliOutput o = RunCli("simulate --no-progress --synthetic 16:4 --trace " + trace);
@@ -319,6 +351,32 @@ TEST(InputChecks, AStepBatchMustFitTheKvCache) {
   const CliOutput pinned = RunCli(absl::StrCat("step --layers one --batch-file ", path));
   EXPECT_EQ(pinned.status, 0) << pinned.out;
   EXPECT_THAT(pinned.out, HasSubstr("warning: the batch's KV cache (300 blocks"));
+  EXPECT_THAT(pinned.out, HasSubstr("up to 300 pinned to one channel"));
+}
+
+// With no channel pinned the warning said "up to 0 on one channel": it now gives the total
+// against the room of all channels.
+TEST(InputChecks, AKvWarningWithoutPinnedChannelsStatesTheRealBound) {
+  const CliOutput o = RunCli("step --layers one --batch 128 --seq-len 2048");
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("warning: the batch's KV cache (8192 blocks of 32 tokens) exceeds "
+                               "the room beside the weights (231 per channel, 7392 in all"));
+  EXPECT_THAT(o.out, Not(HasSubstr("up to 0")));
+}
+
+// --seq-lens took 99999999999999999999 as INT64_MAX (its block count overflowed in the KV check,
+// then "request 0: seq_len 9223372036854775807 outside [1, 2048]"), and the engine's refusals of
+// --seq-lens and --seq-len named no flag. Batch-file rows already named their file and line.
+TEST(InputChecks, StepLengthsTheEngineRefusesNameTheFlag) {
+  CliOutput o = RunCli("step --layers one --seq-lens 99999999999999999999");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--seq-lens: Value 99999999999999999999 not in range 1 to 1048576"));
+  o = RunCli("step --layers one --seq-lens 100,4096");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--seq-lens value 2: seq_len 4096 outside [1, 2048]"));
+  o = RunCli("step --layers one --batch 1 --seq-len 4096");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--seq-len: seq_len 4096 outside [1, 2048]"));
 }
 
 TEST(InputChecks, ASweepSpecWithADuplicateKeyIsRefusedNamingIt) {

@@ -1,0 +1,93 @@
+// neupims-bench's entry point (tools/loadgen/main.cc), run as a binary against an in-process
+// server.
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+
+namespace neupims::loadgen {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A workload larger than the process may allocate was an uncaught std::bad_alloc (SIGABRT,
+// "terminate called ..."); `neupims` said "error: out of memory" and exited 1, and now so does
+// neupims-bench, through the same helper (common/out_of_memory.h).
+TEST(BenchMain, RunningOutOfMemoryIsAnErrorNotAnAbort) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitized binary cannot run under ulimit -v";
+#endif
+  server::ServerOptions o;
+  o.port = 0;
+  o.metrics_port = -1;
+  o.http_port = std::nullopt;
+  o.runner.pacing = server::Pacing::kFast;
+  o.drain_timeout = std::chrono::milliseconds(100);
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // 10^8 requests (the flag's limit) hold several GB of workload; 1.5 GB is too little.
+  const std::string command = absl::StrCat(
+      "(ulimit -v 1500000; exec ", NEUPIMS_BENCH_PATH,
+      " -q --no-progress -n 100000000 --synthetic 1:1 --server ", (*s)->address(), ") 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  (*s)->Shutdown();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_THAT(out, HasSubstr("error: out of memory"));
+  EXPECT_THAT(out, Not(HasSubstr("terminate called")));
+}
+
+// Runs neupims-bench with `args`; its exit code and merged output.
+std::pair<int, std::string> RunBench(const std::string& args) {
+  FILE* pipe = popen(absl::StrCat(NEUPIMS_BENCH_PATH, " ", args, " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (pipe != nullptr && (n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// A timeout of 1e308 s became a deadline through a double -> int64 nanoseconds conversion that
+// overflows (undefined behaviour); --connect-timeout-s 1e308 waited without end. Both timeouts are
+// at most 1e6 s (11.6 days), checked when the flags are parsed.
+TEST(BenchMain, TimeoutsAreBoundedNamingTheFlag) {
+  for (const char* flag : {"--connect-timeout-s 1e308", "--timeout-s 1e308", "--timeout-s nan"}) {
+    const auto [status, out] = RunBench(absl::StrCat("--server 127.0.0.1:1 ", flag));
+    EXPECT_EQ(status, 2) << flag << "\n" << out;
+    EXPECT_THAT(out, HasSubstr(absl::StrCat(
+                         std::string(flag).substr(0, std::string(flag).find(' ')), ": value ")))
+        << out;
+    EXPECT_THAT(out, HasSubstr("1e+06]")) << out;
+  }
+}
+
+// CNN mode: a rate of 1e-308 made an infinite Poisson gap, converted to int64 nanoseconds
+// (undefined); the request count had no bound, unlike -n.
+TEST(BenchMain, CnnRateAndRequestsAreBoundedNamingTheFlag) {
+  auto [status, out] = RunBench("--server 127.0.0.1:1 --cnn-model resnet50 --cnn-rate 1e-308");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--cnn-rate: value 1e-308 must be in [1e-06, 1e+09]"));
+  std::tie(status, out) = RunBench("--server 127.0.0.1:1 --cnn-model resnet50 --cnn-requests 1e9");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--cnn-requests: Value 1e9 not in range 1 to 100000000"));
+}
+
+}  // namespace
+}  // namespace neupims::loadgen
