@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -9,7 +10,12 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/config_enum.h"
 #include "common/config_reader.h"
 #include "common/enum_names.h"
@@ -100,7 +106,33 @@ std::string SecuritySummary(const SecurityOptions& o) {
   return out;
 }
 
-absl::Status CheckBindAddress(const std::string& host);  // below, with Server::Start
+// The bind address's spelling: an IP address (IPv6 bare or in gRPC's brackets) or a host name
+// (RFC 1123 labels). Only the spelling: reading a config file does no name lookup, which could
+// wait seconds for DNS (and would make the config fuzzer's inputs slow); a well-spelt name that
+// does not resolve is refused when the server starts (CheckBindAddress).
+absl::Status CheckBindAddressSpelling(absl::string_view host) {
+  absl::string_view bare = host;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  in6_addr v6;
+  if (absl::StrContains(bare, ':') && inet_pton(AF_INET6, std::string(bare).c_str(), &v6) == 1) {
+    return absl::OkStatus();
+  }
+  absl::string_view name = absl::StripSuffix(host, ".");
+  bool ok = !name.empty() && name.size() <= 253;
+  for (absl::string_view label : absl::StrSplit(name, '.')) {
+    if (!ok) break;
+    ok = !label.empty() && label.size() <= 63 && label.front() != '-' && label.back() != '-' &&
+         std::all_of(label.begin(), label.end(),
+                     [](char c) { return absl::ascii_isalnum(c) || c == '-'; });
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", absl::CHexEscape(host),
+      "' is neither an IP address nor a host name (letters, digits, '-' and '.'; default "
+      "127.0.0.1)"));
+}
 
 // A model or device the file names is loaded here, so a wrong one is an error naming the file
 // and the field, not the engine's later "no built-in models config" naming neither.
@@ -152,7 +184,7 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   CheckModelAndDevice(root, o->runner.engine);
   o->bind_address = root.OptionalString("bind_address", o->bind_address);
   if (root.Has("bind_address")) {
-    if (absl::Status s = CheckBindAddress(o->bind_address); !s.ok()) {
+    if (absl::Status s = CheckBindAddressSpelling(o->bind_address); !s.ok()) {
       root.Error("bind_address", s.message());
     }
   }
