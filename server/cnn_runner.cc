@@ -11,6 +11,7 @@
 #include "hw/cluster/cluster.h"
 #include "models/cnn/graph.h"
 #include "server/metrics.h"
+#include "server/start_thread.h"
 
 namespace neupims::server {
 namespace {
@@ -97,7 +98,10 @@ absl::StatusOr<std::unique_ptr<CnnRunner>> CnnRunner::Create(const CnnOptions& o
                           .reported_energy_j = std::vector<double>(n, 0.0)});
   }
   r->wall_start_ = std::chrono::steady_clock::now();
-  if (pacing == Pacing::kRealtime) r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  if (pacing == Pacing::kRealtime) {
+    ASSIGN_OR_RETURN(r->thread_,
+                     StartThread("the CNN runner thread", [p = r.get()] { p->Loop(); }));
+  }
   return r;
 }
 

@@ -1,11 +1,15 @@
 #include "server/openai_api.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -23,6 +27,7 @@
 #include "nlohmann/json.hpp"
 #include "prometheus/text_serializer.h"
 #include "server/generate_request.h"
+#include "server/start_thread.h"
 #include "server/status_map.h"
 
 namespace neupims::server {
@@ -522,6 +527,77 @@ class Backlogged : public Base {
  public:
   using Base::Base;
   bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
+  // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
+  // loop runs): a start that fails after the bind must not keep the port.
+  void CloseUnlistened() {
+    const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+};
+
+// The connections' threads. httplib's own ThreadPool starts its threads in its constructor on the
+// listener thread: when the system refuses one, std::thread throws there and, with the threads
+// already started still joinable, the process ends in std::terminate. This pool is started in
+// OpenAiHttpServer::Start (before anything is bound) and hands a refusal back as a Status, after
+// joining the threads it did start. Same queue discipline as httplib's (FIFO, drain on shutdown).
+class HttpThreadPool : public httplib::TaskQueue {
+ public:
+  static absl::StatusOr<std::unique_ptr<HttpThreadPool>> Start(size_t n) {
+    std::unique_ptr<HttpThreadPool> pool(new HttpThreadPool());
+    for (size_t i = 0; i < n; ++i) {
+      absl::StatusOr<std::thread> t = StartThread(absl::StrCat("HTTP thread ", i + 1, " of ", n),
+                                                  [p = pool.get()] { p->Work(); });
+      if (!t.ok()) {
+        return absl::Status(t.status().code(),
+                            absl::StrCat("--http-threads (config \"http_threads\") ", n, ": ",
+                                         t.status().message()));
+      }
+      pool->threads_.push_back(*std::move(t));
+    }
+    return pool;
+  }
+  ~HttpThreadPool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+  // Runs the queued jobs, then joins every thread. Idempotent (httplib calls it, then deletes).
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  HttpThreadPool() = default;
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // shut down
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool shutdown_ = false;
+  std::vector<std::thread> threads_;
 };
 
 // The values of a request's Authorization headers (httplib compares header names
@@ -545,6 +621,7 @@ struct OpenAiHttpServer::Impl {
   std::atomic<uint64_t> next_id{0};
   std::unique_ptr<httplib::Server> http;  // a Backlogged<> one
   std::function<bool(int)> raise_backlog;
+  std::function<void()> close_unlistened;
   std::thread listener;
   bool stopped = false;
 
@@ -568,6 +645,7 @@ absl::Status OpenAiHttpServer::Impl::Create() {
   if (security == nullptr || !security->tls()) {
     auto plain = std::make_unique<Backlogged<httplib::Server>>();
     raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
+    close_unlistened = [s = plain.get()] { s->CloseUnlistened(); };
     http = std::move(plain);
     return absl::OkStatus();
   }
@@ -577,6 +655,7 @@ absl::Status OpenAiHttpServer::Impl::Create() {
     return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
   }
   raise_backlog = [s = tls.get()](int backlog) { return s->RaiseBacklog(backlog); };
+  close_unlistened = [s = tls.get()] { s->CloseUnlistened(); };
   http = std::move(tls);
   return absl::OkStatus();
 }
@@ -853,8 +932,12 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   RETURN_IF_ERROR(im.Create());
-  const size_t threads = static_cast<size_t>(std::max(1, options.threads));
-  im.http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // The pool first: a start that cannot get its threads has bound nothing yet. httplib asks for
+  // the queue once, on the listener thread, and owns it from then on (shutdown, delete).
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpThreadPool> pool,
+                   HttpThreadPool::Start(static_cast<size_t>(std::max(1, options.threads))));
+  im.http->new_task_queue = [pool = std::make_shared<std::unique_ptr<HttpThreadPool>>(std::move(
+                                 pool))]() -> httplib::TaskQueue* { return pool->release(); };
   im.http->set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
   im.http->set_tcp_nodelay(true);
@@ -886,6 +969,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                                                options.port, " (in use or not permitted)"));
   }
   if (!im.raise_backlog(4096)) {
+    im.close_unlistened();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
                                                s->port_, " with a larger backlog"));
   }
@@ -894,10 +978,16 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   // Stop's join with it (a test that stopped its server within a millisecond hung 1 run in
   // ~500). So Start returns once the loop runs (or the thread has already ended).
   auto ended = std::make_shared<std::atomic<bool>>(false);
-  im.listener = std::thread([http = im.http.get(), ended] {
-    http->listen_after_bind();
-    *ended = true;
-  });
+  absl::StatusOr<std::thread> listener =
+      StartThread("the HTTP API's listener thread", [http = im.http.get(), ended] {
+        http->listen_after_bind();
+        *ended = true;
+      });
+  if (!listener.ok()) {
+    im.close_unlistened();
+    return listener.status();
+  }
+  im.listener = *std::move(listener);
   while (!im.http->is_running() && !*ended) std::this_thread::yield();
   return s;
 }

@@ -227,6 +227,38 @@ TEST_F(OpenAiApiTest, StartRefusesAnHttpPortInUse) {
   EXPECT_EQ(Get("/health").status, 200);  // the first server is unaffected
 }
 
+// Binds `port` on 127.0.0.1 (0: any free one) without SO_REUSEADDR and returns the bound port,
+// or -1; the socket is closed again.
+int BindOnce(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int bound = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    bound = ntohs(a.sin_port);
+  }
+  close(fd);
+  return bound;
+}
+
+// A start that fails after gRPC listens (here the HTTP port; the same path as an HTTP pool that
+// cannot get its threads) leaves nothing running: its gRPC port is free again.
+TEST_F(OpenAiApiTest, AStartThatFailsAtTheHttpApiReleasesItsGrpcPort) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  ServerOptions second = FastOptions();
+  second.http_port = *server_->http_port();
+  second.port = BindOnce(0);
+  ASSERT_GT(second.port, 0);
+  const absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(second);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("cannot serve HTTP"));
+  EXPECT_EQ(BindOnce(second.port), second.port) << "the failed start still holds its gRPC port";
+}
+
 TEST_F(OpenAiApiTest, CompletionNotStreamed) {
   StartServer(FastOptions());
   const HttpResult r =

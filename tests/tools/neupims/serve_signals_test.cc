@@ -8,6 +8,7 @@
 // exit); what is asserted is what the clients received.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,13 +43,15 @@ using neupims::v1::GetServerInfoRequest;
 using neupims::v1::LlmService;
 using neupims::v1::ServerInfo;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ServeSignals : public ::testing::Test {};
 
 // `neupims serve ARGS` as a child process, its stderr collected by a thread.
 class ServeProcess {
  public:
-  explicit ServeProcess(const std::vector<std::string>& args) {
+  // `address_space_bytes` > 0: the child's RLIMIT_AS (`ulimit -v`), set before exec.
+  explicit ServeProcess(const std::vector<std::string>& args, rlim_t address_space_bytes = 0) {
     // Everything the child needs is made before fork: it only calls async-signal-safe functions.
     std::vector<std::string> argv_s = {NEUPIMS_CLI_PATH, "serve"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -59,6 +62,10 @@ class ServeProcess {
     if (pipe(fds) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      if (address_space_bytes > 0) {
+        const rlimit limit = {address_space_bytes, address_space_bytes};
+        if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(126);
+      }
       dup2(fds[1], STDERR_FILENO);
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
@@ -278,6 +285,27 @@ TEST_F(ServeSignals, HttpThreadsSizesTheHttpThreadPool) {
   EXPECT_LT(ThreadCount(p.pid()), 100) << "512 HTTP threads would be more";
   p.Signal(SIGTERM);
   EXPECT_EQ(p.WaitExit(std::chrono::seconds(60)), std::optional<int>(0)) << p.output();
+}
+
+// A start that cannot get its threads is an error (exit 1, naming the flag), never an abort.
+// Thread creation is made to fail with an address-space limit (`ulimit -v` 4,000,000 KiB) and
+// --http-threads 4096, whose 8 MiB stacks need 32 GiB: RLIMIT_NPROC (`ulimit -u`) would do as
+// well, but root, under which the tests may run, ignores it. Before the fix std::thread threw on
+// httplib's listener thread and the process ended in std::terminate (SIGABRT, exit 134).
+TEST(ServeThreads, AnHttpPoolThatCannotGetItsThreadsFailsTheStartWithExitOne) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitized binary cannot run under ulimit -v (it reserves terabytes of shadow)";
+#endif
+  ServeProcess p(
+      {"--port", "0", "--metrics-port", "-1", "--http-port", "0", "--http-threads", "4096"},
+      /*address_space_bytes=*/rlim_t{4'000'000} * 1024);
+  const std::optional<int> status = p.WaitExit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << "still running under the limit\n" << p.output();
+  EXPECT_TRUE(WIFEXITED(*status)) << "ended by signal " << WTERMSIG(*status) << "\n" << p.output();
+  EXPECT_EQ(WEXITSTATUS(*status), 1) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("--http-threads (config \"http_threads\") 4096: cannot start "
+                                    "HTTP thread"));
+  EXPECT_THAT(p.output(), Not(HasSubstr("terminate")));
 }
 
 TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
