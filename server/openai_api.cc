@@ -629,7 +629,12 @@ struct OpenAiHttpServer::Impl {
   void Routes();
   // The bearer-token check before routing; true when the request may go on.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
-  void Generate(Api api, const httplib::Request& req, httplib::Response& res);
+  // Reads a generation request's body into `body`, up to `options.max_body_bytes`; false when
+  // it has answered instead: 415 for a form-data body, 413 naming the limit, 400 for a body that
+  // cannot be read.
+  bool ReadBody(const httplib::Request& req, const httplib::ContentReader& content,
+                std::string* body, httplib::Response& res) const;
+  void Generate(Api api, const std::string& raw_body, httplib::Response& res);
   void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
               const std::string& request_id, httplib::Response& res);
   // Registers a refusal (405 and the Allow header) for every other method on `pattern`.
@@ -682,12 +687,18 @@ void OpenAiHttpServer::Impl::Routes() {
     return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
                                 : httplib::Server::HandlerResponse::Handled;
   });
-  http->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(Api::kCompletions, req, res);
-  });
-  http->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(Api::kChat, req, res);
-  });
+  // With a content reader: httplib's own body reading refuses an
+  // application/x-www-form-urlencoded body over 8 KiB with a bare 413 (its form limit, fixed when
+  // Debian built the library), and reads a chunked body whatever its size. ReadBody applies the
+  // server's one limit to every body instead.
+  for (const auto& [path, api] : {std::pair{"/v1/completions", Api::kCompletions},
+                                  std::pair{"/v1/chat/completions", Api::kChat}}) {
+    http->Post(path, [this, api = api](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& content) {
+      std::string body;
+      if (ReadBody(req, content, &body, res)) Generate(api, body, res);
+    });
+  }
   http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
   http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     Model(req.matches[1], res);
@@ -720,7 +731,17 @@ void OpenAiHttpServer::Impl::Routes() {
     if (!res.body.empty()) return;
     const int status = res.status;
     std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
-    if (status == 413) {
+    if (status == 413 &&
+        absl::StartsWith(req.get_header_value("Content-Type"),
+                         "application/x-www-form-urlencoded") &&
+        req.get_header_value<uint64_t>("Content-Length") <=
+            static_cast<uint64_t>(options.max_body_bytes)) {
+      // Only the generation routes read bodies themselves (ReadBody); elsewhere httplib's form
+      // limit applies.
+      absl::StrAppend(&what,
+                      ": an application/x-www-form-urlencoded body (Content-Type) is limited "
+                      "to 8192 bytes here");
+    } else if (status == 413) {
       absl::StrAppend(&what, ": the request body is over the limit of ", options.max_body_bytes,
                       " bytes (--max-message-bytes)");
     }
@@ -793,10 +814,50 @@ json OpenAiHttpServer::Impl::ModelJson() const {
   return model;
 }
 
-void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
+// Any content type but form-data is read as JSON, as it always was: `curl -d` sends JSON as
+// application/x-www-form-urlencoded, at any size. A multipart/form-data body is never the JSON
+// object (httplib would parse it into form fields and leave the body empty).
+bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
+                                      const httplib::ContentReader& content, std::string* body,
+                                      httplib::Response& res) const {
+  const auto refuse = [&](int http_status, const absl::Status& s, std::string param) {
+    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
+    SendError({s, std::move(param)}, res, http_status);
+    // The rest of the body is left unread: the connection cannot carry another request.
+    res.set_header("Connection", "close");
+    return false;
+  };
+  if (req.is_multipart_form_data()) {
+    return refuse(415,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "Content-Type: '", req.get_header_value("Content-Type"),
+                      "' is not supported: send the request as JSON (application/json)")),
+                  "Content-Type");
+  }
+  const size_t limit = static_cast<size_t>(options.max_body_bytes);
+  bool over = false;
+  const bool read = content([&](const char* data, size_t n) {
+    over = body->size() + n > limit;
+    if (!over) body->append(data, n);
+    return !over;
+  });
+  if (over || res.status == 413) {  // 413: httplib saw a Content-Length over the limit
+    return refuse(413,
+                  absl::InvalidArgumentError(absl::StrCat("the request body is over the limit of ",
+                                                          options.max_body_bytes,
+                                                          " bytes (--max-message-bytes)")),
+                  "");
+  }
+  if (!read) {
+    return refuse(400, absl::InvalidArgumentError("the request body could not be read"), "");
+  }
+  return true;
+}
+
+void OpenAiHttpServer::Impl::Generate(Api api, const std::string& raw_body,
                                       httplib::Response& res) {
   const uint64_t n = next_id.fetch_add(1, std::memory_order_relaxed);
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  json body = json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   ParsedRequest p;
   std::optional<ApiError> bad =
       body.is_discarded()
