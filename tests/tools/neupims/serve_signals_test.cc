@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -160,13 +161,40 @@ class ServeProcess {
   int grpc_port_ = -1, http_port_ = -1, metrics_port_ = -1;
 };
 
+// A client thread that is joined on every path. A failed ASSERT returns from the test while
+// client threads run, and destroying a joinable std::thread calls std::terminate: the binary
+// died ("terminate called without an active exception") instead of reporting the failure. On
+// destruction `stop` makes the thread end soon (cancels its call), then it is joined; Join()
+// waits for it to end on its own.
+class ClientThread {
+ public:
+  ClientThread() = default;
+  ClientThread(std::function<void()> body, std::function<void()> stop)
+      : stop_(std::move(stop)), thread_(std::move(body)) {}
+  ClientThread(ClientThread&&) = default;
+  ClientThread& operator=(ClientThread&&) = default;
+  ~ClientThread() {
+    if (!thread_.joinable()) return;
+    if (stop_) stop_();
+    thread_.join();
+  }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::function<void()> stop_;
+  std::thread thread_;
+};
+
 // A Generate stream read to its end on a thread of its own.
 struct Stream {
-  std::thread thread;
+  grpc::ClientContext ctx;  // outlives `thread`, which cancels it if the test ends early
   std::atomic<int64_t> tokens{0};
   std::optional<neupims::v1::GenerateComplete> complete;
   int messages_after_complete = 0;
   grpc::Status status;
+  ClientThread thread;  // last: joined first
 };
 
 void RunStream(LlmService::Stub* stub, int64_t max_new_tokens, Stream* s) {
@@ -174,7 +202,7 @@ void RunStream(LlmService::Stub* stub, int64_t max_new_tokens, Stream* s) {
   r.set_prompt_length(16);
   r.set_max_new_tokens(max_new_tokens);
   r.set_ignore_eos(true);
-  grpc::ClientContext ctx;
+  grpc::ClientContext& ctx = s->ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader = stub->Generate(&ctx, r);
   GenerateResponse resp;
@@ -193,7 +221,8 @@ std::vector<std::unique_ptr<Stream>> StartStreams(LlmService::Stub* stub, int n,
   for (int i = 0; i < n; ++i) {
     streams.push_back(std::make_unique<Stream>());
     Stream* s = streams.back().get();
-    s->thread = std::thread([stub, max_new_tokens, s] { RunStream(stub, max_new_tokens, s); });
+    s->thread = ClientThread([stub, max_new_tokens, s] { RunStream(stub, max_new_tokens, s); },
+                             [s] { s->ctx.TryCancel(); });
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (const auto& s : streams) {
@@ -220,7 +249,7 @@ TEST_F(ServeSignals, SigtermLetsTwentyInFlightStreamsFinishThenExitsZero) {
   std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 20, 300);
   p.Signal(SIGTERM);
   for (const auto& s : streams) {
-    s->thread.join();
+    s->thread.Join();
     ASSERT_TRUE(s->status.ok()) << s->status.error_code() << ": " << s->status.error_message();
     ASSERT_TRUE(s->complete.has_value()) << "a stream ended without its final message";
     EXPECT_EQ(s->complete->finish_reason(), FINISH_REASON_LENGTH);
@@ -246,7 +275,7 @@ TEST_F(ServeSignals, SigtermPastTheDrainTimeoutAbortsTheRestWithAFinalMessage) {
   std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 20, 2000);
   p.Signal(SIGTERM);
   for (const auto& s : streams) {
-    s->thread.join();
+    s->thread.Join();
     ASSERT_TRUE(s->status.ok()) << s->status.error_code() << ": " << s->status.error_message();
     ASSERT_TRUE(s->complete.has_value()) << "a stream ended without its final message";
     EXPECT_EQ(s->complete->finish_reason(), FINISH_REASON_ABORTED);
@@ -320,20 +349,23 @@ TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
                                                       grpc::InsecureChannelCredentials()));
   std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 5, 2000);
   std::atomic<bool> http_started{false};
-  std::thread http_stream([&] {
-    httplib::Client c("127.0.0.1", first.http_port());
-    c.set_read_timeout(120, 0);
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = R"({"prompt": "hi", "max_tokens": 2000, "ignore_eos": true, "stream": true})";
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-      http_started = true;
-      return true;
-    };
-    c.send(req);  // ends with a transport error when the server dies
-  });
+  std::atomic<bool> http_stop{false};
+  ClientThread http_stream(
+      [&] {
+        httplib::Client c("127.0.0.1", first.http_port());
+        c.set_read_timeout(120, 0);
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = R"({"prompt": "hi", "max_tokens": 2000, "ignore_eos": true, "stream": true})";
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+          http_started = true;
+          return !http_stop;  // false ends the request
+        };
+        c.send(req);  // ends with a transport error when the server dies
+      },
+      [&] { http_stop = true; });
   httplib::Client scrape("127.0.0.1", first.metrics_port());
   httplib::Result metrics = scrape.Get("/metrics");
   ASSERT_TRUE(metrics) << "no answer from the metrics port";
@@ -342,10 +374,10 @@ TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
   first.Signal(SIGKILL);
   ASSERT_TRUE(first.WaitExit(std::chrono::seconds(30)).has_value());
   for (const auto& s : streams) {
-    s->thread.join();
+    s->thread.Join();
     EXPECT_FALSE(s->status.ok());  // the server died: no final message, an error status
   }
-  http_stream.join();
+  http_stream.Join();
 
   std::vector<std::string> again = BaseArgs("30", "1");
   again.insert(again.end(), {"--port", std::to_string(first.grpc_port()), "--http-port",
