@@ -125,8 +125,9 @@ double CnnRunner::WallSimSeconds() const {
   return wall.count() * speed_;
 }
 
-absl::Status CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) {
+absl::StatusOr<int64_t> CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) {
   std::vector<Delivery> out;
+  int64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     if (draining_ || stop_) return absl::UnavailableError("the server is draining");
@@ -150,6 +151,7 @@ absl::Status CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) 
     }
     st->pending.emplace(last, Pending{result, std::move(done)});
     ++in_flight_;
+    ticket = last;
     if (pacing_ == Pacing::kFast) {
       AdvanceLocked(*st, result.completion_s, &out);
     } else {
@@ -157,7 +159,23 @@ absl::Status CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) 
     }
   }
   Deliver(out);
-  return absl::OkStatus();
+  return ticket;
+}
+
+void CnnRunner::Cancel(int64_t ticket) {
+  Done done;
+  {
+    absl::MutexLock lock(&mu_);
+    for (ModelState& st : states_) {
+      auto it = st.pending.find(ticket);
+      if (it == st.pending.end()) continue;
+      done = std::move(it->second.done);
+      st.pending.erase(it);  // its last image's completion now finds nothing to answer
+      --in_flight_;
+      break;
+    }
+  }
+  if (done) done(absl::CancelledError("the client cancelled the call"));
 }
 
 void CnnRunner::AdvanceLocked(ModelState& st, double t, std::vector<Delivery>* out) {
