@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -65,7 +66,12 @@ class ServeProcess {
     if (pid_ == 0) {
       if (address_space_bytes > 0) {
         const rlimit limit = {address_space_bytes, address_space_bytes};
-        if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(126);
+        // glibc sizes a thread's stack from RLIMIT_STACK at exec: pinned to Linux's default
+        // 8 MiB, so that what fits under the limit does not depend on the caller's `ulimit -s`.
+        rlimit stack{};
+        getrlimit(RLIMIT_STACK, &stack);
+        stack.rlim_cur = std::min<rlim_t>(rlim_t{8} << 20, stack.rlim_max);
+        if (setrlimit(RLIMIT_AS, &limit) != 0 || setrlimit(RLIMIT_STACK, &stack) != 0) _exit(126);
       }
       dup2(fds[1], STDERR_FILENO);
       dup2(fds[1], STDOUT_FILENO);
