@@ -11,6 +11,7 @@
 #include "hw/cluster/cluster.h"
 #include "models/cnn/graph.h"
 #include "server/metrics.h"
+#include "server/start_thread.h"
 
 namespace neupims::server {
 namespace {
@@ -97,7 +98,10 @@ absl::StatusOr<std::unique_ptr<CnnRunner>> CnnRunner::Create(const CnnOptions& o
                           .reported_energy_j = std::vector<double>(n, 0.0)});
   }
   r->wall_start_ = std::chrono::steady_clock::now();
-  if (pacing == Pacing::kRealtime) r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  if (pacing == Pacing::kRealtime) {
+    ASSIGN_OR_RETURN(r->thread_,
+                     StartThread("the CNN runner thread", [p = r.get()] { p->Loop(); }));
+  }
   return r;
 }
 
@@ -121,8 +125,9 @@ double CnnRunner::WallSimSeconds() const {
   return wall.count() * speed_;
 }
 
-absl::Status CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) {
+absl::StatusOr<int64_t> CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) {
   std::vector<Delivery> out;
+  int64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     if (draining_ || stop_) return absl::UnavailableError("the server is draining");
@@ -146,6 +151,7 @@ absl::Status CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) 
     }
     st->pending.emplace(last, Pending{result, std::move(done)});
     ++in_flight_;
+    ticket = last;
     if (pacing_ == Pacing::kFast) {
       AdvanceLocked(*st, result.completion_s, &out);
     } else {
@@ -153,7 +159,23 @@ absl::Status CnnRunner::Infer(const CnnModel& model, int64_t images, Done done) 
     }
   }
   Deliver(out);
-  return absl::OkStatus();
+  return ticket;
+}
+
+void CnnRunner::Cancel(int64_t ticket) {
+  Done done;
+  {
+    absl::MutexLock lock(&mu_);
+    for (ModelState& st : states_) {
+      auto it = st.pending.find(ticket);
+      if (it == st.pending.end()) continue;
+      done = std::move(it->second.done);
+      st.pending.erase(it);  // its last image's completion now finds nothing to answer
+      --in_flight_;
+      break;
+    }
+  }
+  if (done) done(absl::CancelledError("the client cancelled the call"));
 }
 
 void CnnRunner::AdvanceLocked(ModelState& st, double t, std::vector<Delivery>* out) {

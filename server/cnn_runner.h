@@ -98,9 +98,15 @@ class CnnRunner {
   std::string ModelList() const;
 
   // Thread-safe. Enters `images` images of `model` (a served model) and calls `done` once with
-  // the result: before Infer returns in fast pacing, on the runner thread in realtime. An error
-  // return (UNAVAILABLE while draining) means `done` is not called.
-  absl::Status Infer(const CnnModel& model, int64_t images, Done done);
+  // the result: before Infer returns in fast pacing, on the runner thread in realtime. Returns
+  // the request's ticket (for Cancel). An error return (UNAVAILABLE while draining) means `done`
+  // is not called.
+  absl::StatusOr<int64_t> Infer(const CnnModel& model, int64_t images, Done done);
+  // Thread-safe. Ends the request of `ticket` now if it has not been answered: its `done` gets
+  // CANCELLED (once; never the result) and it leaves the in-flight count. Its images stay in the
+  // simulated pipeline: the devices were given them, and later requests still wait behind them,
+  // so the simulation does not change. A request already answered: nothing.
+  void Cancel(int64_t ticket);
   bool ready();
   // Requests entered and not yet answered.
   int64_t in_flight();

@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/cnn/plan.h"
 #include "server/status_map.h"
+#include "server/tsan_handover.h"
 
 namespace neupims::server {
 namespace {
@@ -19,6 +22,60 @@ constexpr char kServerName[] = "neupims-serve";
 constexpr char kModelVersion[] = "1";
 constexpr char kPlatform[] = "neupims_cnn_pipeline";
 constexpr int64_t kFp32Bytes = 4;
+
+// ModelInfer's reactor. A call its client cancels (or whose deadline passes) leaves the runner at
+// once (CnnRunner::Cancel), instead of holding its place in the in-flight count, which drain
+// waits on, until its simulated completion. The reactor is deleted when both gRPC is done with it
+// (OnDone) and ModelInfer has handed it the call's ticket (Started): in fast pacing the runner
+// answers, and gRPC may call OnDone, before Infer returns.
+class InferReactor : public grpc::ServerUnaryReactor {
+ public:
+  explicit InferReactor(CnnRunner* runner) : runner_(runner) {}
+
+  // Once, after the call was entered (its ticket) or refused (nullopt).
+  void Started(std::optional<int64_t> ticket) {
+    bool cancel = false, last = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ticket_ = ticket;
+      started_ = true;
+      cancel = cancelled_ && ticket.has_value();
+      last = done_;
+    }
+    if (cancel) runner_->Cancel(*ticket);
+    if (last) delete this;
+  }
+
+  void OnCancel() override {
+    std::optional<int64_t> ticket;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      ticket = ticket_;
+    }
+    if (ticket.has_value()) runner_->Cancel(*ticket);
+    HandOver(this);
+  }
+
+  void OnDone() override {
+    TakeOver(this);
+    bool last = false;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      last = started_;
+    }
+    if (last) delete this;
+  }
+
+ private:
+  CnnRunner* const runner_;
+  absl::Mutex mu_;
+  std::optional<int64_t> ticket_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -287,10 +344,10 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ModelMetadata(
   return FinishNow(ctx, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::ModelInfer(grpc::CallbackServerContext* ctx,
+grpc::ServerUnaryReactor* InferenceServiceImpl::ModelInfer(grpc::CallbackServerContext* /*ctx*/,
                                                            const inference::ModelInferRequest* r,
                                                            inference::ModelInferResponse* out) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* reactor = new InferReactor(runner_);
   absl::StatusOr<const CnnModel*> found = FindModel(*runner_, r->model_name(), r->model_version());
   // Unknown names share one label: a client must not create series at will.
   const absl::string_view label = found.ok() ? absl::string_view((*found)->name) : "(unknown)";
@@ -299,14 +356,15 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ModelInfer(grpc::CallbackServerC
       metrics_->OnCnnRequest(std::string(label), absl::StatusCodeToString(s.code()), nullptr);
     }
     reactor->Finish(ToGrpcStatus(s));
+    reactor->Started(std::nullopt);
     return reactor;
   };
   if (!found.ok()) return refuse(found.status());
   const CnnModel& m = **found;
   absl::StatusOr<int64_t> images = CheckInferRequest(m, runner_->options().max_batch, *r);
   if (!images.ok()) return refuse(images.status());
-  // `r` and `out` live until Finish; the runner calls back once.
-  absl::Status s =
+  // `r` and `out` live until Finish; the runner calls back once (with CANCELLED after a Cancel).
+  absl::StatusOr<int64_t> ticket =
       runner_->Infer(m, *images, [this, reactor, r, out, &m](absl::StatusOr<CnnResult> res) {
         if (res.ok()) FillResponse(m, runner_->options(), *r, *res, out);
         if (metrics_ != nullptr) {
@@ -316,7 +374,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ModelInfer(grpc::CallbackServerC
         }
         reactor->Finish(ToGrpcStatus(res.status()));
       });
-  if (!s.ok()) return refuse(s);
+  if (!ticket.ok()) return refuse(ticket.status());
+  reactor->Started(*ticket);
   return reactor;
 }
 

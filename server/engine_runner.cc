@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "scheduler/request.h"
 #include "server/metrics.h"
+#include "server/start_thread.h"
 
 namespace neupims::server {
 
@@ -128,7 +129,7 @@ absl::StatusOr<std::unique_ptr<EngineRunner>> EngineRunner::Create(const RunnerO
   r->observer_ = std::make_unique<Observer>(r.get());
   r->engine_->set_observer(r->observer_.get());
   r->wall_start_ = std::chrono::steady_clock::now();
-  r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  ASSIGN_OR_RETURN(r->thread_, StartThread("the engine thread", [p = r.get()] { p->Loop(); }));
   return r;
 }
 

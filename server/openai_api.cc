@@ -1,11 +1,15 @@
 #include "server/openai_api.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -23,6 +27,7 @@
 #include "nlohmann/json.hpp"
 #include "prometheus/text_serializer.h"
 #include "server/generate_request.h"
+#include "server/start_thread.h"
 #include "server/status_map.h"
 
 namespace neupims::server {
@@ -522,6 +527,77 @@ class Backlogged : public Base {
  public:
   using Base::Base;
   bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
+  // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
+  // loop runs): a start that fails after the bind must not keep the port.
+  void CloseUnlistened() {
+    const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+};
+
+// The connections' threads. httplib's own ThreadPool starts its threads in its constructor on the
+// listener thread: when the system refuses one, std::thread throws there and, with the threads
+// already started still joinable, the process ends in std::terminate. This pool is started in
+// OpenAiHttpServer::Start (before anything is bound) and hands a refusal back as a Status, after
+// joining the threads it did start. Same queue discipline as httplib's (FIFO, drain on shutdown).
+class HttpThreadPool : public httplib::TaskQueue {
+ public:
+  static absl::StatusOr<std::unique_ptr<HttpThreadPool>> Start(size_t n) {
+    std::unique_ptr<HttpThreadPool> pool(new HttpThreadPool());
+    for (size_t i = 0; i < n; ++i) {
+      absl::StatusOr<std::thread> t = StartThread(absl::StrCat("HTTP thread ", i + 1, " of ", n),
+                                                  [p = pool.get()] { p->Work(); });
+      if (!t.ok()) {
+        return absl::Status(t.status().code(),
+                            absl::StrCat("--http-threads (config \"http_threads\") ", n, ": ",
+                                         t.status().message()));
+      }
+      pool->threads_.push_back(*std::move(t));
+    }
+    return pool;
+  }
+  ~HttpThreadPool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+  // Runs the queued jobs, then joins every thread. Idempotent (httplib calls it, then deletes).
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  HttpThreadPool() = default;
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // shut down
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool shutdown_ = false;
+  std::vector<std::thread> threads_;
 };
 
 // The values of a request's Authorization headers (httplib compares header names
@@ -545,6 +621,7 @@ struct OpenAiHttpServer::Impl {
   std::atomic<uint64_t> next_id{0};
   std::unique_ptr<httplib::Server> http;  // a Backlogged<> one
   std::function<bool(int)> raise_backlog;
+  std::function<void()> close_unlistened;
   std::thread listener;
   bool stopped = false;
 
@@ -552,7 +629,12 @@ struct OpenAiHttpServer::Impl {
   void Routes();
   // The bearer-token check before routing; true when the request may go on.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
-  void Generate(Api api, const httplib::Request& req, httplib::Response& res);
+  // Reads a generation request's body into `body`, up to `options.max_body_bytes`; false when
+  // it has answered instead: 415 for a form-data body, 413 naming the limit, 400 for a body that
+  // cannot be read.
+  bool ReadBody(const httplib::Request& req, const httplib::ContentReader& content,
+                std::string* body, httplib::Response& res) const;
+  void Generate(Api api, const std::string& raw_body, httplib::Response& res);
   void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
               const std::string& request_id, httplib::Response& res);
   // Registers a refusal (405 and the Allow header) for every other method on `pattern`.
@@ -568,6 +650,7 @@ absl::Status OpenAiHttpServer::Impl::Create() {
   if (security == nullptr || !security->tls()) {
     auto plain = std::make_unique<Backlogged<httplib::Server>>();
     raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
+    close_unlistened = [s = plain.get()] { s->CloseUnlistened(); };
     http = std::move(plain);
     return absl::OkStatus();
   }
@@ -577,6 +660,7 @@ absl::Status OpenAiHttpServer::Impl::Create() {
     return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
   }
   raise_backlog = [s = tls.get()](int backlog) { return s->RaiseBacklog(backlog); };
+  close_unlistened = [s = tls.get()] { s->CloseUnlistened(); };
   http = std::move(tls);
   return absl::OkStatus();
 }
@@ -603,12 +687,18 @@ void OpenAiHttpServer::Impl::Routes() {
     return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
                                 : httplib::Server::HandlerResponse::Handled;
   });
-  http->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(Api::kCompletions, req, res);
-  });
-  http->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(Api::kChat, req, res);
-  });
+  // With a content reader: httplib's own body reading refuses an
+  // application/x-www-form-urlencoded body over 8 KiB with a bare 413 (its form limit, fixed when
+  // Debian built the library), and reads a chunked body whatever its size. ReadBody applies the
+  // server's one limit to every body instead.
+  for (const auto& [path, api] : {std::pair{"/v1/completions", Api::kCompletions},
+                                  std::pair{"/v1/chat/completions", Api::kChat}}) {
+    http->Post(path, [this, api = api](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& content) {
+      std::string body;
+      if (ReadBody(req, content, &body, res)) Generate(api, body, res);
+    });
+  }
   http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
   http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     Model(req.matches[1], res);
@@ -641,7 +731,17 @@ void OpenAiHttpServer::Impl::Routes() {
     if (!res.body.empty()) return;
     const int status = res.status;
     std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
-    if (status == 413) {
+    if (status == 413 &&
+        absl::StartsWith(req.get_header_value("Content-Type"),
+                         "application/x-www-form-urlencoded") &&
+        req.get_header_value<uint64_t>("Content-Length") <=
+            static_cast<uint64_t>(options.max_body_bytes)) {
+      // Only the generation routes read bodies themselves (ReadBody); elsewhere httplib's form
+      // limit applies.
+      absl::StrAppend(&what,
+                      ": an application/x-www-form-urlencoded body (Content-Type) is limited "
+                      "to 8192 bytes here");
+    } else if (status == 413) {
       absl::StrAppend(&what, ": the request body is over the limit of ", options.max_body_bytes,
                       " bytes (--max-message-bytes)");
     }
@@ -714,10 +814,50 @@ json OpenAiHttpServer::Impl::ModelJson() const {
   return model;
 }
 
-void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
+// Any content type but form-data is read as JSON, as it always was: `curl -d` sends JSON as
+// application/x-www-form-urlencoded, at any size. A multipart/form-data body is never the JSON
+// object (httplib would parse it into form fields and leave the body empty).
+bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
+                                      const httplib::ContentReader& content, std::string* body,
+                                      httplib::Response& res) const {
+  const auto refuse = [&](int http_status, const absl::Status& s, std::string param) {
+    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
+    SendError({s, std::move(param)}, res, http_status);
+    // The rest of the body is left unread: the connection cannot carry another request.
+    res.set_header("Connection", "close");
+    return false;
+  };
+  if (req.is_multipart_form_data()) {
+    return refuse(415,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "Content-Type: '", req.get_header_value("Content-Type"),
+                      "' is not supported: send the request as JSON (application/json)")),
+                  "Content-Type");
+  }
+  const size_t limit = static_cast<size_t>(options.max_body_bytes);
+  bool over = false;
+  const bool read = content([&](const char* data, size_t n) {
+    over = body->size() + n > limit;
+    if (!over) body->append(data, n);
+    return !over;
+  });
+  if (over || res.status == 413) {  // 413: httplib saw a Content-Length over the limit
+    return refuse(413,
+                  absl::InvalidArgumentError(absl::StrCat("the request body is over the limit of ",
+                                                          options.max_body_bytes,
+                                                          " bytes (--max-message-bytes)")),
+                  "");
+  }
+  if (!read) {
+    return refuse(400, absl::InvalidArgumentError("the request body could not be read"), "");
+  }
+  return true;
+}
+
+void OpenAiHttpServer::Impl::Generate(Api api, const std::string& raw_body,
                                       httplib::Response& res) {
   const uint64_t n = next_id.fetch_add(1, std::memory_order_relaxed);
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  json body = json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   ParsedRequest p;
   std::optional<ApiError> bad =
       body.is_discarded()
@@ -853,8 +993,12 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   RETURN_IF_ERROR(im.Create());
-  const size_t threads = static_cast<size_t>(std::max(1, options.threads));
-  im.http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // The pool first: a start that cannot get its threads has bound nothing yet. httplib asks for
+  // the queue once, on the listener thread, and owns it from then on (shutdown, delete).
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpThreadPool> pool,
+                   HttpThreadPool::Start(static_cast<size_t>(std::max(1, options.threads))));
+  im.http->new_task_queue = [pool = std::make_shared<std::unique_ptr<HttpThreadPool>>(std::move(
+                                 pool))]() -> httplib::TaskQueue* { return pool->release(); };
   im.http->set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   // SSE chunks are small: without TCP_NODELAY Nagle's algorithm would hold them back.
   im.http->set_tcp_nodelay(true);
@@ -886,6 +1030,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                                                options.port, " (in use or not permitted)"));
   }
   if (!im.raise_backlog(4096)) {
+    im.close_unlistened();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
                                                s->port_, " with a larger backlog"));
   }
@@ -894,10 +1039,16 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   // Stop's join with it (a test that stopped its server within a millisecond hung 1 run in
   // ~500). So Start returns once the loop runs (or the thread has already ended).
   auto ended = std::make_shared<std::atomic<bool>>(false);
-  im.listener = std::thread([http = im.http.get(), ended] {
-    http->listen_after_bind();
-    *ended = true;
-  });
+  absl::StatusOr<std::thread> listener =
+      StartThread("the HTTP API's listener thread", [http = im.http.get(), ended] {
+        http->listen_after_bind();
+        *ended = true;
+      });
+  if (!listener.ok()) {
+    im.close_unlistened();
+    return listener.status();
+  }
+  im.listener = *std::move(listener);
   while (!im.http->is_running() && !*ended) std::this_thread::yield();
   return s;
 }

@@ -466,6 +466,78 @@ TEST_F(CnnServiceTest, ShutdownEndsRequestsStillInThePipelineWithUnavailable) {
   EXPECT_EQ(call.status.error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// A call its client cancels (or whose deadline passes) while it waits in the pipeline ends at
+// once: it leaves the in-flight count (which drain waits on) and is counted once, as CANCELLED.
+// Its images stay in the simulated pipeline (the devices were already given them): the
+// simulation does not change. Before, the call held its place until its simulated completion
+// (here ~10 s of wall time an image), drain waited for it, and it was counted a success.
+TEST_F(CnnServiceTest, ACancelledCallLeavesTheInFlightCountAtOnceAndIsCountedOnce) {
+  ServerOptions o = CnnOptionsFor(Pacing::kRealtime, /*metrics=*/true);
+  o.runner.speed = 1e-4;  // ~10 s of wall time per image: none can finish on its own
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  constexpr int kN = 20;
+  std::vector<std::unique_ptr<AsyncInfer>> calls;
+  std::mutex mu;
+  std::condition_variable cv;
+  int ended = 0;
+  for (int i = 0; i < kN; ++i) {
+    calls.push_back(std::make_unique<AsyncInfer>());
+    AsyncInfer* c = calls.back().get();
+    c->request = InferRequest(1);
+    stub_->async()->ModelInfer(&c->ctx, &c->request, &c->response, [&, c](grpc::Status st) {
+      std::lock_guard<std::mutex> l(mu);
+      c->status = std::move(st);
+      ++ended;
+      cv.notify_all();
+    });
+  }
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // hang guard
+  while (server_->cnn_runner()->in_flight() < kN && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(server_->cnn_runner()->in_flight(), kN);
+  for (auto& c : calls) c->ctx.TryCancel();
+  {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_until(l, guard, [&] { return ended == kN; }));
+  }
+  for (auto& c : calls) EXPECT_EQ(c->status.error_code(), grpc::StatusCode::CANCELLED);
+  while (server_->cnn_runner()->in_flight() > 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(server_->cnn_runner()->in_flight(), 0) << "cancelled calls still hold their place";
+  // A later call is admitted (behind the cancelled calls' images in the simulated pipeline).
+  AsyncInfer later;
+  later.request = InferRequest(1);
+  stub_->async()->ModelInfer(&later.ctx, &later.request, &later.response, [&](grpc::Status st) {
+    std::lock_guard<std::mutex> l(mu);
+    later.status = std::move(st);
+    ++ended;
+    cv.notify_all();
+  });
+  while (server_->cnn_runner()->in_flight() == 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(server_->cnn_runner()->in_flight(), 1);
+  using testing_util::Metric;
+  const std::string http = testing_util::HttpGet(server_->metrics_port(), "/metrics");
+  const size_t body = http.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << http;
+  const auto m = testing_util::ParsePrometheus(http.substr(body + 4));
+  EXPECT_EQ(
+      Metric(m, "neupims:cnn_requests_total", {{"model_name", kCnn}, {"outcome", "CANCELLED"}}),
+      kN);
+  // Counted once: no other outcome (no success when the last image's time comes).
+  double requests = 0;
+  for (const auto& sample : m) {
+    if (sample.name == "neupims:cnn_requests_total") requests += sample.value;
+  }
+  EXPECT_EQ(requests, kN);
+  later.ctx.TryCancel();
+  std::unique_lock<std::mutex> l(mu);
+  ASSERT_TRUE(cv.wait_until(l, guard, [&] { return ended == kN + 1; }));
+}
+
 TEST_F(CnnServiceTest, MetricsCountRequestsLatencyDeviceTimeAndEnergy) {
   ASSERT_NO_FATAL_FAILURE(StartServer(CnnOptionsFor(Pacing::kFast, /*metrics=*/true)));
   constexpr int kN = 3;

@@ -157,6 +157,13 @@ class OpenAiApiTest : public ::testing::Test {
     return {r->status, r->body, r->get_header_value("Content-Type")};
   }
   HttpResult Post(const std::string& path, const json& body) { return Post(path, body.dump()); }
+  HttpResult PostAs(const std::string& path, const std::string& body,
+                    const std::string& content_type) {
+    httplib::Client c = Client();
+    httplib::Result r = c.Post(path, body, content_type);
+    if (!r) return {-1, absl::StrCat("transport error ", static_cast<int>(r.error())), ""};
+    return {r->status, r->body, r->get_header_value("Content-Type")};
+  }
 
   HttpResult Get(const std::string& path) {
     httplib::Client c = Client();
@@ -225,6 +232,38 @@ TEST_F(OpenAiApiTest, StartRefusesAnHttpPortInUse) {
   ASSERT_FALSE(second.ok()) << "a second server bound HTTP port " << *server_->http_port();
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
   EXPECT_EQ(Get("/health").status, 200);  // the first server is unaffected
+}
+
+// Binds `port` on 127.0.0.1 (0: any free one) without SO_REUSEADDR and returns the bound port,
+// or -1; the socket is closed again.
+int BindOnce(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int bound = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    bound = ntohs(a.sin_port);
+  }
+  close(fd);
+  return bound;
+}
+
+// A start that fails after gRPC listens (here the HTTP port; the same path as an HTTP pool that
+// cannot get its threads) leaves nothing running: its gRPC port is free again.
+TEST_F(OpenAiApiTest, AStartThatFailsAtTheHttpApiReleasesItsGrpcPort) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(FastOptions()));
+  ServerOptions second = FastOptions();
+  second.http_port = *server_->http_port();
+  second.port = BindOnce(0);
+  ASSERT_GT(second.port, 0);
+  const absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(second);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("cannot serve HTTP"));
+  EXPECT_EQ(BindOnce(second.port), second.port) << "the failed start still holds its gRPC port";
 }
 
 TEST_F(OpenAiApiTest, CompletionNotStreamed) {
@@ -527,6 +566,79 @@ TEST_F(OpenAiApiTest, ABodyOverMaxMessageBytesIs413) {
   const json e = ExpectError(big, 413);
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("4096 bytes (--max-message-bytes)"));
   EXPECT_EQ(Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}}).status, 200);
+}
+
+// `curl -d` sends JSON as application/x-www-form-urlencoded. A small such body was served; one
+// over 8 KiB got httplib's form limit as a 413 saying "over the limit of 4194304 bytes". Now the
+// content type does not change the answer: any but form-data is read as JSON, at any size.
+TEST_F(OpenAiApiTest, ABodyOverEightKiBIsReadAsJsonWhateverItsContentType) {
+  StartServer(FastOptions());
+  // Valid JSON padded with whitespace past httplib's 8,192-byte form limit; a 5-token prompt.
+  const std::string body =
+      json{{"prompt", "hello"}, {"max_tokens", 2}}.dump() + std::string(9000, ' ');
+  for (const char* type : {"application/x-www-form-urlencoded", "text/plain", "application/json",
+                           "application/x-www-form-urlencoded; charset=utf-8"}) {
+    const HttpResult r = PostAs("/v1/completions", body, type);
+    EXPECT_EQ(r.status, 200) << type << ": " << r.body;
+  }
+  const HttpResult chat =
+      PostAs("/v1/chat/completions",
+             json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}}.dump() +
+                 std::string(9000, ' '),
+             "application/x-www-form-urlencoded");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  // Elsewhere (a route that reads no body) httplib's form limit still answers first, and says so.
+  const json e = ExpectError(PostAs("/v1/models", body, "application/x-www-form-urlencoded"), 413);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("limited to 8192 bytes"));
+}
+
+// A multipart/form-data body is never the JSON request: 415 naming Content-Type, small or large
+// (it was a bare "HTTP 400").
+TEST_F(OpenAiApiTest, AFormDataBodyIs415NamingContentType) {
+  StartServer(FastOptions());
+  const std::string small = json{{"prompt", "hello"}, {"max_tokens", 2}}.dump();
+  for (const std::string& body : {small, small + std::string(9000, ' ')}) {
+    for (const char* type : {"multipart/form-data", "multipart/form-data; boundary=xyz"}) {
+      const json e = ExpectError(PostAs("/v1/completions", body, type), 415);
+      EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("Content-Type"));
+      EXPECT_EQ(e["param"], "Content-Type");
+    }
+  }
+  EXPECT_EQ(Post("/v1/completions", small).status, 200);  // the server serves on
+}
+
+// Over the server's real limit, whatever the content type or framing: 413 naming the limit.
+TEST_F(OpenAiApiTest, AFormOrChunkedBodyOverMaxMessageBytesIs413NamingTheLimit) {
+  ServerOptions o = FastOptions();
+  o.max_message_bytes = 16384;
+  StartServer(o);
+  const std::string body =
+      json{{"prompt", "hello"}, {"max_tokens", 2}}.dump() + std::string(20000, ' ');
+  for (const char* type : {"application/x-www-form-urlencoded", "application/json"}) {
+    const json e = ExpectError(PostAs("/v1/completions", body, type), 413);
+    EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("16384 bytes (--max-message-bytes)"))
+        << type;
+  }
+  // Chunked (no Content-Length): httplib reads such a body whatever its size; ReadBody stops it.
+  httplib::Client c = Client();
+  httplib::Result r = c.Post(
+      "/v1/completions",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset < body.size()) {
+          sink.write(body.data() + offset, std::min<size_t>(4096, body.size() - offset));
+        } else {
+          sink.done();
+        }
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(r) << "transport error " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 413) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("16384 bytes (--max-message-bytes)"));
+  // Just under the limit is served.
+  EXPECT_EQ(
+      PostAs("/v1/completions", body.substr(0, 16000), "application/x-www-form-urlencoded").status,
+      200);
 }
 
 TEST_F(OpenAiApiTest, AnEngineFaultIs500ThenHealthAndNewRequestsAre503) {

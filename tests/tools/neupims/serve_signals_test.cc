@@ -8,14 +8,17 @@
 // exit); what is asserted is what the clients received.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,13 +45,15 @@ using neupims::v1::GetServerInfoRequest;
 using neupims::v1::LlmService;
 using neupims::v1::ServerInfo;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ServeSignals : public ::testing::Test {};
 
 // `neupims serve ARGS` as a child process, its stderr collected by a thread.
 class ServeProcess {
  public:
-  explicit ServeProcess(const std::vector<std::string>& args) {
+  // `address_space_bytes` > 0: the child's RLIMIT_AS (`ulimit -v`), set before exec.
+  explicit ServeProcess(const std::vector<std::string>& args, rlim_t address_space_bytes = 0) {
     // Everything the child needs is made before fork: it only calls async-signal-safe functions.
     std::vector<std::string> argv_s = {NEUPIMS_CLI_PATH, "serve"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -59,6 +64,15 @@ class ServeProcess {
     if (pipe(fds) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      if (address_space_bytes > 0) {
+        const rlimit limit = {address_space_bytes, address_space_bytes};
+        // glibc sizes a thread's stack from RLIMIT_STACK at exec: pinned to Linux's default
+        // 8 MiB, so that what fits under the limit does not depend on the caller's `ulimit -s`.
+        rlimit stack{};
+        getrlimit(RLIMIT_STACK, &stack);
+        stack.rlim_cur = std::min<rlim_t>(rlim_t{8} << 20, stack.rlim_max);
+        if (setrlimit(RLIMIT_AS, &limit) != 0 || setrlimit(RLIMIT_STACK, &stack) != 0) _exit(126);
+      }
       dup2(fds[1], STDERR_FILENO);
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
@@ -153,13 +167,40 @@ class ServeProcess {
   int grpc_port_ = -1, http_port_ = -1, metrics_port_ = -1;
 };
 
+// A client thread that is joined on every path. A failed ASSERT returns from the test while
+// client threads run, and destroying a joinable std::thread calls std::terminate: the binary
+// died ("terminate called without an active exception") instead of reporting the failure. On
+// destruction `stop` makes the thread end soon (cancels its call), then it is joined; Join()
+// waits for it to end on its own.
+class ClientThread {
+ public:
+  ClientThread() = default;
+  ClientThread(std::function<void()> body, std::function<void()> stop)
+      : stop_(std::move(stop)), thread_(std::move(body)) {}
+  ClientThread(ClientThread&&) = default;
+  ClientThread& operator=(ClientThread&&) = default;
+  ~ClientThread() {
+    if (!thread_.joinable()) return;
+    if (stop_) stop_();
+    thread_.join();
+  }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::function<void()> stop_;
+  std::thread thread_;
+};
+
 // A Generate stream read to its end on a thread of its own.
 struct Stream {
-  std::thread thread;
+  grpc::ClientContext ctx;  // outlives `thread`, which cancels it if the test ends early
   std::atomic<int64_t> tokens{0};
   std::optional<neupims::v1::GenerateComplete> complete;
   int messages_after_complete = 0;
   grpc::Status status;
+  ClientThread thread;  // last: joined first
 };
 
 void RunStream(LlmService::Stub* stub, int64_t max_new_tokens, Stream* s) {
@@ -167,7 +208,7 @@ void RunStream(LlmService::Stub* stub, int64_t max_new_tokens, Stream* s) {
   r.set_prompt_length(16);
   r.set_max_new_tokens(max_new_tokens);
   r.set_ignore_eos(true);
-  grpc::ClientContext ctx;
+  grpc::ClientContext& ctx = s->ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader = stub->Generate(&ctx, r);
   GenerateResponse resp;
@@ -186,7 +227,8 @@ std::vector<std::unique_ptr<Stream>> StartStreams(LlmService::Stub* stub, int n,
   for (int i = 0; i < n; ++i) {
     streams.push_back(std::make_unique<Stream>());
     Stream* s = streams.back().get();
-    s->thread = std::thread([stub, max_new_tokens, s] { RunStream(stub, max_new_tokens, s); });
+    s->thread = ClientThread([stub, max_new_tokens, s] { RunStream(stub, max_new_tokens, s); },
+                             [s] { s->ctx.TryCancel(); });
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (const auto& s : streams) {
@@ -213,7 +255,7 @@ TEST_F(ServeSignals, SigtermLetsTwentyInFlightStreamsFinishThenExitsZero) {
   std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 20, 300);
   p.Signal(SIGTERM);
   for (const auto& s : streams) {
-    s->thread.join();
+    s->thread.Join();
     ASSERT_TRUE(s->status.ok()) << s->status.error_code() << ": " << s->status.error_message();
     ASSERT_TRUE(s->complete.has_value()) << "a stream ended without its final message";
     EXPECT_EQ(s->complete->finish_reason(), FINISH_REASON_LENGTH);
@@ -239,7 +281,7 @@ TEST_F(ServeSignals, SigtermPastTheDrainTimeoutAbortsTheRestWithAFinalMessage) {
   std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 20, 2000);
   p.Signal(SIGTERM);
   for (const auto& s : streams) {
-    s->thread.join();
+    s->thread.Join();
     ASSERT_TRUE(s->status.ok()) << s->status.error_code() << ": " << s->status.error_message();
     ASSERT_TRUE(s->complete.has_value()) << "a stream ended without its final message";
     EXPECT_EQ(s->complete->finish_reason(), FINISH_REASON_ABORTED);
@@ -280,6 +322,27 @@ TEST_F(ServeSignals, HttpThreadsSizesTheHttpThreadPool) {
   EXPECT_EQ(p.WaitExit(std::chrono::seconds(60)), std::optional<int>(0)) << p.output();
 }
 
+// A start that cannot get its threads is an error (exit 1, naming the flag), never an abort.
+// Thread creation is made to fail with an address-space limit (`ulimit -v` 4,000,000 KiB) and
+// --http-threads 4096, whose 8 MiB stacks need 32 GiB: RLIMIT_NPROC (`ulimit -u`) would do as
+// well, but root, under which the tests may run, ignores it. Before the fix std::thread threw on
+// httplib's listener thread and the process ended in std::terminate (SIGABRT, exit 134).
+TEST(ServeThreads, AnHttpPoolThatCannotGetItsThreadsFailsTheStartWithExitOne) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitized binary cannot run under ulimit -v (it reserves terabytes of shadow)";
+#endif
+  ServeProcess p(
+      {"--port", "0", "--metrics-port", "-1", "--http-port", "0", "--http-threads", "4096"},
+      /*address_space_bytes=*/rlim_t{4'000'000} * 1024);
+  const std::optional<int> status = p.WaitExit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << "still running under the limit\n" << p.output();
+  EXPECT_TRUE(WIFEXITED(*status)) << "ended by signal " << WTERMSIG(*status) << "\n" << p.output();
+  EXPECT_EQ(WEXITSTATUS(*status), 1) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("--http-threads (config \"http_threads\") 4096: cannot start "
+                                    "HTTP thread"));
+  EXPECT_THAT(p.output(), Not(HasSubstr("terminate")));
+}
+
 TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
   std::vector<std::string> args = BaseArgs("30", "0.2");
   args.insert(args.end(), {"--port", "0", "--http-port", "0", "--metrics-port", "0"});
@@ -292,20 +355,23 @@ TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
                                                       grpc::InsecureChannelCredentials()));
   std::vector<std::unique_ptr<Stream>> streams = StartStreams(stub.get(), 5, 2000);
   std::atomic<bool> http_started{false};
-  std::thread http_stream([&] {
-    httplib::Client c("127.0.0.1", first.http_port());
-    c.set_read_timeout(120, 0);
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = R"({"prompt": "hi", "max_tokens": 2000, "ignore_eos": true, "stream": true})";
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-      http_started = true;
-      return true;
-    };
-    c.send(req);  // ends with a transport error when the server dies
-  });
+  std::atomic<bool> http_stop{false};
+  ClientThread http_stream(
+      [&] {
+        httplib::Client c("127.0.0.1", first.http_port());
+        c.set_read_timeout(120, 0);
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = R"({"prompt": "hi", "max_tokens": 2000, "ignore_eos": true, "stream": true})";
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+          http_started = true;
+          return !http_stop;  // false ends the request
+        };
+        c.send(req);  // ends with a transport error when the server dies
+      },
+      [&] { http_stop = true; });
   httplib::Client scrape("127.0.0.1", first.metrics_port());
   httplib::Result metrics = scrape.Get("/metrics");
   ASSERT_TRUE(metrics) << "no answer from the metrics port";
@@ -314,10 +380,10 @@ TEST_F(ServeSignals, AfterSigkillARestartOnTheSamePortsServes) {
   first.Signal(SIGKILL);
   ASSERT_TRUE(first.WaitExit(std::chrono::seconds(30)).has_value());
   for (const auto& s : streams) {
-    s->thread.join();
+    s->thread.Join();
     EXPECT_FALSE(s->status.ok());  // the server died: no final message, an error status
   }
-  http_stream.join();
+  http_stream.Join();
 
   std::vector<std::string> again = BaseArgs("30", "1");
   again.insert(again.end(), {"--port", std::to_string(first.grpc_port()), "--http-port",
