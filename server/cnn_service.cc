@@ -25,9 +25,12 @@ constexpr int64_t kFp32Bytes = 4;
 
 // ModelInfer's reactor. A call its client cancels (or whose deadline passes) leaves the runner at
 // once (CnnRunner::Cancel), instead of holding its place in the in-flight count, which drain
-// waits on, until its simulated completion. The reactor is deleted when both gRPC is done with it
-// (OnDone) and ModelInfer has handed it the call's ticket (Started): in fast pacing the runner
-// answers, and gRPC may call OnDone, before Infer returns.
+// waits on, until its simulated completion. gRPC calls neither OnCancel nor OnDone before
+// ModelInfer has returned the reactor (ServerCallbackUnaryImpl::SetupReactor holds a reference
+// and one of OnCancel's two conditions until then), so both see the ticket Started recorded,
+// even when the runner answered (Finish) inside Infer in fast pacing. The reactor is still
+// deleted only once both OnDone and Started have run: ModelInfer returns `reactor` after
+// Started, so a delete in OnDone alone would rely on that ordering with nothing to show it.
 class InferReactor : public grpc::ServerUnaryReactor {
  public:
   explicit InferReactor(CnnRunner* runner) : runner_(runner) {}
