@@ -1,8 +1,5 @@
 // The image's build stage (deploy/Dockerfile) installs its packages with
 // `scripts/install_deps.sh --build-only`: what building the two binaries needs, and no more.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -10,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/deploy_test_util.h"
+#include "tests/run_command.h"
 
 namespace neupims::deploy_test {
 namespace {
@@ -20,16 +18,10 @@ using ::testing::Not;
 
 // The packages `install_deps.sh <options> --list` selects.
 std::vector<std::string> Packages(const std::string& options) {
-  const std::string command =
-      SourcePath("scripts/install_deps.sh") + " " + options + " --list 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (pipe != nullptr && (n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pipe != nullptr ? pclose(pipe) : -1;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command << "\n" << out;
-  return absl::StrSplit(out, '\n', absl::SkipEmpty());
+  const std::string command = SourcePath("scripts/install_deps.sh") + " " + options + " --list";
+  const testing_util::CommandResult r = testing_util::RunCommand(command);
+  EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
+  return absl::StrSplit(r.output, '\n', absl::SkipEmpty());
 }
 
 // The build stage configured with tests and benchmarks off still installed clang-format and the

@@ -2,10 +2,6 @@
 // package under Node (tests/server/openai_node/client.mjs) against a real server on an ephemeral
 // port. The package is installed once into the build tree (npm install, bounded by `timeout`);
 // the test skips, saying why, only when npm is absent or the install fails (offline).
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,28 +10,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/run_command.h"
 
 namespace neupims::server {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult RunCommand(const std::string& command) {
-  CommandResult r;
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing_util::CommandResult;
+using testing_util::RunCommand;
 
 TEST(OpenAiNodeClientTest, OfficialSdkStreamsChatAndCompletionAndGetsTypedErrors) {
   if (RunCommand("npm --version").exit_code != 0 || RunCommand("node --version").exit_code != 0) {

@@ -3,10 +3,6 @@
 // server's reflection) against the gRPC API of a realtime one, under Node. The npm packages are
 // installed once into the build tree (npm install, bounded by `timeout`); a test skips, saying
 // why, only when node / npm is absent or the install fails (offline).
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,28 +11,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/run_command.h"
 
 namespace neupims::server {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult RunCommand(const std::string& command) {
-  CommandResult r;
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing_util::CommandResult;
+using testing_util::RunCommand;
 
 class PeerAcceptanceTest : public ::testing::Test {
  protected:

@@ -1,9 +1,6 @@
 // neupims-bench's entry point (tools/loadgen/main.cc), run as a binary against an in-process
 // server.
-#include <sys/wait.h>
-
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -13,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/run_command.h"
 
 namespace neupims::loadgen {
 namespace {
@@ -38,30 +36,20 @@ TEST(BenchMain, RunningOutOfMemoryIsAnErrorNotAnAbort) {
   // 10^8 requests (the flag's limit) hold several GB of workload; 1.5 GB is too little.
   const std::string command = absl::StrCat(
       "(ulimit -v 1500000; exec ", NEUPIMS_BENCH_PATH,
-      " -q --no-progress -n 100000000 --synthetic 1:1 --server ", (*s)->address(), ") 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
+      " -q --no-progress -n 100000000 --synthetic 1:1 --server ", (*s)->address(), ")");
+  const auto [status, out] = testing_util::RunCommand(command);
   (*s)->Shutdown();
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal\n" << out;
-  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  ASSERT_NE(status, -1) << "killed by a signal\n" << out;
+  EXPECT_EQ(status, 1) << out;
   EXPECT_THAT(out, HasSubstr("error: out of memory"));
   EXPECT_THAT(out, Not(HasSubstr("terminate called")));
 }
 
 // Runs neupims-bench with `args`; its exit code and merged output.
 std::pair<int, std::string> RunBench(const std::string& args) {
-  FILE* pipe = popen(absl::StrCat(NEUPIMS_BENCH_PATH, " ", args, " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (pipe != nullptr && (n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pipe != nullptr ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  testing_util::CommandResult r =
+      testing_util::RunCommand(absl::StrCat(NEUPIMS_BENCH_PATH, " ", args));
+  return {r.exit_code, std::move(r.output)};
 }
 
 // A timeout of 1e308 s became a deadline through a double -> int64 nanoseconds conversion that

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/run_command.h"
 #include "tests/tools/neupims/cli_runner.h"
 
 namespace neupims::cli {
@@ -458,18 +459,12 @@ TEST(InputChecks, RunningOutOfMemoryIsAnErrorNotAnAbort) {
   // cannot start at all, so the limit this test relies on cannot be set.
   GTEST_SKIP() << "a sanitized binary cannot run under ulimit -v";
 #endif
-  const std::string command = absl::StrCat(
-      "(ulimit -v 1500000; exec ", NEUPIMS_CLI_PATH,
-      " simulate --no-progress -n 100000000 --synthetic 1:1 --max-memory-gb 1e6) 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal\n" << out;
-  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  const std::string command =
+      absl::StrCat("(ulimit -v 1500000; exec ", NEUPIMS_CLI_PATH,
+                   " simulate --no-progress -n 100000000 --synthetic 1:1 --max-memory-gb 1e6)");
+  const auto [status, out] = testing_util::RunCommand(command);
+  ASSERT_NE(status, -1) << "killed by a signal\n" << out;
+  EXPECT_EQ(status, 1) << out;
   EXPECT_THAT(out, HasSubstr("error: out of memory"));
   EXPECT_THAT(out, Not(HasSubstr("terminate called")));
 }
