@@ -178,20 +178,46 @@ class ClientThread {
   ClientThread(std::function<void()> body, std::function<void()> stop)
       : stop_(std::move(stop)), thread_(std::move(body)) {}
   ClientThread(ClientThread&&) = default;
-  ClientThread& operator=(ClientThread&&) = default;
-  ~ClientThread() {
-    if (!thread_.joinable()) return;
-    if (stop_) stop_();
-    thread_.join();
+  // Not defaulted: std::thread's move assignment over a running thread is std::terminate, the
+  // very abort this class exists to avoid. The running one is stopped and joined first.
+  ClientThread& operator=(ClientThread&& other) noexcept {
+    if (this != &other) {
+      StopAndJoin();
+      stop_ = std::move(other.stop_);
+      thread_ = std::move(other.thread_);
+    }
+    return *this;
   }
+  ~ClientThread() { StopAndJoin(); }
   void Join() {
     if (thread_.joinable()) thread_.join();
   }
 
  private:
+  void StopAndJoin() {
+    if (!thread_.joinable()) return;
+    if (stop_) stop_();
+    thread_.join();
+  }
+
   std::function<void()> stop_;
   std::thread thread_;
 };
+
+// Assigning over a running ClientThread (a defaulted move assignment would std::terminate)
+// stops and joins it first.
+TEST(ServeSignalsHelpers, AssigningOverARunningClientThreadStopsAndJoinsIt) {
+  std::atomic<bool> stop{false};
+  std::atomic<bool> ended{false};
+  ClientThread t(
+      [&] {
+        while (!stop) std::this_thread::yield();
+        ended = true;
+      },
+      [&] { stop = true; });
+  t = ClientThread();
+  EXPECT_TRUE(ended);
+}
 
 // A Generate stream read to its end on a thread of its own.
 struct Stream {
