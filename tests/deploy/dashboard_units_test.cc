@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "deploy_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -14,25 +15,22 @@
 namespace neupims::deploy_test {
 namespace {
 
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 // What a query plots, from the names it selects; kAny where the dashboard's unit is free.
 enum class Quantity { kAny, kSeconds, kSimulatedWatts, kWallJoulesRate, kJoulesPerToken };
 
 Quantity QuantityOf(const std::string& expr) {
   bool seconds = false;
   for (const std::string& n : PromqlMetricNames(expr)) {
-    if (Contains(n, "power_watts") || Contains(n, "joules:rate1m_per_sim_second")) {
+    if (absl::StrContains(n, "power_watts") ||
+        absl::StrContains(n, "joules:rate1m_per_sim_second")) {
       return Quantity::kSimulatedWatts;
     }
-    if (Contains(n, "joules_per_token")) return Quantity::kJoulesPerToken;
-    if (Contains(n, "joules")) return Quantity::kWallJoulesRate;
+    if (absl::StrContains(n, "joules_per_token")) return Quantity::kJoulesPerToken;
+    if (absl::StrContains(n, "joules")) return Quantity::kWallJoulesRate;
     // Quantiles (histogram_quantile of _bucket, or the :pNN recording rules) and means
     // (_sum / _count) of a seconds histogram; not the simulated clock's own rate.
-    if (Contains(n, "_seconds_bucket") || Contains(n, "_seconds:p") ||
-        Contains(n, "_seconds_sum")) {
+    if (absl::StrContains(n, "_seconds_bucket") || absl::StrContains(n, "_seconds:p") ||
+        absl::StrContains(n, "_seconds_sum")) {
       seconds = true;
     }
   }
