@@ -72,5 +72,27 @@ TEST_F(CnnLoadTest, AnUnknownModelIsASetupError) {
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--cnn-model vgg16"));
 }
 
+// As the flags (ValidateOptions does the same for the LLM mode): a library caller's rate of
+// 1e-308 made an infinite Poisson gap and a timeout of 1e308 s an overflowing deadline, both
+// converted to int64 nanoseconds. Refused before anything connects, naming the flag.
+TEST(CnnLoadOptionsTest, OutOfRangeRatesTimeoutsAndCountsAreRefusedNamingTheFlag) {
+  const auto problem = [](auto set) {
+    CnnLoadOptions o;
+    o.server = "127.0.0.1:1";  // never reached
+    o.model = "resnet50";
+    set(o);
+    return RunCnnLoad(o).status();
+  };
+  const absl::Status rate = problem([](CnnLoadOptions& o) { o.rate = 1e-308; });
+  EXPECT_EQ(rate.code(), absl::StatusCode::kInvalidArgument) << rate;
+  EXPECT_THAT(rate.message(), ::testing::HasSubstr("--cnn-rate: value"));
+  const absl::Status timeout = problem([](CnnLoadOptions& o) { o.timeout_s = 1e308; });
+  EXPECT_THAT(timeout.message(), ::testing::HasSubstr("--timeout-s: value"));
+  const absl::Status connect = problem([](CnnLoadOptions& o) { o.connect_timeout_s = 0; });
+  EXPECT_THAT(connect.message(), ::testing::HasSubstr("--connect-timeout-s: value"));
+  const absl::Status requests = problem([](CnnLoadOptions& o) { o.requests = 0; });
+  EXPECT_THAT(requests.message(), ::testing::HasSubstr("--cnn-requests: value 0"));
+}
+
 }  // namespace
 }  // namespace neupims::loadgen

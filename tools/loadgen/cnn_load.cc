@@ -10,9 +10,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/option_ranges.h"
 #include "common/splitmix64.h"
 #include "grpcpp/grpcpp.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
@@ -194,9 +196,32 @@ CnnLoadResult Aggregate(const std::vector<Sample>& samples, double wall_s) {
   return r;
 }
 
+// The flags' ranges again, for library callers (as ValidateOptions in the LLM mode): a rate of
+// 1e-308 or a timeout of 1e308 s overflows the int64 nanoseconds it is converted to.
+absl::Status CheckCnnLoadOptions(const CnnLoadOptions& o) {
+  const IntRange requests = option_ranges::kCnnRequests;
+  if (o.requests < requests.min || o.requests > requests.max) {
+    return absl::InvalidArgumentError(absl::StrCat("--cnn-requests: value ", o.requests,
+                                                   " must be in [", requests.min, ", ",
+                                                   requests.max, "]"));
+  }
+  for (const auto& [flag, value, range, zero_ok] :
+       {std::tuple{"--cnn-rate", o.rate, option_ranges::kCnnRateRps, true},
+        std::tuple{"--timeout-s", o.timeout_s, option_ranges::kRequestTimeoutS, false},
+        std::tuple{"--connect-timeout-s", o.connect_timeout_s, option_ranges::kConnectTimeoutS,
+                   false}}) {
+    if (zero_ok && value == 0) continue;  // a rate of 0: the closed loop
+    if (const std::string problem = DoubleRangeProblem(value, range); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": value ", value, " ", problem));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CnnLoadResult> RunCnnLoad(const CnnLoadOptions& o) {
+  if (absl::Status s = CheckCnnLoadOptions(o); !s.ok()) return s;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
