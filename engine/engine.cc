@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/request_field.h"
 #include "common/status_macros.h"
 #include "hw/registry.h"
 #include "scheduler/batching.h"
@@ -27,10 +29,15 @@ SystemMode ResolveMode(const EngineOptions& o) {
 
 SimTime CeilNs(double ns) { return static_cast<SimTime>(std::ceil(ns - 1e-9)); }
 
-absl::Status TooLarge(absl::string_view message) {
+// `field`: the request field the refusal concerns (common/request_field.h).
+absl::Status TooLarge(absl::string_view field, absl::string_view message) {
   absl::Status s = absl::InvalidArgumentError(message);
   s.SetPayload(kRequestTooLargePayload, absl::Cord());
-  return s;
+  return WithRequestField(std::move(s), field);
+}
+
+absl::Status BadField(absl::string_view field, absl::string_view message) {
+  return WithRequestField(absl::InvalidArgumentError(message), field);
 }
 
 }  // namespace
@@ -158,28 +165,33 @@ const Request* Engine::Find(RequestId id) const {
 absl::Status Engine::CheckRequest(const SubmitSpec& spec) const {
   const models::ModelConfig& m = model();
   if (spec.prompt_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens,
-                     spec.prompt_tokens == 0 ? " (the prompt is empty)" : ""));
+    return BadField(kPromptTokensField,
+                    absl::StrCat("prompt_tokens must be >= 1, got ", spec.prompt_tokens,
+                                 spec.prompt_tokens == 0 ? " (the prompt is empty)" : ""));
   }
   if (options_.max_prompt_tokens.has_value() && spec.prompt_tokens > *options_.max_prompt_tokens) {
-    return TooLarge(absl::StrCat("prompt (", spec.prompt_tokens,
+    return TooLarge(kPromptTokensField,
+                    absl::StrCat("prompt (", spec.prompt_tokens,
                                  " tokens) exceeds the server's max_prompt_tokens (",
                                  *options_.max_prompt_tokens, ")"));
   }
   if (spec.max_new_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_new_tokens must be >= 1, got ", spec.max_new_tokens));
+    return BadField(kMaxNewTokensField,
+                    absl::StrCat("max_new_tokens must be >= 1, got ", spec.max_new_tokens));
   }
   // Written as a difference: a sum of two client-chosen int64 counts can overflow.
   if (spec.max_new_tokens > m.max_seq_len - spec.prompt_tokens) {
-    return TooLarge(absl::StrCat("prompt (", spec.prompt_tokens, " tokens) + max_new_tokens (",
+    // The field to change: the prompt when it leaves no room for even one new token.
+    return TooLarge(spec.prompt_tokens >= m.max_seq_len ? kPromptTokensField : kMaxNewTokensField,
+                    absl::StrCat("prompt (", spec.prompt_tokens, " tokens) + max_new_tokens (",
                                  spec.max_new_tokens, ") exceeds the context of ", m.name, " (",
                                  m.max_seq_len, " tokens)"));
   }
   const int64_t blocks = kv_->BlocksFor(spec.prompt_tokens + spec.max_new_tokens);
   if (blocks > kv_->TotalBlocks(0)) {
-    return TooLarge(absl::StrCat("request needs ", blocks, " KV blocks but a PIM channel holds ",
+    const bool prompt_alone = kv_->BlocksFor(spec.prompt_tokens + 1) > kv_->TotalBlocks(0);
+    return TooLarge(prompt_alone ? kPromptTokensField : kMaxNewTokensField,
+                    absl::StrCat("request needs ", blocks, " KV blocks but a PIM channel holds ",
                                  kv_->TotalBlocks(0)));
   }
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/request_field.h"
 
 namespace neupims::server {
 namespace {
@@ -15,8 +16,9 @@ absl::StatusOr<int64_t> PromptTokens(const Prompt& prompt, const models::ModelCo
   if (const auto* ids = std::get_if<std::vector<int64_t>>(&prompt)) {
     for (int64_t id : *ids) {
       if (id < 0 || id >= m.vocab) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("token id ", id, " is outside [0, ", m.vocab, ") of ", m.name));
+        return WithRequestField(absl::InvalidArgumentError(absl::StrCat(
+                                    "token id ", id, " is outside [0, ", m.vocab, ") of ", m.name)),
+                                kPromptTokensField);
       }
     }
     return static_cast<int64_t>(ids->size());

@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/request_field.h"
 #include "common/status_macros.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -64,6 +66,45 @@ json ErrorJson(const ApiError& e, int http_status = 0) {
   return json{{"error", std::move(err)}};
 }
 
+// `text` with every whole-word `from` (not part of a longer name such as max_prompt_tokens)
+// replaced by `to`.
+std::string ReplaceWord(absl::string_view text, absl::string_view from, absl::string_view to) {
+  const auto is_word = [](char c) { return absl::ascii_isalnum(c) || c == '_'; };
+  std::string out;
+  size_t start = 0;
+  for (size_t at = text.find(from); at != absl::string_view::npos; at = text.find(from, at + 1)) {
+    const size_t end = at + from.size();
+    if ((at > 0 && is_word(text[at - 1])) || (end < text.size() && is_word(text[end]))) continue;
+    absl::StrAppend(&out, text.substr(start, at - start), to);
+    start = end;
+  }
+  absl::StrAppend(&out, text.substr(start));
+  return out;
+}
+
+// A refusal of the one request check (Engine::CheckRequest and the token ids, which name the
+// engine's fields, the gRPC proto's) as this API's error: the field it concerns
+// (common/request_field.h) becomes the one this client sent, in `param` and in the message.
+ApiError EngineError(const absl::Status& s, absl::string_view prompt_field,
+                     absl::string_view max_tokens_field, bool max_tokens_sent) {
+  if (absl::IsNotFound(s)) return {s, "model"};  // NOT_FOUND from generate_request.h: the model
+  const std::string field = RequestFieldOf(s);
+  std::string message = ReplaceWord(ReplaceWord(s.message(), kMaxNewTokensField, max_tokens_field),
+                                    kPromptTokensField, prompt_field);
+  std::string param;
+  if (field == kPromptTokensField) param = std::string(prompt_field);
+  if (field == kMaxNewTokensField) {
+    param = std::string(max_tokens_field);
+    if (!max_tokens_sent)
+      absl::StrAppend(&message, " (", param, " not sent: the server's default)");
+  }
+  absl::Status mapped(s.code(), message);
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    mapped.SetPayload(url, payload);  // keeps kRequestTooLargePayload: 413
+  });
+  return {std::move(mapped), std::move(param)};
+}
+
 void SendError(const ApiError& e, httplib::Response& res, int http_status = 0) {
   res.status = http_status != 0 ? http_status : ToHttpError(e.status).http_status;
   res.set_content(ErrorJson(e, http_status).dump(), kJson);
@@ -77,6 +118,12 @@ struct ParsedRequest {
   GenerateInput input;
   bool stream = false;
   bool include_usage = false;
+  // This API's names of the engine's request fields (EngineError): "prompt" or "messages", and
+  // "max_tokens" or "max_completion_tokens" (the one sent, else the API's own; not sent: a
+  // default the server chose).
+  std::string prompt_field;
+  std::string max_tokens_field;
+  bool max_tokens_sent = false;
 };
 
 // Reads an optional field of the expected JSON type; a wrong type is an error naming it.
@@ -283,6 +330,12 @@ std::optional<ApiError> ParseBody(Api api, const json& body, const ServedEngine&
     const int64_t prompt_tokens = static_cast<int64_t>(tokenizer.Encode(text).size());
     limit = std::max<int64_t>(1, served.model.max_seq_len - prompt_tokens);
   }
+  out->prompt_field = api == Api::kChat ? "messages" : "prompt";
+  out->max_tokens_sent = max_completion_tokens.has_value() || max_tokens.has_value();
+  out->max_tokens_field =
+      max_completion_tokens.has_value() || (!max_tokens.has_value() && api == Api::kChat)
+          ? "max_completion_tokens"
+          : "max_tokens";
   in.model = model.value_or("");
   in.max_new_tokens = limit.value_or(kDefaultCompletionTokens);
   in.ignore_eos = ignore_eos.value_or(false);
@@ -888,8 +941,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const std::string& raw_body,
       });
   absl::StatusOr<std::string> id = SubmitGenerate(runner, metrics, p.input, state);
   if (!id.ok()) {
-    // NOT_FOUND from the shared path (generate_request.h) is always the model.
-    SendError({id.status(), absl::IsNotFound(id.status()) ? "model" : ""}, res);
+    SendError(EngineError(id.status(), p.prompt_field, p.max_tokens_field, p.max_tokens_sent), res);
     return;
   }
   if (p.stream) {

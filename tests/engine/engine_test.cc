@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/request_field.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/batching.h"
@@ -323,6 +324,7 @@ TEST(EngineCheckRequest, IsSubmitsCheckNamingTheFieldAndQueuesNothing) {
     const absl::Status checked = e->CheckRequest(c.spec);
     EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument) << c.field;
     EXPECT_THAT(std::string(checked.message()), HasSubstr(c.field));
+    EXPECT_EQ(RequestFieldOf(checked), c.field);  // for a front end naming it otherwise (HTTP)
     EXPECT_EQ(e->Submit(c.spec), checked);
   }
   EXPECT_THAT(std::string(e->CheckRequest({1, 0, 10, 0, 0}).message()),
@@ -330,6 +332,17 @@ TEST(EngineCheckRequest, IsSubmitsCheckNamingTheFieldAndQueuesNothing) {
   EXPECT_TRUE(e->CheckRequest({1, 16, 4, 0, 0}).ok());
   EXPECT_EQ(e->stats().submitted, 0);
   EXPECT_TRUE(e->Idle());
+}
+
+// Over the context, the refusal concerns the field the client can change: max_new_tokens while
+// the prompt leaves room for one new token, the prompt once it fills the context alone.
+TEST(EngineCheckRequest, OverTheContextConcernsThePromptOnlyWhenItFillsTheContextAlone) {
+  std::unique_ptr<Engine> e = MakeEngine({});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(RequestFieldOf(e->CheckRequest({1, 2047, 2, 0, 0})), kMaxNewTokensField);
+  const absl::Status s = e->CheckRequest({1, 2048, 1, 0, 0});
+  EXPECT_TRUE(IsRequestTooLarge(s)) << s;
+  EXPECT_EQ(RequestFieldOf(s), kPromptTokensField);
 }
 
 TEST(EngineSubmit, DuplicateLiveIdIsAlreadyExistsAndFinishedIdsMayBeReused) {
@@ -354,6 +367,7 @@ TEST(EngineCheckRequest, MaxPromptTokensIsATooLargeInvalidArgument) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_TRUE(IsRequestTooLarge(s));
   EXPECT_THAT(std::string(s.message()), HasSubstr("max_prompt_tokens (64)"));
+  EXPECT_EQ(RequestFieldOf(s), kPromptTokensField);
   o.max_prompt_tokens = 0;
   EXPECT_EQ(Engine::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }

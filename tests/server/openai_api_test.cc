@@ -39,6 +39,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kModel[] = "gpt3-7b";
@@ -665,6 +666,82 @@ TEST_F(OpenAiApiTest, TooLargeIs413) {
   const json e = ExpectError(
       Post("/v1/completions", json{{"prompt", std::string(2000, 'a')}, {"max_tokens", 100}}), 413);
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("exceeds the context"));
+}
+
+// The engine's one request check names the engine's (the gRPC proto's) fields; the HTTP answer
+// names the field this client sent, in `param` and in the message. It used to say
+// "max_new_tokens" with param null whatever the client sent.
+TEST_F(OpenAiApiTest, EngineRefusalsNameTheHttpFieldTheClientSent) {
+  StartServer(FastOptions());
+  const auto chat = [](const std::string& content) {
+    return json::array({json{{"role", "user"}, {"content", content}}});
+  };
+  struct Case {
+    std::string path;
+    json body;
+    int status;
+    std::string param, says;
+  };
+  const std::vector<Case> cases = {{"/v1/completions",
+                                    {{"prompt", "hi"}, {"max_tokens", 2048}},
+                                    413,
+                                    "max_tokens",
+                                    "+ max_tokens (2048) exceeds the context"},
+                                   {"/v1/completions",
+                                    {{"prompt", "hi"}, {"max_completion_tokens", 2048}},
+                                    413,
+                                    "max_completion_tokens",
+                                    "+ max_completion_tokens (2048) exceeds the context"},
+                                   {"/v1/completions",
+                                    {{"prompt", std::string(2040, 'a')}},
+                                    413,
+                                    "max_tokens",
+                                    "(max_tokens not sent: the server's default)"},
+                                   {"/v1/completions",
+                                    {{"prompt", std::string(2100, 'a')}, {"max_tokens", 1}},
+                                    413,
+                                    "prompt",
+                                    "exceeds the context"},
+                                   {"/v1/chat/completions",
+                                    {{"messages", chat("hi")}, {"max_tokens", 2048}},
+                                    413,
+                                    "max_tokens",
+                                    "+ max_tokens (2048) exceeds the context"},
+                                   {"/v1/chat/completions",
+                                    {{"messages", chat(std::string(2100, 'a'))}},
+                                    413,
+                                    "messages",
+                                    "exceeds the context"},
+                                   {"/v1/completions",
+                                    {{"prompt", json{1, 99999999}}, {"max_tokens", 2}},
+                                    400,
+                                    "prompt",
+                                    "token id 99999999 is outside"},
+                                   {"/v1/completions",
+                                    {{"prompt", ""}, {"max_tokens", 2}},
+                                    400,
+                                    "prompt",
+                                    "prompt must be >= 1, got 0"}};
+  for (const Case& c : cases) {
+    const json e = ExpectError(Post(c.path, c.body), c.status);
+    EXPECT_EQ(e["param"], c.param) << c.body;
+    const std::string message = e.value("message", std::string());
+    EXPECT_THAT(message, HasSubstr(c.says)) << c.body;
+    EXPECT_THAT(message, Not(HasSubstr("max_new_tokens"))) << c.body;
+    EXPECT_THAT(message, Not(HasSubstr("prompt_tokens"))) << c.body;
+  }
+}
+
+// The server's own limit keeps its name; the refusal concerns the prompt.
+TEST_F(OpenAiApiTest, OverMaxPromptTokensIs413ForThePrompt) {
+  ServerOptions o = FastOptions();
+  o.runner.engine.max_prompt_tokens = 8;
+  StartServer(o);
+  const json e = ExpectError(
+      Post("/v1/completions", json{{"prompt", std::string(20, 'a')}, {"max_tokens", 2}}), 413);
+  EXPECT_EQ(e["param"], "prompt");
+  EXPECT_THAT(e.value("message", std::string()),
+              HasSubstr("exceeds the server's max_prompt_tokens (8)"));
 }
 
 // Streams that stay open on other threads until the server ends them (Shutdown).

@@ -53,7 +53,7 @@ void AddCnnFlags(CLI::App* c, server::CnnOptions* o) {
   c->add_option("--cnn-model", o->models,
                 "Serve this CNN (built-in name or graph JSON) over inference.GRPCInferenceService "
                 "(KServe v2); repeat or comma-separate for several")
-      ->delimiter(',');
+      ->check(CommaList());
   c->add_option("--cnn-cluster", o->cluster, "Cluster the CNN models are partitioned over")
       ->capture_default_str();
   AddEnumFlag(c, "--cnn-policy", engine::cnn::PlanPolicyNames(), &o->policy,
@@ -212,7 +212,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
           std::tuple{"--auth-token-file", &f->security.auth_token_file, &sec.auth_token_file}}) {
       if (given(flag)) *field = *value;
     }
-    if (f->config.empty() || given("--cnn-model")) o.cnn.models = f->cnn.models;
+    if (f->config.empty() || given("--cnn-model")) o.cnn.models = SplitCommaList(f->cnn.models);
     if (f->config.empty() || given("--cnn-cluster")) o.cnn.cluster = f->cnn.cluster;
     if (f->config.empty() || given("--cnn-policy")) o.cnn.policy = f->cnn.policy;
     if (f->config.empty() || given("--cnn-alpha")) o.cnn.alpha = f->cnn.alpha;

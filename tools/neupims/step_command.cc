@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "common/table_reader.h"
 #include "engine/engine.h"
@@ -41,7 +42,7 @@ const EnumNames<StepLayers>& StepLayersNames() {
 struct StepFlags {
   EngineFlags engine;
   std::string batch_file;
-  std::vector<int64_t> seq_lens;
+  std::vector<std::string> seq_lens;  // checked by CommaList; SplitCommaList in RunStep
   int64_t batch = 0;
   int64_t seq_len = 512;
   StepLayers layers = StepLayers::kAll;
@@ -118,13 +119,16 @@ int RunStep(const StepFlags& f) {
     }
     for (const workload::BatchRow& r : *rows) batch.push_back({r.seq_len, r.channel.value_or(-1)});
   } else if (!f.seq_lens.empty()) {
-    for (size_t i = 0; i < f.seq_lens.size(); ++i) {
-      const absl::Status s = e.CheckStepRequest({f.seq_lens[i], -1});
+    const std::vector<std::string> items = SplitCommaList(f.seq_lens);
+    for (size_t i = 0; i < items.size(); ++i) {
+      int64_t seq_len = 0;
+      NEUPIMS_CHECK(absl::SimpleAtoi(items[i], &seq_len));  // the flag's check parsed it
+      const absl::Status s = e.CheckStepRequest({seq_len, -1});
       if (!s.ok()) {
         return ReportError(
             absl::Status(s.code(), absl::StrCat("--seq-lens value ", i + 1, ": ", s.message())));
       }
-      batch.push_back({f.seq_lens[i], -1});
+      batch.push_back({seq_len, -1});
     }
   } else {
     if (f.batch < 1) {
@@ -303,8 +307,7 @@ void RegisterStepCommand(CLI::App& app, int* exit_code) {
   CLI::Option* seq_lens = c->add_option("--seq-lens", f->seq_lens,
                                         "Sequence lengths of the batch (channels assigned by "
                                         "the mode's policy)")
-                              ->delimiter(',')
-                              ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+                              ->check(CommaList(CLI::Range(int64_t{1}, int64_t{1} << 20)));
   CLI::Option* batch =
       c->add_option("--batch", f->batch, "A batch of this many requests of --seq-len tokens")
           ->check(CLI::Range(int64_t{1}, workload::kMaxBatchRequests));

@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/option_ranges.h"
 
 namespace neupims {
@@ -64,6 +66,33 @@ inline CLI::Validator OutputFile() {
         return "";
       },
       "");
+}
+
+// A comma-separated list flag ("--seq-lens 128,256", also repeatable), on a
+// std::vector<std::string> without ->delimiter(','): CLI11's delimiter drops empty items in silence
+// ("--cnn-model a,,b" served a and b). This check sees the unsplit value, refuses an empty item
+// (CLI11 names the flag: "--cnn-model: empty item in 'a,,b'") and runs `item` on each;
+// SplitCommaList then splits the checked values.
+inline CLI::Validator CommaList(CLI::Validator item) {
+  return CLI::Validator(
+      [item](std::string& text) -> std::string {
+        for (absl::string_view part : absl::StrSplit(text, ',')) {
+          if (part.empty()) return absl::StrCat("empty item in '", text, "'");
+          std::string value(part);
+          if (std::string problem = item(value); !problem.empty()) return problem;
+        }
+        return "";
+      },
+      "");
+}
+inline CLI::Validator CommaList() { return CommaList(CLI::Validator()); }
+
+inline std::vector<std::string> SplitCommaList(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (const std::string& v : values) {
+    for (absl::string_view part : absl::StrSplit(v, ',')) items.emplace_back(part);
+  }
+  return items;
 }
 
 // A uint64 option (seeds): CLI11 alone takes -1 and 2^64 or more as 2^64 - 1 in silence.

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -57,6 +58,23 @@ TEST(FpgaSpecFileTest, ZeroBandwidthIsRefused) {
   absl::StatusOr<FpgaSpec> s = LoadFpgaSpec(path);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("ddr.peak_gb_per_s"));
+}
+
+// A power of 1e-308 W used to load and print "inf GOP/s/W"; power is bounded to [1e-3, 1e4] W.
+TEST(FpgaSpecFileTest, PowerOutsideAMilliwattToTenKilowattsIsRefusedNamingFileAndField) {
+  for (const char* power : {"1e-308", "0", "0.0009", "-1", "10001"}) {
+    const std::string path = WriteTemp(
+        "power.json", Zu2WithReplaced("\"power_w\": 7.5", absl::StrCat("\"power_w\": ", power)));
+    absl::StatusOr<FpgaSpec> s = LoadFpgaSpec(path);
+    ASSERT_FALSE(s.ok()) << power;
+    EXPECT_THAT(s.status().message(), HasSubstr("power_w")) << power;
+    EXPECT_THAT(s.status().message(), HasSubstr(path)) << power;
+  }
+  for (const char* power : {"0.001", "10000"}) {
+    const std::string path = WriteTemp(
+        "power.json", Zu2WithReplaced("\"power_w\": 7.5", absl::StrCat("\"power_w\": ", power)));
+    EXPECT_TRUE(LoadFpgaSpec(path).ok()) << power;
+  }
 }
 
 }  // namespace

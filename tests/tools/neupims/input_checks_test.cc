@@ -365,6 +365,19 @@ TEST(InputChecks, AKvWarningWithoutPinnedChannelsStatesTheRealBound) {
   EXPECT_THAT(o.out, Not(HasSubstr("up to 0")));
 }
 
+// CLI11's ->delimiter(',') dropped an empty item in silence: "--seq-lens 128,,256" simulated a
+// batch of two. An empty item is now an error naming the flag.
+TEST(InputChecks, StepSeqLensWithAnEmptyItemIsRefusedNamingTheFlag) {
+  for (const char* lens : {"128,,256", "128,", ",128", ","}) {
+    const CliOutput o = RunCli(absl::StrCat("step --layers one --seq-lens ", lens));
+    EXPECT_EQ(o.status, 2) << lens << ": " << o.out;
+    EXPECT_THAT(o.out, HasSubstr("--seq-lens: empty item in '")) << lens;
+  }
+  const CliOutput o = RunCli("step --layers one --seq-lens 128,256 --seq-lens 64");
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("batch                   3 requests"));
+}
+
 // --seq-lens took 99999999999999999999 as INT64_MAX (its block count overflowed in the KV check,
 // then "request 0: seq_len 9223372036854775807 outside [1, 2048]"), and the engine's refusals of
 // --seq-lens and --seq-len named no flag. Batch-file rows already named their file and line.

@@ -22,6 +22,15 @@ TEST(ServeCnnFlags, AnUnknownModelIsRefusedNamingIt) {
   EXPECT_THAT(o.out, HasSubstr("CNN model 'resnet51'"));
 }
 
+// CLI11's ->delimiter(',') dropped an empty item in silence ("a,,b" served a and b).
+TEST(ServeCnnFlags, AnEmptyModelInTheListIsRefusedNamingTheFlag) {
+  for (const char* models : {"resnet50,,vgg16", "resnet50,", ",resnet50"}) {
+    const CliOutput o = RunCli(absl::StrCat(kServe, "--cnn-model ", models));
+    EXPECT_EQ(o.status, 2) << models << ": " << o.out;
+    EXPECT_THAT(o.out, HasSubstr("--cnn-model: empty item in '")) << models;
+  }
+}
+
 TEST(ServeCnnFlags, BadPolicyAlphaAndBatchNameTheFlag) {
   CliOutput o = RunCli(absl::StrCat(kServe, "--cnn-model resnet50 --cnn-policy hyper"));
   EXPECT_NE(o.status, 0);
