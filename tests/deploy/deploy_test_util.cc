@@ -16,9 +16,29 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "neupims/v1/llm_service.grpc.pb.h"
 #include "tests/raw_http_get.h"
 
 namespace neupims::deploy_test {
+
+absl::Status CompleteEach(int port, int n, int first_prompt, int prompt_step) {
+  auto stub = v1::LlmService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < n; ++i) {
+    v1::GenerateRequest r;
+    r.set_prompt_length(first_prompt + prompt_step * i);
+    r.set_max_new_tokens(8);
+    r.set_ignore_eos(true);
+    grpc::ClientContext ctx;
+    v1::CompleteResponse resp;
+    if (const grpc::Status s = stub->Complete(&ctx, r, &resp); !s.ok()) {
+      return absl::UnknownError(
+          absl::StrCat("Complete ", i, ": gRPC code ", s.error_code(), ": ", s.error_message()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::string SourcePath(const std::string& relative) {
   return absl::StrCat(NEUPIMS_SOURCE_DIR, "/", relative);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace neupims::deploy_test {
 
 // A file of the source tree (NEUPIMS_SOURCE_DIR), read whole; "" if it cannot be read.
@@ -38,6 +40,11 @@ struct RulesFile {
   std::vector<std::string> alerts;
 };
 RulesFile ParseRulesFile(const std::string& yaml);
+
+// Sends `n` gRPC Complete calls (8 tokens each, ignore_eos) to the server on 127.0.0.1:`port`,
+// with prompts of `first_prompt`, `first_prompt + prompt_step`, ... tokens, so that its /metrics
+// has served traffic to show; the first call that fails, as a Status.
+absl::Status CompleteEach(int port, int n, int first_prompt, int prompt_step);
 
 // Loopback TCP port nothing listens on right now.
 int FreePort();

@@ -38,17 +38,10 @@ class LiveMetricsTest : public ::testing::Test {
     o.runner.pacing = server::Pacing::kFast;
     absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
+    const absl::Status served = CompleteEach((*s)->port(), 4, 32, 16);
+    ASSERT_TRUE(served.ok()) << served;
     auto stub = LlmService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*s)->port()),
                                                         grpc::InsecureChannelCredentials()));
-    for (int i = 0; i < 4; ++i) {
-      GenerateRequest r;
-      r.set_prompt_length(32 + 16 * i);
-      r.set_max_new_tokens(8);
-      r.set_ignore_eos(true);
-      grpc::ClientContext ctx;
-      CompleteResponse resp;
-      ASSERT_TRUE(stub->Complete(&ctx, r, &resp).ok());
-    }
     GenerateRequest bad;  // refused: a request error series appears
     bad.set_prompt_length(8);
     bad.set_max_new_tokens(0);

@@ -14,17 +14,11 @@
 #include "absl/strings/str_split.h"
 #include "deploy_test_util.h"
 #include "engine/system_mode.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/server.h"
 
 namespace neupims::deploy_test {
 namespace {
-
-using neupims::v1::CompleteResponse;
-using neupims::v1::GenerateRequest;
-using neupims::v1::LlmService;
 
 // command label -> value of the neupims:pim_commands_total samples of a scrape.
 std::map<std::string, double> PimCommandCounts(const std::string& exposition) {
@@ -55,17 +49,7 @@ std::map<std::string, double> CountsAfterRequests(engine::SystemModeKind mode) {
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return {};
-  auto stub = LlmService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*s)->port()),
-                                                      grpc::InsecureChannelCredentials()));
-  for (int i = 0; i < 4; ++i) {
-    GenerateRequest r;
-    r.set_prompt_length(64 + 32 * i);
-    r.set_max_new_tokens(8);
-    r.set_ignore_eos(true);
-    grpc::ClientContext ctx;
-    CompleteResponse resp;
-    EXPECT_TRUE(stub->Complete(&ctx, r, &resp).ok());
-  }
+  EXPECT_TRUE(CompleteEach((*s)->port(), 4, 64, 32).ok());
   const HttpResponse scrape = HttpGet((*s)->metrics_port(), "/metrics");
   EXPECT_EQ(scrape.status, 200);
   (*s)->Shutdown();
