@@ -3,10 +3,15 @@
 // server's reflection) against the gRPC API of a realtime one, under Node. The npm packages are
 // installed once into the build tree (npm install, bounded by `timeout`); a test skips, saying
 // why, only when node / npm is absent or the install fails (offline).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,6 +37,16 @@ class PeerAcceptanceTest : public ::testing::Test {
     const fs::path fixture = fs::path(NEUPIMS_SOURCE_DIR) / "tests/server/peer_acceptance";
     const fs::path dir = fs::path(NEUPIMS_BINARY_DIR) / "peer_acceptance";
     fs::create_directories(dir);
+    // ctest -j runs the tests of this fixture as concurrent processes: one at a time copies the
+    // scripts and installs, so that no test reads a package.json or node_modules another is
+    // writing (seen in a fresh clone: "Cannot find package .../node_modules/openai/index.js").
+    const int lock = ::open((dir / ".prepare.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+      *skip = absl::StrCat("cannot lock ", (dir / ".prepare.lock").string());
+      if (lock >= 0) ::close(lock);
+      return {};
+    }
+    const absl::Cleanup unlock = [lock] { ::close(lock); };  // closing releases the lock
     for (const char* file : {"package.json", "openai_accept.mjs", "grpc_accept.mjs"}) {
       fs::copy_file(fixture / file, dir / file, fs::copy_options::overwrite_existing);
     }
