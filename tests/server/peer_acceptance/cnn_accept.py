@@ -80,6 +80,16 @@ def _():
     expect_error(lambda: stub.ModelInfer(infer_request(), timeout=10), grpc.StatusCode.UNAUTHENTICATED)
 
 
+@check("the token as Python's access_token_call_credentials over TLS")
+def _():
+    with open(ca_pem, "rb") as f:
+        ssl = grpc.ssl_channel_credentials(root_certificates=f.read())
+    both = grpc.composite_channel_credentials(ssl, grpc.access_token_call_credentials(token))
+    with grpc.secure_channel(fast, both) as channel:
+        live = pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
+        assert live.live
+
+
 @check("ModelMetadata: data FP32 [-1,3,224,224] in, prob FP32 [-1,1000] out")
 def _():
     m = stub.ModelMetadata(pb.ModelMetadataRequest(name=MODEL), metadata=auth, timeout=10)
