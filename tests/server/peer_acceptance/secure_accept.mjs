@@ -121,6 +121,21 @@ if (mode === 'token') {
     const r2 = await call(health, 'Check', {service: 'neupims.v1.LlmService'});
     assert.equal(r2.status, 'SERVING');
   });
+  await check('grpc-js reflection (v1alpha): UNAUTHENTICATED without the token, served with it', async () => {
+    const reflDir = require.resolve('@grpc/reflection/package.json').replace('package.json', 'build/proto');
+    const R = grpc.loadPackageDefinition(protoLoader.loadSync('grpc/reflection/v1alpha/reflection.proto',
+      {...opts, includeDirs: [reflDir]})).grpc.reflection.v1alpha.ServerReflection;
+    const c = new R(target, ssl);
+    const list = (md) => new Promise((res, rej) => {
+      const out = []; const s = c.ServerReflectionInfo(md);
+      s.on('data', (d) => out.push(d)); s.on('error', rej); s.on('end', () => res(out));
+      s.write({list_services: ''}); s.end();
+    });
+    await assert.rejects(list(new grpc.Metadata()), code(grpc.status.UNAUTHENTICATED, /missing bearer token/));
+    const [r] = await list(bearer(token));
+    assert.ok(r.list_services_response.service.some((x) => x.name === 'neupims.v1.LlmService'));
+    c.close();
+  });
   await check('grpc-js plaintext against the TLS port: UNAVAILABLE', async () => {
     const c = new Llm(target, grpc.credentials.createInsecure());
     await assert.rejects(call(c, 'GetModelInfo', {}, bearer(token)), code(grpc.status.UNAVAILABLE));
