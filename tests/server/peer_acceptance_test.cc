@@ -1,15 +1,20 @@
 // Acceptance with real peer clients (tests/server/peer_acceptance/): the official openai SDK
 // against the HTTP API of a fast-pacing server, and @grpc/grpc-js (its LlmService built from the
-// server's reflection) against the gRPC API of a realtime one, under Node. The npm packages are
-// installed once into the build tree (npm install, bounded by `timeout`); a test skips, saying
-// why, only when node / npm is absent or the install fails (offline).
+// server's reflection) against the gRPC API of a realtime one, under Node; both again against
+// servers with TLS and a bearer token, and with mutual TLS (a throw-away PKI, test_pki.h); and
+// Debian's python3-grpcio against the KServe v2 CNN API. The npm packages are installed once into
+// the build tree (npm install, bounded by `timeout`); a test skips, saying why, only when node /
+// npm or python3-grpcio / grpc_tools are absent, or the install fails (offline).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/run_command.h"
+#include "tests/server/test_pki.h"
 
 namespace neupims::server {
 namespace {
@@ -47,7 +53,8 @@ class PeerAcceptanceTest : public ::testing::Test {
       return {};
     }
     const absl::Cleanup unlock = [lock] { ::close(lock); };  // closing releases the lock
-    for (const char* file : {"package.json", "openai_accept.mjs", "grpc_accept.mjs"}) {
+    for (const char* file :
+         {"package.json", "openai_accept.mjs", "grpc_accept.mjs", "secure_accept.mjs"}) {
       fs::copy_file(fixture / file, dir / file, fs::copy_options::overwrite_existing);
     }
     for (const char* package : {"openai", "@grpc/grpc-js", "@grpc/proto-loader", "@grpc/reflection",
@@ -66,16 +73,38 @@ class PeerAcceptanceTest : public ::testing::Test {
     return dir;
   }
 
-  static std::unique_ptr<Server> StartServer(Pacing pacing) {
+  static ServerOptions Options(Pacing pacing) {
     ServerOptions o;
     o.port = 0;
     o.metrics_port = -1;
     o.http_port = 0;
     o.http_threads = 16;
     o.runner.pacing = pacing;
+    return o;
+  }
+  static std::unique_ptr<Server> StartServer(Pacing pacing) { return StartServer(Options(pacing)); }
+  static std::unique_ptr<Server> StartServer(const ServerOptions& o) {
     absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o);
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? std::move(*server) : nullptr;
+  }
+
+  // A fresh PKI (test_pki.h) and a bearer-token file `token` in it; false with the reason in `skip`
+  // when the openssl command is missing.
+  static bool MakePki(test_pki::TestPki* pki, std::string* skip) {
+    const absl::Status made =
+        test_pki::MakeTestPki((fs::path(::testing::TempDir()) / "peer_acceptance").string(), pki);
+    if (!made.ok()) {
+      *skip = std::string(made.message());
+      return false;
+    }
+    std::ofstream(pki->Path("token")) << kToken << "\n";
+    return true;
+  }
+  static constexpr char kToken[] = "qa13e-peer-token";
+  static const fs::path& ProtoDir() {
+    static const fs::path dir = fs::path(NEUPIMS_SOURCE_DIR) / "proto";
+    return dir;
   }
 };
 
@@ -106,6 +135,98 @@ TEST_F(PeerAcceptanceTest, GrpcJsUsesReflectionHealthStreamingCancelAndAbort) {
   EXPECT_EQ(client.exit_code, 0) << client.output;
   EXPECT_THAT(client.output, ::testing::HasSubstr(" 0 failed")) << client.output;
   server->Shutdown();
+}
+
+// TLS + bearer token with the real peers: the openai SDK over https (NODE_EXTRA_CA_CERTS trusts
+// the test CA) with the token as apiKey, 401 in OpenAI's shape without / with a wrong one;
+// grpc-js with ssl credentials and `authorization: Bearer` metadata, UNAUTHENTICATED without it,
+// health without it.
+TEST_F(PeerAcceptanceTest, OpenAiSdkAndGrpcJsOverTlsWithTheBearerToken) {
+  std::string skip;
+  const fs::path dir = Prepare(&skip);
+  if (dir.empty()) GTEST_SKIP() << skip;
+  test_pki::TestPki pki;
+  if (!MakePki(&pki, &skip)) GTEST_SKIP() << skip;
+  ServerOptions o = Options(Pacing::kFast);
+  o.security.tls_cert = pki.server_cert;
+  o.security.tls_key = pki.server_key;
+  o.security.auth_token_file = pki.Path("token");
+  std::unique_ptr<Server> server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  const CommandResult client = RunCommand(absl::StrCat(
+      "cd '", dir.string(), "' && NODE_EXTRA_CA_CERTS='", pki.ca_cert,
+      "' timeout 120 node secure_accept.mjs token https://localhost:", *server->http_port(),
+      "/v1 localhost:", server->port(), " '", pki.dir, "' ", kToken, " '", ProtoDir().string(),
+      "'"));
+  EXPECT_EQ(client.exit_code, 0) << client.output;
+  EXPECT_THAT(client.output, ::testing::HasSubstr(" 0 failed")) << client.output;
+  server->Shutdown();
+}
+
+// Mutual TLS: grpc-js and node's https with the client certificate are served; without one, or
+// with one of another CA, the handshake is refused (health too, since TLS comes before it).
+TEST_F(PeerAcceptanceTest, MutualTlsRefusesGrpcJsAndHttpsClientsWithoutATrustedCertificate) {
+  std::string skip;
+  const fs::path dir = Prepare(&skip);
+  if (dir.empty()) GTEST_SKIP() << skip;
+  test_pki::TestPki pki;
+  if (!MakePki(&pki, &skip)) GTEST_SKIP() << skip;
+  ServerOptions o = Options(Pacing::kFast);
+  o.security.tls_cert = pki.server_cert;
+  o.security.tls_key = pki.server_key;
+  o.security.tls_client_ca = pki.ca_cert;
+  std::unique_ptr<Server> server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  const CommandResult client = RunCommand(absl::StrCat(
+      "cd '", dir.string(), "' && NODE_EXTRA_CA_CERTS='", pki.ca_cert,
+      "' timeout 120 node secure_accept.mjs mtls https://localhost:", *server->http_port(),
+      "/v1 localhost:", server->port(), " '", pki.dir, "' - '", ProtoDir().string(), "'"));
+  EXPECT_EQ(client.exit_code, 0) << client.output;
+  EXPECT_THAT(client.output, ::testing::HasSubstr(" 0 failed")) << client.output;
+  server->Shutdown();
+}
+
+// The KServe v2 CNN API with Debian's python3-grpcio (stubs generated by grpc_tools from
+// proto/inference): over TLS with the token on a fast server, and cancel / deadline on a realtime
+// one too slow (speed 1e-4) for an image to finish; the cancelled call leaves the in-flight count.
+TEST_F(PeerAcceptanceTest, PythonGrpcioDrivesTheKserveV2CnnApi) {
+  if (RunCommand("/usr/bin/python3 -c 'import grpc, grpc_tools'").exit_code != 0) {
+    GTEST_SKIP() << "python3-grpcio or python3-grpc-tools is not installed (Debian packages): "
+                    "the Python KServe client cannot be tried";
+  }
+  std::string skip;
+  test_pki::TestPki pki;
+  if (!MakePki(&pki, &skip)) GTEST_SKIP() << skip;
+  ServerOptions fast = Options(Pacing::kFast);
+  fast.http_port = std::nullopt;
+  fast.cnn.models = {"resnet50"};
+  fast.security.tls_cert = pki.server_cert;
+  fast.security.tls_key = pki.server_key;
+  fast.security.auth_token_file = pki.Path("token");
+  ServerOptions slow = Options(Pacing::kRealtime);
+  slow.http_port = std::nullopt;
+  slow.cnn.models = {"resnet50"};
+  slow.runner.speed = 1e-4;  // seconds of wall time per image: none finishes during the test
+  std::unique_ptr<Server> fast_server = StartServer(fast);
+  std::unique_ptr<Server> slow_server = StartServer(slow);
+  ASSERT_NE(fast_server, nullptr);
+  ASSERT_NE(slow_server, nullptr);
+  const fs::path out = fs::path(pki.dir) / "py";
+  const CommandResult client =
+      RunCommand(absl::StrCat("timeout 120 /usr/bin/python3 '", NEUPIMS_SOURCE_DIR,
+                              "/tests/server/peer_acceptance/cnn_accept.py' '", ProtoDir().string(),
+                              "' '", out.string(), "' localhost:", fast_server->port(), " '",
+                              pki.ca_cert, "' ", kToken, " 127.0.0.1:", slow_server->port()));
+  EXPECT_EQ(client.exit_code, 0) << client.output;
+  EXPECT_THAT(client.output, ::testing::HasSubstr(" 0 failed")) << client.output;
+  // The server sees the client's cancel (RST_STREAM) and the deadline on its own thread.
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard
+  while (slow_server->cnn_runner()->in_flight() > 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(slow_server->cnn_runner()->in_flight(), 0) << "the cancelled / expired calls stay";
+  fast_server->Shutdown();
+  slow_server->Shutdown();
 }
 
 }  // namespace

@@ -25,6 +25,8 @@
 #include "prometheus/text_serializer.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "tests/server/test_pki.h"
+#include "tools/loadgen/cnn_load.h"
 #include "tools/loadgen/metrics_scrape.h"
 #include "tools/loadgen/openai_client.h"
 #include "tools/loadgen/results.h"
@@ -726,6 +728,82 @@ TEST(LoadgenAuthTest, SendsTheBearerTokenOnBothBackends) {
   EXPECT_FALSE(ReadAuthToken(token_file).ok());
 }
 
+// A server with TLS and the bearer token (--tls-ca, --auth-token-file): both backends (an https
+// --base-url for the OpenAI one) and CNN mode complete every request; without --tls-ca the gRPC
+// backend cannot connect and says that a TLS server needs it.
+TEST(LoadgenTlsTest, BothBackendsAndCnnModeRunOverTlsWithTheBearerToken) {
+  server::test_pki::TestPki pki;
+  const absl::Status made = server::test_pki::MakeTestPki(
+      (std::filesystem::path(::testing::TempDir()) / "loadgen_tls").string(), &pki);
+  if (!made.ok()) GTEST_SKIP() << made.message();
+  ASSERT_TRUE(WriteFile(pki.Path("token"), "tls-bench-token\n").ok());
+  server::ServerOptions so = RealtimeGrpcAndHttpServer();
+  so.security.tls_cert = pki.server_cert;
+  so.security.tls_key = pki.server_key;
+  so.security.auth_token_file = pki.Path("token");
+  so.cnn.models = {"resnet50"};
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  LoadOptions grpc_options = Synthetic(absl::StrCat("localhost:", (*s)->port()), 8, "40");
+  grpc_options.connect_timeout_s = 1;
+  grpc_options.auth_token = "tls-bench-token";
+  absl::StatusOr<std::vector<RunResult>> plaintext = RunLoad(grpc_options);
+  ASSERT_FALSE(plaintext.ok());
+  EXPECT_THAT(plaintext.status().message(), HasSubstr("needs --tls-ca"));
+  grpc_options.tls.ca = pki.ca_cert;
+  LoadOptions http_options = grpc_options;
+  http_options.backend = Backend::kOpenAi;
+  http_options.base_url = absl::StrCat("https://localhost:", *(*s)->http_port());
+  for (LoadOptions* o : {&grpc_options, &http_options}) {
+    SCOPED_TRACE(BackendNames().ToString(o->backend));
+    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    EXPECT_EQ((*runs)[0].summary.completed, 8);
+  }
+  CnnLoadOptions cnn;
+  cnn.server = grpc_options.server;
+  cnn.model = "resnet50";
+  cnn.requests = 4;
+  cnn.auth_token = grpc_options.auth_token;
+  cnn.tls = grpc_options.tls;
+  absl::StatusOr<CnnLoadResult> cnn_run = RunCnnLoad(cnn);
+  ASSERT_TRUE(cnn_run.ok()) << cnn_run.status();
+  EXPECT_EQ(cnn_run->ok, 4);
+  (*s)->Shutdown();
+}
+
+// Mutual TLS (--tls-cert / --tls-key on the client): served with the client certificate on both
+// backends; a client certificate without its key is refused before anything connects.
+TEST(LoadgenTlsTest, MutualTlsNeedsTheClientCertificateAndItsKey) {
+  server::test_pki::TestPki pki;
+  const absl::Status made = server::test_pki::MakeTestPki(
+      (std::filesystem::path(::testing::TempDir()) / "loadgen_mtls").string(), &pki);
+  if (!made.ok()) GTEST_SKIP() << made.message();
+  server::ServerOptions so = RealtimeGrpcAndHttpServer();
+  so.security.tls_cert = pki.server_cert;
+  so.security.tls_key = pki.server_key;
+  so.security.tls_client_ca = pki.ca_cert;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  LoadOptions grpc_options = Synthetic(absl::StrCat("localhost:", (*s)->port()), 8, "40");
+  grpc_options.connect_timeout_s = 1;
+  grpc_options.tls = {pki.ca_cert, pki.client_cert, pki.client_key};
+  LoadOptions http_options = grpc_options;
+  http_options.backend = Backend::kOpenAi;
+  http_options.base_url = absl::StrCat("https://localhost:", *(*s)->http_port());
+  for (LoadOptions* o : {&grpc_options, &http_options}) {
+    SCOPED_TRACE(BackendNames().ToString(o->backend));
+    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    EXPECT_EQ((*runs)[0].summary.completed, 8);
+    o->tls.key.clear();
+    absl::StatusOr<std::vector<RunResult>> half = RunLoad(*o);
+    ASSERT_FALSE(half.ok());
+    EXPECT_THAT(half.status().message(), HasSubstr("--tls-key"));
+  }
+  (*s)->Shutdown();
+}
+
 // Server-Sent Events end lines with CRLF, LF or CR (the SSE spec); servers built on other
 // stacks (sse-starlette, for one) send CRLF. Events split anywhere across reads still arrive
 // whole; comments and fields other than data are skipped.
@@ -747,8 +825,10 @@ TEST(LoadgenSseTest, SplitsEventsOnEveryLineEndingAcrossReads) {
 TEST(LoadgenFailureTest, OpenAiBadOrUnreachableBaseUrl) {
   LoadOptions o = Synthetic("", 5, "inf");
   o.backend = Backend::kOpenAi;
-  o.base_url = "https://127.0.0.1:1";
+  o.base_url = "ftp://127.0.0.1:1";
   EXPECT_EQ(ValidateOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o.base_url = "https://127.0.0.1:1";  // TLS (--tls-ca): a valid URL
+  EXPECT_TRUE(ValidateOptions(o).ok());
   o.base_url = "http://127.0.0.1:1";
   o.connect_timeout_s = 1;
   absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);

@@ -225,11 +225,12 @@ absl::StatusOr<CnnLoadResult> RunCnnLoad(const CnnLoadOptions& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(o.tls);
+  if (!creds.ok()) return creds.status();
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(o.server, *creds, args);
   if (!channel->WaitForConnected(DeadlineIn(o.connect_timeout_s))) {
-    return absl::UnavailableError(
-        absl::StrCat("--server ", o.server, ": no connection within ", o.connect_timeout_s, " s"));
+    return absl::UnavailableError(absl::StrCat("--server ", o.server, ": no connection within ",
+                                               o.connect_timeout_s, " s", TlsHint(o.tls)));
   }
   std::unique_ptr<GRPCInferenceService::Stub> stub = GRPCInferenceService::NewStub(channel);
   absl::StatusOr<inference::ModelInferRequest> req = BuildRequest(*stub, o);

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/stats.h"
+#include "tools/loadgen/loadgen.h"
 
 namespace neupims::loadgen {
 
@@ -26,6 +27,7 @@ struct CnnLoadOptions {
   double timeout_s = 600;
   double connect_timeout_s = 10;
   std::string auth_token;  // sent as `authorization: Bearer` metadata; empty: none
+  TlsClientOptions tls;    // TLS towards the server (loadgen.h); empty: plaintext
 };
 
 struct CnnLoadResult {

@@ -562,13 +562,14 @@ absl::StatusOr<std::unique_ptr<LlmService::Stub>> ConnectGrpc(const LoadOptions&
   // (`dns:///neupims.<ns>.svc.cluster.local:50051`) the streams spread over all replicas; with
   // one address it changes nothing (docs/deploy.md).
   args.SetLoadBalancingPolicyName("round_robin");
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds, ChannelCredentials(o.tls));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(o.server, creds, args);
   if (!channel->WaitForConnected(DeadlineIn(o.connect_timeout_s))) {
     return Unreachable(
         o.server, absl::StrFormat("no connection within %g s (channel %s); is `neupims serve` "
-                                  "running there? (--server)",
-                                  o.connect_timeout_s, ChannelStateName(channel->GetState(false))));
+                                  "running there? (--server)%s",
+                                  o.connect_timeout_s, ChannelStateName(channel->GetState(false)),
+                                  TlsHint(o.tls)));
   }
   return LlmService::NewStub(channel);
 }
@@ -630,6 +631,9 @@ absl::Status ValidateOptions(const LoadOptions& o) {
     return absl::InvalidArgumentError("--server is empty (host:port)");
   }
   if (o.backend == Backend::kOpenAi) RETURN_IF_ERROR(ParseBaseUrl(o.base_url).status());
+  if (o.tls.cert.empty() != o.tls.key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together (mutual TLS)");
+  }
   if (!o.metrics.empty() &&
       (o.metrics.rfind(':') == std::string::npos || o.metrics.rfind(':') + 1 == o.metrics.size())) {
     return absl::InvalidArgumentError(
@@ -688,6 +692,31 @@ absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
   return token;
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const TlsClientOptions& tls) {
+  if (!tls.any()) return grpc::InsecureChannelCredentials();
+  if (tls.cert.empty() != tls.key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together (mutual TLS)");
+  }
+  grpc::SslCredentialsOptions ssl;  // pem_root_certs empty: gRPC's default roots
+  for (auto [flag, path, pem] : {std::make_tuple("--tls-ca", &tls.ca, &ssl.pem_root_certs),
+                                 std::make_tuple("--tls-cert", &tls.cert, &ssl.pem_cert_chain),
+                                 std::make_tuple("--tls-key", &tls.key, &ssl.pem_private_key)}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> data = ReadInputFile(*path, kMaxConfigFileBytes);
+    if (!data.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", data.status().message()));
+    }
+    *pem = *std::move(data);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+std::string TlsHint(const TlsClientOptions& tls) {
+  return tls.any() ? " (over TLS: does the server have --tls-cert, and did --tls-ca sign it?)"
+                   : " (a server with --tls-cert needs --tls-ca)";
+}
+
 void Authorize(const std::string& token, grpc::ClientContext* ctx) {
   if (!token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token));
 }
@@ -704,6 +733,7 @@ absl::StatusOr<std::vector<RunResult>> RunLoad(const LoadOptions& o, LoadInfo* i
   if (o.backend == Backend::kOpenAi) {
     ASSIGN_OR_RETURN(url, ParseBaseUrl(o.base_url));
     url->auth_token = o.auth_token;
+    url->tls = o.tls;
     ASSIGN_OR_RETURN(info->server, DescribeOpenAiServer(*url, o.connect_timeout_s));
     ep.url = &*url;
   } else {

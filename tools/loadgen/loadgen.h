@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "tools/workload/workload_flags.h"
 
 namespace grpc {
+class ChannelCredentials;
 class ClientContext;
 }  // namespace grpc
 
@@ -36,6 +38,16 @@ namespace neupims::loadgen {
 enum class Backend { kGrpc, kOpenAi };
 // "grpc", "openai".
 const EnumNames<Backend>& BackendNames();
+
+// TLS towards a server started with --tls-cert (and --tls-client-ca for mutual TLS): PEM file
+// paths (--tls-ca, --tls-cert, --tls-key). Any of them set: gRPC over TLS; the OpenAI backend
+// takes an https:// --base-url and verifies the server with `ca` (the system CAs without it).
+struct TlsClientOptions {
+  std::string ca;    // CA certificate(s) that signed the server's certificate
+  std::string cert;  // client certificate chain (mutual TLS), with `key`
+  std::string key;   // its private key (unencrypted)
+  bool any() const { return !ca.empty() || !cert.empty() || !key.empty(); }
+};
 
 struct LoadOptions {
   Backend backend = Backend::kGrpc;
@@ -57,6 +69,7 @@ struct LoadOptions {
   // Sent as `authorization: Bearer <token>` on every call of either backend (a server started
   // with --auth-token-file); empty: none.
   std::string auth_token;
+  TlsClientOptions tls;
   bool quiet = false;    // nothing on stderr (workload report, progress)
   bool progress = true;  // progress bar on a terminal / periodic lines otherwise
 };
@@ -93,6 +106,15 @@ absl::Status ValidateOptions(const LoadOptions& options);
 // The bearer token in `path` as the server reads its --auth-token-file: the first line without
 // surrounding white space, visible ASCII only. INVALID_ARGUMENT naming the flag and the file.
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path);
+
+// gRPC channel credentials for `tls`: plaintext when it is empty, else TLS (mutual with a client
+// certificate). INVALID_ARGUMENT naming the flag for an unreadable file or a cert without a key.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const TlsClientOptions& tls);
+
+// What to add to a "cannot connect" message about TLS: the flag a TLS server needs, or what to
+// check when TLS was asked for.
+std::string TlsHint(const TlsClientOptions& tls);
 
 // Adds the server's bearer token (when not empty) to a call as gRPC metadata. Plaintext
 // channels too: gRPC's own token call credentials refuse to send it without TLS.

@@ -3,6 +3,8 @@
 // Exit codes: 0 the run(s) completed (failed requests are reported, not fatal); 1 setup errors
 // (unreachable server, unreadable or malformed files, zero requests, unwritable outputs); 2 bad
 // flags. Out of memory (a workload beyond a ulimit): "error: out of memory", exit code 1.
+#include <signal.h>
+
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -62,8 +64,9 @@ int RunBench(int argc, char** argv) {
                             "/v1/completions to --base-url");
   app.add_option("--server", o.server, "gRPC server address host:port (--backend grpc)")
       ->capture_default_str();
-  app.add_option("--base-url", o.base_url,
-                 "OpenAI-compatible server, http://host:port (--backend openai)")
+  app.add_option(
+         "--base-url", o.base_url,
+         "OpenAI-compatible server, http://host:port or https://host:port (--backend openai)")
       ->capture_default_str();
   neupims::workload::AddWorkloadFlags(&app, &o.workload);
   app.add_option("--sweep-rates", o.sweep_rates,
@@ -110,6 +113,17 @@ int RunBench(int argc, char** argv) {
                  "File whose first line is the bearer token of a server started with "
                  "--auth-token-file; sent on every call of either backend and in CNN mode")
       ->check(neupims::NonEmpty());
+  app.add_option("--tls-ca", o.tls.ca,
+                 "PEM CA certificate that signed the certificate of a server started with "
+                 "--tls-cert: gRPC over TLS (--backend grpc and CNN mode), and the CA "
+                 "an https:// --base-url is verified with")
+      ->check(neupims::NonEmpty());
+  app.add_option("--tls-cert", o.tls.cert,
+                 "PEM client certificate for a server with --tls-client-ca (mutual TLS; needs "
+                 "--tls-key)")
+      ->check(neupims::NonEmpty());
+  app.add_option("--tls-key", o.tls.key, "PEM private key of --tls-cert (unencrypted)")
+      ->check(neupims::NonEmpty());
   app.add_flag("-q,--quiet", o.quiet,
                "Nothing on stderr but errors (no workload report, progress)");
   app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");
@@ -150,6 +164,7 @@ int RunBench(int argc, char** argv) {
   if (!cnn.model.empty()) {
     cnn.server = o.server;
     cnn.auth_token = o.auth_token;
+    cnn.tls = o.tls;
     cnn.seed = o.workload.seed;
     if (o.timeout_s > 0) cnn.timeout_s = o.timeout_s;
     cnn.connect_timeout_s = o.connect_timeout_s;
@@ -227,6 +242,10 @@ int RunBench(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A server that drops the connection mid-write (an HTTPS server refusing a client without its
+  // certificate, a server shutting down) must be a failed request, not death by SIGPIPE: OpenSSL
+  // writes to the socket with write(2), which has no MSG_NOSIGNAL.
+  signal(SIGPIPE, SIG_IGN);
   // A workload larger than the process may allocate (-n 100000000 under a ulimit): an error
   // saying so, as in `neupims`, not an abort.
   return neupims::ExitOnOutOfMemory([&] { return RunBench(argc, argv); },

@@ -158,13 +158,14 @@ std::string HostPortProblem(absl::string_view host_port) {
 
 absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text) {
   absl::string_view rest = text;
-  if (!absl::ConsumePrefix(&rest, "http://")) {
+  const bool https = absl::ConsumePrefix(&rest, "https://");
+  if (!https && !absl::ConsumePrefix(&rest, "http://")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--base-url '", text, "': expected http://host:port (plain HTTP)"));
+        absl::StrCat("--base-url '", text, "': expected http://host:port or https://host:port"));
   }
   const size_t slash = rest.find('/');
   BaseUrl url;
-  url.scheme_host_port = absl::StrCat("http://", rest.substr(0, slash));
+  url.scheme_host_port = absl::StrCat(https ? "https://" : "http://", rest.substr(0, slash));
   if (rest.substr(0, slash).empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--base-url '", text, "': no host"));
   }
@@ -179,10 +180,17 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text) {
   return url;
 }
 
+std::unique_ptr<httplib::Client> MakeClient(const BaseUrl& url) {
+  auto client = std::make_unique<httplib::Client>(url.scheme_host_port, url.tls.cert, url.tls.key);
+  if (!url.tls.ca.empty()) client->set_ca_cert_path(url.tls.ca);
+  Authorize(url, client.get());
+  return client;
+}
+
 absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s) {
   const std::string where = absl::StrCat(url.scheme_host_port, url.prefix, "/v1/models");
-  httplib::Client c(url.scheme_host_port);
-  Authorize(url, &c);
+  const std::unique_ptr<httplib::Client> client = MakeClient(url);
+  httplib::Client& c = *client;
   c.set_connection_timeout(std::chrono::duration<double>(std::max(0.1, timeout_s)));
   c.set_read_timeout(std::chrono::duration<double>(std::max(0.1, timeout_s)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -219,12 +227,17 @@ absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, doubl
   return absl::UnavailableError(absl::StrCat("cannot reach an OpenAI-compatible server at ", where,
                                              ": ", why,
                                              "; is `neupims serve` running there? "
-                                             "(--base-url)"));
+                                             "(--base-url)",
+                                             absl::StartsWith(url.scheme_host_port, "https://")
+                                                 ? " (https: did --tls-ca sign the server's "
+                                                   "certificate? a server with --tls-client-ca "
+                                                   "also needs --tls-cert and --tls-key)"
+                                                 : ""));
 }
 
 std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) {
-  httplib::Client c(url.scheme_host_port);
-  Authorize(url, &c);
+  const std::unique_ptr<httplib::Client> client = MakeClient(url);
+  httplib::Client& c = *client;
   c.set_connection_timeout(std::chrono::seconds(1));
   c.set_read_timeout(std::chrono::seconds(1));
   httplib::Result res = c.Get("/metrics");
@@ -325,8 +338,8 @@ void OpenAiClientPool::Run(std::function<void(httplib::Client&)> job) {
 }
 
 void OpenAiClientPool::Worker() {
-  httplib::Client client(url_.scheme_host_port);
-  Authorize(url_, &client);
+  const std::unique_ptr<httplib::Client> owned = MakeClient(url_);
+  httplib::Client& client = *owned;
   client.set_keep_alive(true);
   // httplib writes a request's headers and body separately: with Nagle's algorithm the body
   // would wait for the server's delayed ACK of the headers (~40 ms).

@@ -38,14 +38,18 @@ class Client;
 
 namespace neupims::loadgen {
 
-// "http://host:port[/prefix]": where to connect and the path before /v1/... ("/v1" at the end of
+// "http[s]://host:port[/prefix]": where to connect and the path before /v1/... ("/v1" at the end of
 // the prefix is accepted and not doubled).
 struct BaseUrl {
   std::string scheme_host_port;  // "http://127.0.0.1:8000"
   std::string prefix;            // "" or "/some/prefix"
   std::string auth_token;        // sent as `Authorization: Bearer` on every request; "": none
+  TlsClientOptions tls;          // https: CA to verify the server with, client cert / key
 };
 absl::StatusOr<BaseUrl> ParseBaseUrl(absl::string_view text);
+// A client of `url` with its TLS settings (https) and bearer token; a client certificate only
+// when `url.tls` has one.
+std::unique_ptr<httplib::Client> MakeClient(const BaseUrl& url);
 // "" when `host_port` ("host", "host:port", "[v6]:port") has no port or a port in [1, 65535];
 // else why not. --base-url and --metrics are checked with it before anything connects.
 std::string HostPortProblem(absl::string_view host_port);

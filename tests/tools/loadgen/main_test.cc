@@ -1,6 +1,8 @@
 // neupims-bench's entry point (tools/loadgen/main.cc), run as a binary against an in-process
 // server.
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -11,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/run_command.h"
+#include "tests/server/test_pki.h"
 
 namespace neupims::loadgen {
 namespace {
@@ -50,6 +53,49 @@ std::pair<int, std::string> RunBench(const std::string& args) {
   testing_util::CommandResult r =
       testing_util::RunCommand(absl::StrCat(NEUPIMS_BENCH_PATH, " ", args));
   return {r.exit_code, std::move(r.output)};
+}
+
+// End to end against a server with mutual TLS and the bearer token: the binary with --tls-ca,
+// --tls-cert, --tls-key and --auth-token-file completes every request over gRPC and https.
+// Without the client certificate the https backend died of SIGPIPE (exit 141: the server drops
+// the refused handshake and OpenSSL's write(2) has no MSG_NOSIGNAL); now it is a setup error.
+TEST(BenchMain, LoadsAMutualTlsServerWithTheTokenAndReportsARefusedHandshake) {
+  server::test_pki::TestPki pki;
+  const absl::Status made = server::test_pki::MakeTestPki(
+      (std::filesystem::path(::testing::TempDir()) / "bench_mtls").string(), &pki);
+  if (!made.ok()) GTEST_SKIP() << made.message();
+  std::ofstream(pki.Path("token")) << "bench-mtls-token\n";
+  server::ServerOptions o;
+  o.port = 0;
+  o.metrics_port = -1;
+  o.http_port = 0;
+  o.runner.pacing = server::Pacing::kFast;
+  o.security = {pki.server_cert, pki.server_key, pki.ca_cert, pki.Path("token")};
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string common =
+      absl::StrCat("-q --no-progress -n 6 --synthetic 8:4 --connect-timeout-s 2 --tls-ca '",
+                   pki.ca_cert, "' --auth-token-file '", pki.Path("token"), "'");
+  const std::string cert =
+      absl::StrCat(" --tls-cert '", pki.client_cert, "' --tls-key '", pki.client_key, "'");
+  const std::string grpc = absl::StrCat(" --server localhost:", (*s)->port());
+  const std::string https =
+      absl::StrCat(" --backend openai --base-url https://localhost:", *(*s)->http_port());
+  for (const std::string& backend : {grpc, https}) {
+    SCOPED_TRACE(backend);
+    const auto [status, out] = RunBench(common + cert + backend);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_THAT(out, Not(HasSubstr("error")));
+  }
+  // gRPC ignores SIGPIPE in this process, and an ignored signal stays ignored across exec: the
+  // child gets the default disposition back, as from a shell.
+  const testing_util::CommandResult refused = testing_util::RunCommand(
+      absl::StrCat("env --default-signal=PIPE ", NEUPIMS_BENCH_PATH, " ", common, https));
+  const auto& [status, out] = std::tie(refused.exit_code, refused.output);
+  (*s)->Shutdown();
+  ASSERT_NE(status, -1) << "killed by a signal\n" << out;
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("--tls-client-ca also needs --tls-cert"));
 }
 
 // A timeout of 1e308 s became a deadline through a double -> int64 nanoseconds conversion that
