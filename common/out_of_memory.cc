@@ -14,7 +14,7 @@ int ExitOnOutOfMemory(absl::FunctionRef<int()> run, absl::string_view remedy) {
                  "error: out of memory (the run needs more than this process may allocate; "
                  "%.*s)\n",
                  static_cast<int>(remedy.size()), remedy.data());
-    return kExitOutOfMemory;
+    return kExitRuntimeError;
   }
 }
 

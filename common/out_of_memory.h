@@ -13,10 +13,12 @@
 
 namespace neupims {
 
-inline constexpr int kExitOutOfMemory = 1;
+// The tools' exit code for a runtime failure (as opposed to 2, bad flags or input); running out
+// of memory is one.
+inline constexpr int kExitRuntimeError = 1;
 
 // Returns run(), or, if it throws std::bad_alloc, prints "error: out of memory (the run needs
-// more than this process may allocate; <remedy>)" to stderr and returns kExitOutOfMemory.
+// more than this process may allocate; <remedy>)" to stderr and returns kExitRuntimeError.
 int ExitOnOutOfMemory(absl::FunctionRef<int()> run, absl::string_view remedy);
 
 }  // namespace neupims

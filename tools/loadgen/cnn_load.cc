@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -205,17 +204,14 @@ absl::Status CheckCnnLoadOptions(const CnnLoadOptions& o) {
                                                    " must be in [", requests.min, ", ",
                                                    requests.max, "]"));
   }
-  for (const auto& [flag, value, range, zero_ok] :
-       {std::tuple{"--cnn-rate", o.rate, option_ranges::kCnnRateRps, true},
-        std::tuple{"--timeout-s", o.timeout_s, option_ranges::kRequestTimeoutS, false},
-        std::tuple{"--connect-timeout-s", o.connect_timeout_s, option_ranges::kConnectTimeoutS,
-                   false}}) {
-    if (zero_ok && value == 0) continue;  // a rate of 0: the closed loop
-    if (const std::string problem = DoubleRangeProblem(value, range); !problem.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": value ", value, " ", problem));
+  // A rate of 0: the closed loop.
+  if (o.rate != 0) {
+    if (const std::string problem = DoubleRangeProblem(o.rate, option_ranges::kCnnRateRps);
+        !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--cnn-rate: value ", o.rate, " ", problem));
     }
   }
-  return absl::OkStatus();
+  return CheckTimeouts(o.timeout_s, o.connect_timeout_s);
 }
 
 }  // namespace

@@ -626,6 +626,17 @@ absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text)
   return rates;
 }
 
+absl::Status CheckTimeouts(double timeout_s, double connect_timeout_s) {
+  for (const auto& [flag, value, range] :
+       {std::tuple{"--timeout-s", timeout_s, option_ranges::kRequestTimeoutS},
+        std::tuple{"--connect-timeout-s", connect_timeout_s, option_ranges::kConnectTimeoutS}}) {
+    if (const std::string problem = DoubleRangeProblem(value, range); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": value ", value, " ", problem));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateOptions(const LoadOptions& o) {
   if (o.backend == Backend::kGrpc && o.server.empty()) {
     return absl::InvalidArgumentError("--server is empty (host:port)");
@@ -642,14 +653,7 @@ absl::Status ValidateOptions(const LoadOptions& o) {
   if (const std::string problem = HostPortProblem(o.metrics); !problem.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics '", o.metrics, "': ", problem));
   }
-  // The flags' ranges again, for library callers: a deadline past 1e6 s overflows.
-  for (const auto& [flag, value, range] :
-       {std::tuple{"--timeout-s", o.timeout_s, option_ranges::kRequestTimeoutS},
-        std::tuple{"--connect-timeout-s", o.connect_timeout_s, option_ranges::kConnectTimeoutS}}) {
-    if (const std::string problem = DoubleRangeProblem(value, range); !problem.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": value ", value, " ", problem));
-    }
-  }
+  RETURN_IF_ERROR(CheckTimeouts(o.timeout_s, o.connect_timeout_s));
   if (o.slo.ttft_ms < 0 || o.slo.tpot_ms < 0 || o.slo.e2el_ms < 0) {
     return absl::InvalidArgumentError("--slo-*-ms must be positive");
   }

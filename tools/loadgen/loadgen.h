@@ -103,6 +103,11 @@ absl::StatusOr<std::vector<std::string>> ParseSweepRates(absl::string_view text)
 // Checks the flags without touching the network or files (InvalidArgument naming the flag).
 absl::Status ValidateOptions(const LoadOptions& options);
 
+// --timeout-s and --connect-timeout-s within their flags' ranges (option_ranges.h), for library
+// callers as well as the flags (both modes): a deadline past 1e6 s overflows the int64
+// nanoseconds it becomes. INVALID_ARGUMENT naming the flag.
+absl::Status CheckTimeouts(double timeout_s, double connect_timeout_s);
+
 // The bearer token in `path` as the server reads its --auth-token-file: the first line without
 // surrounding white space, visible ASCII only. INVALID_ARGUMENT naming the flag and the file.
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path);

@@ -21,7 +21,7 @@
 
 namespace {
 
-constexpr int kExitRuntimeError = 1;
+using neupims::kExitRuntimeError;  // common/out_of_memory.h
 constexpr int kExitBadInput = 2;
 
 // Output to a full disk or a closed pipe is an error, not a silent exit 0.
