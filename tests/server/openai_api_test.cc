@@ -889,6 +889,37 @@ class NonReadingClient {
   bool connected_ = false;
 };
 
+// A client that asked for a whole (not streamed) response and hung up before it came: the
+// request is aborted in the engine and counted once, as a stream's would be (vLLM cancels such a
+// request too). It used to run to its end, holding its KV blocks and an HTTP thread.
+TEST_F(OpenAiApiTest, ANonStreamedRequestWhoseClientHangsUpIsAbortedAndFreesItsKv) {
+  StartServer(SlowOptions());  // 2,000 tokens at speed 0.2: minutes if it ran to its end
+  {
+    NonReadingClient gone(*server_->http_port(), json{{"prompt", "Hello"},
+                                                      {"max_tokens", kLongTokens},
+                                                      {"ignore_eos", true}});
+    ASSERT_TRUE(gone.connected());
+    ServerSnapshot running;
+    ASSERT_TRUE(
+        PollSnapshot([](const ServerSnapshot& s) { return s.kv_blocks_used > 0; }, &running));
+  }  // closes the connection
+  ServerSnapshot last;
+  EXPECT_TRUE(
+      PollSnapshot([](const ServerSnapshot& s) { return s.live == 0 && s.kv_blocks_used == 0; },
+                   &last, absl::Seconds(10)))
+      << "the request was not aborted: " << last.live << " live, " << last.kv_blocks_used
+      << " KV blocks";
+  // The server still answers, and counted the request once, as an abort.
+  const HttpResult r = Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  const HttpResult metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
+  using testing_util::Metric;
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 1);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}), 1);
+}
+
 // A streamed completion far longer than a client that stops reading can hold.
 json LongStream() {
   return {{"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}, {"stream", true}};
