@@ -1,12 +1,19 @@
 #include "server/openai_api.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -43,6 +50,8 @@ constexpr int64_t kDefaultCompletionTokens = 16;
 // Fast pacing: tokens a stream's thread lets accumulate before it is woken (HttpRequestState).
 constexpr size_t kFastWakeBatch = 32;
 constexpr absl::Duration kFastWakeInterval = absl::Milliseconds(20);
+// A whole (not streamed) response: how often its thread checks whether the client hung up.
+constexpr absl::Duration kHangUpCheckInterval = absl::Milliseconds(50);
 
 // ---- Errors ----------------------------------------------------------------------------------
 
@@ -553,6 +562,14 @@ class HttpRequestState : public RequestSink {
     if (completion_.has_value()) *completion = std::move(completion_);
     return absl::OkStatus();
   }
+  // Waits up to `timeout` for the completion; true once it has come (Take then returns it).
+  bool AwaitCompletion(absl::Duration timeout) {
+    auto complete = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return completion_.has_value() || !overflow_.ok();
+    };
+    absl::MutexLock l(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&complete), timeout);
+  }
   // The write of what Take returned has finished (the client took it, or it failed).
   void WriteDone() {
     absl::MutexLock l(&mu_);
@@ -569,6 +586,82 @@ class HttpRequestState : public RequestSink {
   std::optional<Completion> completion_ ABSL_GUARDED_BY(mu_);
   absl::Status overflow_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
+};
+
+// Tells whether the client of a request whose handler is running has hung up, for a whole
+// response, which writes nothing before its end (a stream learns it from a failed write).
+// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's; a plain one is found
+// among the process's sockets by its two addresses, once, when first asked (the connection stays
+// open while its handler runs, so the descriptor cannot be reused meanwhile). A peer that shut
+// down its side (FIN: POLLRDHUP) or reset the connection has gone, as uvicorn, and so vLLM, read
+// it; a client that sends a further request on the connection meanwhile has not.
+class ClientWatch {
+ public:
+  explicit ClientWatch(const httplib::Request& req) : req_(req) {}
+
+  bool HungUp() {
+    if (!searched_) {
+      searched_ = true;
+      fd_ = req_.ssl != nullptr ? SSL_get_fd(req_.ssl) : FindPlainSocket();
+    }
+    if (fd_ < 0) return false;  // not found: cannot tell
+    pollfd p{fd_, POLLRDHUP, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+ private:
+  // The socket whose local and peer addresses are the request's, or -1.
+  int FindPlainSocket() const {
+    DIR* dir = opendir("/proc/self/fd");
+    if (dir == nullptr) return -1;
+    int found = -1;
+    while (dirent* e = readdir(dir)) {
+      char* end = nullptr;
+      const long fd = std::strtol(e->d_name, &end, 10);
+      if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+      if (Matches(static_cast<int>(fd))) {
+        found = static_cast<int>(fd);
+        break;
+      }
+    }
+    closedir(dir);
+    return found;
+  }
+
+  bool Matches(int fd) const {
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+      return false;
+    }
+    return Is(local, req_.local_addr, req_.local_port) &&
+           Is(peer, req_.remote_addr, req_.remote_port);
+  }
+
+  // httplib's own rendering of an address: inet_ntop's text, and the port.
+  static bool Is(const sockaddr_storage& a, const std::string& ip, int port) {
+    char text[INET6_ADDRSTRLEN] = {};
+    int p = -1;
+    if (a.ss_family == AF_INET) {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+      inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+      p = ntohs(in.sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+      inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+      p = ntohs(in6.sin6_port);
+    } else {
+      return false;
+    }
+    return p == port && ip == text;
+  }
+
+  const httplib::Request& req_;
+  bool searched_ = false;
+  int fd_ = -1;
 };
 
 // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
@@ -687,7 +780,8 @@ struct OpenAiHttpServer::Impl {
   // cannot be read.
   bool ReadBody(const httplib::Request& req, const httplib::ContentReader& content,
                 std::string* body, httplib::Response& res) const;
-  void Generate(Api api, const std::string& raw_body, httplib::Response& res);
+  void Generate(Api api, const httplib::Request& req, const std::string& raw_body,
+                httplib::Response& res);
   void Stream(const ParsedRequest& p, ResponseShape shape, std::shared_ptr<HttpRequestState> state,
               const std::string& request_id, httplib::Response& res);
   // Registers a refusal (405 and the Allow header) for every other method on `pattern`.
@@ -749,7 +843,7 @@ void OpenAiHttpServer::Impl::Routes() {
     http->Post(path, [this, api = api](const httplib::Request& req, httplib::Response& res,
                                        const httplib::ContentReader& content) {
       std::string body;
-      if (ReadBody(req, content, &body, res)) Generate(api, body, res);
+      if (ReadBody(req, content, &body, res)) Generate(api, req, body, res);
     });
   }
   http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
@@ -907,8 +1001,8 @@ bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
   return true;
 }
 
-void OpenAiHttpServer::Impl::Generate(Api api, const std::string& raw_body,
-                                      httplib::Response& res) {
+void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
+                                      const std::string& raw_body, httplib::Response& res) {
   const uint64_t n = next_id.fetch_add(1, std::memory_order_relaxed);
   json body = json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   ParsedRequest p;
@@ -948,12 +1042,21 @@ void OpenAiHttpServer::Impl::Generate(Api api, const std::string& raw_body,
     Stream(p, std::move(shape), std::move(state), *id, res);
     return;
   }
-  // Not streamed: the connection's thread waits for the whole completion.
+  // Not streamed: the connection's thread waits for the whole completion, and aborts the
+  // request if its client hangs up meanwhile (the KV blocks are freed; it counts as an abort).
+  ClientWatch client(req);
+  bool aborted = false;
+  while (!state->AwaitCompletion(kHangUpCheckInterval)) {
+    if (!aborted && client.HungUp()) {
+      runner->AbortAsync(*id);
+      aborted = true;
+    }
+  }
   const ByteTokenizer& tok = runner->tokenizer();
   std::vector<int64_t> ids;
   std::optional<Completion> done;
-  while (!done.has_value()) (void)state->Take(&ids, &done);  // unbounded: never overflows
-  if (!done->status.ok()) {                                  // the engine faulted
+  (void)state->Take(&ids, &done);  // complete, and unbounded: never overflows
+  if (!done->status.ok()) {        // the engine faulted
     SendError({done->status, ""}, res);
     return;
   }

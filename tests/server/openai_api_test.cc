@@ -895,9 +895,9 @@ class NonReadingClient {
 TEST_F(OpenAiApiTest, ANonStreamedRequestWhoseClientHangsUpIsAbortedAndFreesItsKv) {
   StartServer(SlowOptions());  // 2,000 tokens at speed 0.2: minutes if it ran to its end
   {
-    NonReadingClient gone(*server_->http_port(), json{{"prompt", "Hello"},
-                                                      {"max_tokens", kLongTokens},
-                                                      {"ignore_eos", true}});
+    NonReadingClient gone(
+        *server_->http_port(),
+        json{{"prompt", "Hello"}, {"max_tokens", kLongTokens}, {"ignore_eos", true}});
     ASSERT_TRUE(gone.connected());
     ServerSnapshot running;
     ASSERT_TRUE(

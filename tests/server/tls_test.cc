@@ -12,6 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -371,6 +373,29 @@ TEST_F(TlsTest, HttpsWithTheTokenWorksAndWithoutItIs401) {
   plain.set_read_timeout(10, 0);
   httplib::Result p = plain.Get("/health");
   EXPECT_TRUE(!p || p->status == 400) << p->status;
+}
+
+// A TLS connection's socket is found through its SSL (openai_api.cc, ClientWatch): a client that
+// gives up on a whole response has its request aborted, as over plain HTTP.
+TEST_F(TlsTest, AnHttpsClientThatHangsUpOnAWholeResponseHasItsRequestAborted) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.runner.pacing = Pacing::kRealtime;
+  o.runner.speed = 0.2;  // 2,000 tokens: minutes if it ran to its end
+  StartServer(o);
+  auto client = HttpsClient();
+  client->set_read_timeout(1, 0);  // gives up and closes the connection after a second
+  const json body = {{"prompt", "Hello"}, {"max_tokens", 2000}, {"ignore_eos", true}};
+  httplib::Result r = client->Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_FALSE(r) << "answered " << r->status;
+  client->stop();
+  ServerSnapshot s = server_->runner().Snapshot();
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10);
+       (s.live != 0 || s.kv_blocks_used != 0) && absl::Now() < deadline;
+       s = server_->runner().Snapshot()) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(s.live, 0) << "the request was not aborted";
+  EXPECT_EQ(s.kv_blocks_used, 0);
 }
 
 TEST_F(TlsTest, HttpsWithMutualTlsNeedsTheClientCertificate) {
