@@ -828,6 +828,93 @@ TEST_F(OpenAiApiTest, ClientDisconnectAbortsTheRequestAndFreesItsKvBlocks) {
   EXPECT_EQ(last.running, 0);
 }
 
+// Streams (completions and chat, with usage) whose clients hang up after a varying number of
+// token events, side by side with streams and whole responses read to their end: every hang-up
+// is aborted in the engine and counted once, as an abort; every stream read to its end has its
+// final chunk, a usage count equal to the token events it received, and [DONE]; /metrics agrees
+// with the clients' counts and the engine ends with no live request and no KV block.
+TEST_F(OpenAiApiTest, ClientsHangingUpMidStreamAmongCompletionsAreEachCountedOnceAsAborts) {
+  ServerOptions o = SlowOptions();
+  o.runner.speed = 1;  // realtime: a client that hangs up early leaves most of its tokens due
+  StartServer(o);
+  constexpr int kStreams = 24, kWhole = 8;
+  constexpr int64_t kTokens = 48;
+  std::atomic<int> completed{0}, hung_up{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      const bool chat = i % 2 == 1;
+      // Every third client hangs up after 1 to 20 token events.
+      const int64_t leave_after = i % 3 == 0 ? 1 + (i * 7) % 20 : 0;
+      json body = {{"max_tokens", kTokens},
+                   {"ignore_eos", true},
+                   {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}};
+      if (chat) {
+        body["messages"] = json::array({{{"role", "user"}, {"content", "Hi"}}});
+      } else {
+        body["prompt"] = "Hello";
+      }
+      httplib::Client c = Client();
+      httplib::Request req;
+      req.method = "POST";
+      req.path = chat ? "/v1/chat/completions" : "/v1/completions";
+      req.body = body.dump();
+      req.set_header("Content-Type", "application/json");
+      std::string raw;
+      req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        raw.append(data, n);
+        if (leave_after == 0) return true;
+        const StreamSummary sum =
+            Summarize(ParseSse(200, raw.substr(0, raw.rfind("\n\n") + 2)), chat);
+        return sum.token_chunks < leave_after;
+      };
+      httplib::Result r = c.send(req);
+      if (leave_after > 0) {
+        EXPECT_FALSE(r) << "client " << i << " read to the end";
+        ++hung_up;
+        return;
+      }
+      ASSERT_TRUE(r) << "client " << i << ": transport error " << static_cast<int>(r.error());
+      const SseResult sse = ParseSse(r->status, raw);
+      EXPECT_TRUE(sse.framing_ok) << raw;
+      const StreamSummary sum = Summarize(sse, chat);
+      EXPECT_EQ(sum.finish_reason, "length") << "client " << i;
+      EXPECT_EQ(sum.token_chunks, kTokens) << "client " << i;
+      ASSERT_TRUE(sum.usage.has_value()) << "client " << i;
+      EXPECT_EQ((*sum.usage)["completion_tokens"], sum.token_chunks) << "client " << i;
+      EXPECT_TRUE(sum.done_last) << "client " << i;
+      ++completed;
+    });
+  }
+  for (int i = 0; i < kWhole; ++i) {
+    clients.emplace_back([&] {
+      const HttpResult r =
+          Post("/v1/completions",
+               json{{"prompt", "Hey"}, {"max_tokens", kTokens}, {"ignore_eos", true}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], kTokens);
+      ++completed;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(completed + hung_up, kStreams + kWhole);
+  EXPECT_EQ(hung_up, kStreams / 3);
+  ServerSnapshot last;
+  EXPECT_TRUE(PollSnapshot(
+      [](const ServerSnapshot& s) { return s.live == 0 && s.kv_blocks_used == 0; }, &last))
+      << last.live << " live, " << last.kv_blocks_used << " KV blocks";
+  const HttpResult metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
+  using testing_util::Metric;
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}),
+            completed.load());
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}),
+            hung_up.load());
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "stop"}}), 0);
+}
+
 // The body of a raw HTTP/1.1 response with chunked transfer encoding, as far as it is complete.
 std::string Dechunk(const std::string& raw) {
   std::string body;
