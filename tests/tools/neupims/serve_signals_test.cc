@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace neupims::cli {
 namespace {
@@ -317,6 +318,163 @@ TEST_F(ServeSignals, SigtermPastTheDrainTimeoutAbortsTheRestWithAFinalMessage) {
   }
   const std::optional<int> status = p.WaitExit(std::chrono::seconds(60));
   ASSERT_TRUE(status.has_value()) << p.output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("drain timeout: remaining requests aborted"));
+}
+
+// An HTTP request (an SSE stream with usage, or a whole response) on a thread of its own.
+struct HttpCall {
+  std::string raw;  // the body as received
+  int status = 0;
+  bool transport_ok = false;
+  std::atomic<bool> started{false};  // something was received
+  ClientThread thread;               // last: joined first
+};
+
+// The SSE events of `raw` (the text after "data: ").
+std::vector<std::string> SseEvents(const std::string& raw) {
+  std::vector<std::string> events;
+  size_t at = 0;
+  for (size_t end; (end = raw.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    if (raw.compare(at, 6, "data: ") == 0) events.push_back(raw.substr(at + 6, end - at - 6));
+  }
+  return events;
+}
+
+void StartHttpCall(int port, int64_t max_tokens, bool stream, HttpCall* call) {
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  call->thread = ClientThread(
+      [port, max_tokens, stream, call, stop] {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(120, 0);
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body =
+            absl::StrCat(R"({"prompt": "hi", "ignore_eos": true, "max_tokens": )", max_tokens,
+                         stream ? R"(, "stream": true,
+                                         "stream_options": {"include_usage": true}})"
+                                : "}");
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [call, stop](const char* data, size_t n, uint64_t, uint64_t) {
+          call->raw.append(data, n);
+          call->started = true;
+          return !*stop;
+        };
+        httplib::Result r = c.send(req);
+        call->transport_ok = static_cast<bool>(r);
+        if (r) call->status = r->status;
+      },
+      [stop] { *stop = true; });
+}
+
+// Requests running or waiting in the engine, per the HTTP API's /metrics.
+int LiveRequests(httplib::Client* http) {
+  httplib::Result r = http->Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  double live = 0;
+  for (const char* name : {"neupims:num_requests_running", "neupims:num_requests_waiting"}) {
+    std::smatch m;
+    if (std::regex_search(r->body, m,
+                          std::regex(absl::StrCat("\n", name, R"((\{[^}]*\})? (\S+))")))) {
+      live += std::stod(m[2]);
+    }
+  }
+  return static_cast<int>(live);
+}
+
+struct SseEnd {
+  int64_t token_events = 0;
+  std::string finish_reason;
+  int64_t usage_tokens = -1;
+  bool done_last = false;
+};
+
+SseEnd ReadSseEnd(const std::string& raw) {
+  SseEnd e;
+  const std::vector<std::string> events = SseEvents(raw);
+  e.done_last = !events.empty() && events.back() == "[DONE]";
+  for (const std::string& ev : events) {
+    if (ev == "[DONE]") continue;
+    const nlohmann::json j = nlohmann::json::parse(ev, nullptr, false);
+    if (!j.is_object()) continue;
+    if (j.contains("usage") && j["usage"].is_object()) {
+      e.usage_tokens = j["usage"]["completion_tokens"].get<int64_t>();
+    }
+    for (const nlohmann::json& c : j.value("choices", nlohmann::json::array())) {
+      if (!c["finish_reason"].is_null()) e.finish_reason = c["finish_reason"].get<std::string>();
+      if (!c.value("text", std::string()).empty()) ++e.token_events;
+    }
+  }
+  return e;
+}
+
+// SIGTERM with HTTP requests in flight: the streams that end within the drain end as usual; the
+// rest are aborted at the drain timeout and still get their final chunk (finish_reason "abort"),
+// a usage count equal to the tokens they received, and [DONE]; a whole response in flight is
+// answered with what was generated and "abort"; the process exits 0.
+TEST_F(ServeSignals, SigtermEndsEveryHttpStreamWithItsFinalChunkAndDoneThenExitsZero) {
+  std::vector<std::string> args = BaseArgs("2", "0.2");
+  args.insert(args.end(), {"--port", "0", "--http-port", "0", "--metrics-port", "-1"});
+  ServeProcess p(args);
+  ASSERT_TRUE(p.WaitForBanner(true, false)) << p.output();
+  ASSERT_GT(p.http_port(), 0) << p.output();
+  constexpr int kEach = 4;
+  constexpr int64_t kShort = 8, kLong = 2000;  // 2,000 tokens at speed 0.2: far past the drain
+  std::vector<std::unique_ptr<HttpCall>> short_streams, long_streams, whole;
+  for (auto* group : {&long_streams, &whole}) {
+    for (int i = 0; i < kEach; ++i) {
+      group->push_back(std::make_unique<HttpCall>());
+      StartHttpCall(p.http_port(), kLong, group != &whole, group->back().get());
+    }
+  }
+  // All eight long requests are in the engine (a whole response shows nothing before its end).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  httplib::Client scrape("127.0.0.1", p.http_port());
+  while (LiveRequests(&scrape) < 2 * kEach && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(LiveRequests(&scrape), 2 * kEach);
+  for (int i = 0; i < kEach; ++i) {
+    short_streams.push_back(std::make_unique<HttpCall>());
+    StartHttpCall(p.http_port(), kShort, true, short_streams.back().get());
+  }
+  for (const auto& c : short_streams) {
+    while (!c->started && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  p.Signal(SIGTERM);
+  for (auto* group : {&short_streams, &long_streams, &whole}) {
+    for (const auto& c : *group) c->thread.Join();
+  }
+  for (const auto& c : short_streams) {
+    ASSERT_TRUE(c->transport_ok);
+    const SseEnd e = ReadSseEnd(c->raw);
+    EXPECT_EQ(e.finish_reason, "length") << c->raw;
+    EXPECT_EQ(e.token_events, kShort);
+    EXPECT_EQ(e.usage_tokens, kShort);
+    EXPECT_TRUE(e.done_last) << c->raw;
+  }
+  for (const auto& c : long_streams) {
+    ASSERT_TRUE(c->transport_ok) << "a stream ended without its final chunk";
+    const SseEnd e = ReadSseEnd(c->raw);
+    EXPECT_EQ(e.finish_reason, "abort") << c->raw.substr(c->raw.size() - 500);
+    EXPECT_LT(e.token_events, kLong);
+    EXPECT_EQ(e.usage_tokens, e.token_events);
+    EXPECT_TRUE(e.done_last) << c->raw.substr(c->raw.size() - 500);
+  }
+  for (const auto& c : whole) {
+    ASSERT_TRUE(c->transport_ok) << "a whole response was never answered";
+    EXPECT_EQ(c->status, 200) << c->raw;
+    const nlohmann::json j = nlohmann::json::parse(c->raw, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << c->raw;
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "abort");
+    EXPECT_EQ(j["usage"]["completion_tokens"].get<int64_t>(),
+              static_cast<int64_t>(j["choices"][0]["text"].get<std::string>().size()));
+  }
+  const std::optional<int> status = p.WaitExit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << "still running 60 s after the requests ended\n" << p.output();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("drain timeout: remaining requests aborted"));
 }
