@@ -797,6 +797,63 @@ TEST_F(OpenAiApiTest, QueueFullIs429) {
   server_->Shutdown();  // ends both streams
 }
 
+// A flood of HTTP streams against a small batch and waiting queue: the excess is refused at
+// once with 429 (not 503: the server is healthy, the client may retry), each answer is prompt and
+// final, and /metrics agrees with the clients' counts.
+TEST_F(OpenAiApiTest, AFloodOfStreamsIsRefusedWith429AndEveryRequestIsCountedOnce) {
+  ServerOptions o = SlowOptions();
+  o.runner.speed = 1;
+  o.runner.engine.max_batch = 4;
+  o.runner.engine.max_waiting = 4;
+  o.http_threads = 256;
+  StartServer(o);
+  constexpr int kClients = 200;
+  constexpr int64_t kTokens = 32;
+  std::atomic<int> served{0}, refused{0}, other{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&] {
+      const SseResult r =
+          Stream("/v1/completions", json{{"prompt", "x"},
+                                         {"max_tokens", kTokens},
+                                         {"ignore_eos", true},
+                                         {"stream", true},
+                                         {"stream_options", {{"include_usage", true}}}});
+      if (r.status == 429) {
+        const json e = json::parse(r.raw, nullptr, false);
+        EXPECT_EQ(e["error"]["type"], "rate_limit_error") << r.raw;
+        ++refused;
+        return;
+      }
+      const StreamSummary sum = Summarize(r, false);
+      if (r.status == 200 && sum.done_last && sum.token_chunks == kTokens &&
+          sum.usage.has_value() && (*sum.usage)["completion_tokens"] == kTokens) {
+        ++served;
+      } else {
+        ++other;
+        ADD_FAILURE() << r.status << ": " << r.raw.substr(0, 300);
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(served + refused, kClients);
+  EXPECT_EQ(other, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_GE(served, 8);  // at least the first batch and queue
+  ServerSnapshot last;
+  EXPECT_TRUE(PollSnapshot(
+      [](const ServerSnapshot& s) { return s.live == 0 && s.kv_blocks_used == 0; }, &last));
+  const HttpResult metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::vector<testing_util::Sample> m = testing_util::ParsePrometheus(metrics.body);
+  using testing_util::Metric;
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}),
+            served.load());
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}), 0);
+  EXPECT_EQ(Metric(m, "neupims:request_errors_total", {{"code", "RESOURCE_EXHAUSTED"}}),
+            refused.load());
+}
+
 TEST_F(OpenAiApiTest, HealthAndRequestsAcrossADrain) {
   StartServer(FastOptions());
   EXPECT_EQ(Get("/health").status, 200);
