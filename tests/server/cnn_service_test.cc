@@ -15,10 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/server.h"
@@ -606,6 +608,97 @@ TEST_F(CnnServiceTest, LlmAndCnnTrafficAtOnceAreBothAnswered) {
   generator.join();
   EXPECT_EQ(cnn_ok, 10);
   EXPECT_EQ(llm_ok.load(), 5);
+}
+
+// gRPC Generate streams, HTTP SSE streams (some of whose clients hang up) and KServe ModelInfer
+// calls at once, in realtime: every call is answered or aborted, and /metrics counts each once:
+// `length` = the LLM calls read to their end on both front ends, `abort` = the HTTP hang-ups,
+// `cnn_requests_total{outcome="success"}` = the CNN calls; nothing is left in either engine.
+TEST_F(CnnServiceTest, MixedGrpcHttpAndKserveLoadIsCountedOnceEach) {
+  ServerOptions o = CnnOptionsFor(Pacing::kRealtime, /*metrics=*/true);
+  o.runner.speed = 1;
+  o.http_port = 0;
+  o.http_threads = 32;
+  ASSERT_NO_FATAL_FAILURE(StartServer(o));
+  constexpr int kGrpc = 8, kHttp = 8, kHttpHangUps = 4, kCnnCalls = 20;
+  constexpr int64_t kTokens = 48;
+  auto llm = neupims::v1::LlmService::NewStub(channel_);
+  std::atomic<int> grpc_ok{0}, http_ok{0}, http_gone{0}, cnn_ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kGrpc; ++i) {
+    clients.emplace_back([&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      neupims::v1::GenerateRequest g;
+      g.set_prompt_length(16);
+      g.set_max_new_tokens(kTokens);
+      g.set_ignore_eos(true);
+      auto reader = llm->Generate(&ctx, g);
+      neupims::v1::GenerateResponse resp;
+      int64_t tokens = 0, reported = -1;
+      while (reader->Read(&resp)) {
+        tokens += resp.tokens().tokens_size();
+        if (resp.has_complete()) reported = resp.complete().completion_tokens();
+      }
+      if (reader->Finish().ok() && tokens == kTokens && reported == kTokens) ++grpc_ok;
+    });
+  }
+  for (int i = 0; i < kHttp + kHttpHangUps; ++i) {
+    clients.emplace_back([&, hang_up = i >= kHttp] {
+      httplib::Client c("127.0.0.1", *server_->http_port());
+      c.set_read_timeout(60, 0);
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = absl::StrCat(R"({"prompt": "hi", "ignore_eos": true, "stream": true, )",
+                              R"("stream_options": {"include_usage": true}, "max_tokens": )",
+                              kTokens, "}");
+      req.set_header("Content-Type", "application/json");
+      std::string raw;
+      req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        raw.append(data, n);
+        return !hang_up;  // a hang-up leaves after its first token events
+      };
+      httplib::Result r = c.send(req);
+      if (hang_up) {
+        http_gone += !r;
+      } else if (r && r->status == 200 && absl::EndsWith(raw, "data: [DONE]\n\n") &&
+                 absl::StrContains(raw, absl::StrCat(R"("completion_tokens":)", kTokens))) {
+        ++http_ok;
+      }
+    });
+  }
+  for (int i = 0; i < kCnnCalls; ++i) {
+    clients.emplace_back([&] {
+      ModelInferResponse out;
+      cnn_ok += Infer(InferRequest(1), &out).ok();
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(grpc_ok, kGrpc);
+  EXPECT_EQ(http_ok, kHttp);
+  EXPECT_EQ(http_gone, kHttpHangUps);
+  EXPECT_EQ(cnn_ok, kCnnCalls);
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  ServerSnapshot s = server_->runner().Snapshot();
+  while ((s.live != 0 || s.kv_blocks_used != 0) && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s = server_->runner().Snapshot();
+  }
+  EXPECT_EQ(s.live, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(server_->cnn_runner()->in_flight(), 0);
+  using testing_util::Metric;
+  const std::string http = testing_util::HttpGet(server_->metrics_port(), "/metrics");
+  const size_t body = http.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << http;
+  const auto m = testing_util::ParsePrometheus(http.substr(body + 4));
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "length"}}),
+            kGrpc + kHttp);
+  EXPECT_EQ(Metric(m, "neupims:request_success_total", {{"finished_reason", "abort"}}),
+            kHttpHangUps);
+  EXPECT_EQ(Metric(m, "neupims:cnn_requests_total", {{"model_name", kCnn}, {"outcome", "success"}}),
+            kCnnCalls);
 }
 
 TEST_F(CnnServiceTest, ReflectionListsTheInferenceServiceOnlyWhenCnnsAreServed) {
