@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/status/status.h"
 #include "common/option_ranges.h"
 #include "engine/cnn/plan.h"
 #include "server/server.h"
@@ -33,6 +34,7 @@ struct ServeFlags {
   int64_t max_stream_buffer = server::ServerOptions{}.max_stream_buffer;
   int http_threads = server::ServerOptions{}.http_threads;
   server::SecurityOptions security;
+  server::CorsOptions cors;
   server::CnnOptions cnn;
 };
 
@@ -47,6 +49,33 @@ void AddSecurityFlags(CLI::App* c, server::SecurityOptions* s) {
   c->add_option("--auth-token-file", s->auth_token_file,
                 "File whose first line is the bearer token every gRPC service but health and "
                 "every HTTP route but /health require (UNAUTHENTICATED / 401 without it)");
+}
+
+// A comma-separated, repeatable list whose items `check` (cors.h) accepts; CLI11 names the flag.
+CLI::Validator CorsList(absl::Status (*check)(absl::string_view)) {
+  return CommaList(CLI::Validator(
+      [check](std::string& item) -> std::string {
+        const absl::Status s = check(item);
+        return s.ok() ? "" : std::string(s.message());
+      },
+      ""));
+}
+
+void AddCorsFlags(CLI::App* c, server::CorsOptions* o) {
+  c->add_option("--allowed-origins", o->allowed_origins,
+                "Origins (scheme://host[:port], or *) whose browser pages may call the HTTP API "
+                "(CORS); comma-separate or repeat. Default: none, no CORS headers")
+      ->check(CorsList(server::CheckCorsOrigin));
+  c->add_option("--allowed-methods", o->allowed_methods,
+                "CORS preflight's allowed methods (* : GET, HEAD, POST)")
+      ->check(CorsList(server::CheckCorsMethod))
+      ->capture_default_str();
+  c->add_option("--allowed-headers", o->allowed_headers,
+                "CORS preflight's allowed request headers (* : those the preflight asks for)")
+      ->check(CorsList(server::CheckCorsHeader))
+      ->capture_default_str();
+  c->add_flag("--allow-credentials", o->allow_credentials,
+              "CORS: Access-Control-Allow-Credentials: true (the origin is echoed, never *)");
 }
 
 void AddCnnFlags(CLI::App* c, server::CnnOptions* o) {
@@ -133,6 +162,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, server::kMaxHttpThreads))
       ->capture_default_str();
   AddSecurityFlags(c, &f->security);
+  AddCorsFlags(c, &f->cors);
   AddCnnFlags(c, &f->cnn);
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
@@ -211,6 +241,18 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
           std::tuple{"--tls-client-ca", &f->security.tls_client_ca, &sec.tls_client_ca},
           std::tuple{"--auth-token-file", &f->security.auth_token_file, &sec.auth_token_file}}) {
       if (given(flag)) *field = *value;
+    }
+    if (f->config.empty() || given("--allowed-origins")) {
+      o.cors.allowed_origins = SplitCommaList(f->cors.allowed_origins);
+    }
+    if (f->config.empty() || given("--allowed-methods")) {
+      o.cors.allowed_methods = SplitCommaList(f->cors.allowed_methods);
+    }
+    if (f->config.empty() || given("--allowed-headers")) {
+      o.cors.allowed_headers = SplitCommaList(f->cors.allowed_headers);
+    }
+    if (f->config.empty() || given("--allow-credentials")) {
+      o.cors.allow_credentials = f->cors.allow_credentials;
     }
     if (f->config.empty() || given("--cnn-model")) o.cnn.models = SplitCommaList(f->cnn.models);
     if (f->config.empty() || given("--cnn-cluster")) o.cnn.cluster = f->cnn.cluster;
