@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/option_ranges.h"
@@ -51,28 +52,28 @@ void AddSecurityFlags(CLI::App* c, server::SecurityOptions* s) {
                 "every HTTP route but /health require (UNAUTHENTICATED / 401 without it)");
 }
 
-// A comma-separated, repeatable list whose items `check` (cors.h) accepts; CLI11 names the flag.
-CLI::Validator CorsList(absl::Status (*check)(absl::string_view)) {
-  return CommaList(CLI::Validator(
-      [check](std::string& item) -> std::string {
-        const absl::Status s = check(item);
-        return s.ok() ? "" : std::string(s.message());
-      },
-      ""));
+// A comma-separated, repeatable list flag whose items `check` (cors.h) accepts; CLI11 names the
+// flag in its error.
+CLI::Option* AddCorsList(CLI::App* c, const std::string& name, std::vector<std::string>* list,
+                         absl::Status (*check)(absl::string_view), const std::string& help) {
+  return c->add_option(name, *list, help)
+      ->check(CommaList(CLI::Validator(
+          [check](std::string& item) -> std::string {
+            const absl::Status s = check(item);
+            return s.ok() ? "" : std::string(s.message());
+          },
+          "")));
 }
 
 void AddCorsFlags(CLI::App* c, server::CorsOptions* o) {
-  c->add_option("--allowed-origins", o->allowed_origins,
-                "Origins (scheme://host[:port], or *) whose browser pages may call the HTTP API "
-                "(CORS); comma-separate or repeat. Default: none, no CORS headers")
-      ->check(CorsList(server::CheckCorsOrigin));
-  c->add_option("--allowed-methods", o->allowed_methods,
-                "CORS preflight's allowed methods (* : GET, HEAD, POST)")
-      ->check(CorsList(server::CheckCorsMethod))
+  AddCorsList(c, "--allowed-origins", &o->allowed_origins, server::CheckCorsOrigin,
+              "Origins (scheme://host[:port], or *) whose browser pages may call the HTTP API "
+              "(CORS); comma-separate or repeat. Default: none, no CORS headers");
+  AddCorsList(c, "--allowed-methods", &o->allowed_methods, server::CheckCorsMethod,
+              "CORS preflight's allowed methods (* : GET, HEAD, POST)")
       ->capture_default_str();
-  c->add_option("--allowed-headers", o->allowed_headers,
-                "CORS preflight's allowed request headers (* : those the preflight asks for)")
-      ->check(CorsList(server::CheckCorsHeader))
+  AddCorsList(c, "--allowed-headers", &o->allowed_headers, server::CheckCorsHeader,
+              "CORS preflight's allowed request headers (* : those the preflight asks for)")
       ->capture_default_str();
   c->add_flag("--allow-credentials", o->allow_credentials,
               "CORS: Access-Control-Allow-Credentials: true (the origin is echoed, never *)");
@@ -242,14 +243,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
           std::tuple{"--auth-token-file", &f->security.auth_token_file, &sec.auth_token_file}}) {
       if (given(flag)) *field = *value;
     }
-    if (f->config.empty() || given("--allowed-origins")) {
-      o.cors.allowed_origins = SplitCommaList(f->cors.allowed_origins);
-    }
-    if (f->config.empty() || given("--allowed-methods")) {
-      o.cors.allowed_methods = SplitCommaList(f->cors.allowed_methods);
-    }
-    if (f->config.empty() || given("--allowed-headers")) {
-      o.cors.allowed_headers = SplitCommaList(f->cors.allowed_headers);
+    for (auto [flag, value, field] :
+         {std::tuple{"--allowed-origins", &f->cors.allowed_origins, &o.cors.allowed_origins},
+          std::tuple{"--allowed-methods", &f->cors.allowed_methods, &o.cors.allowed_methods},
+          std::tuple{"--allowed-headers", &f->cors.allowed_headers, &o.cors.allowed_headers}}) {
+      if (f->config.empty() || given(flag)) *field = SplitCommaList(*value);
     }
     if (f->config.empty() || given("--allow-credentials")) {
       o.cors.allow_credentials = f->cors.allow_credentials;
