@@ -5,7 +5,7 @@
 // Debian's python3-grpcio against the KServe v2 CNN API; and headless Chromium loading a page from
 // another origin that calls the HTTP API (CORS). The npm packages are installed once into
 // the build tree (npm install, bounded by `timeout`); a test skips, saying why, only when node /
-// npm or python3-grpcio / grpc_tools are absent, or the install fails (offline).
+// npm, python3-grpcio / grpc_tools or chromium are absent, or the install fails (offline).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
