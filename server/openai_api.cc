@@ -770,9 +770,12 @@ struct OpenAiHttpServer::Impl {
   std::function<void()> close_unlistened;
   std::thread listener;
   bool stopped = false;
+  std::unique_ptr<const Cors> cors;
 
   absl::Status Create();
   void Routes();
+  // A CORS preflight from an allowed origin: answers it (204) and returns true.
+  bool Preflight(const httplib::Request& req, httplib::Response& res) const;
   // The bearer-token check before routing; true when the request may go on.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
   // Reads a generation request's body into `body`, up to `options.max_body_bytes`; false when
@@ -829,11 +832,32 @@ bool OpenAiHttpServer::Impl::Authorized(const httplib::Request& req, httplib::Re
   return false;
 }
 
+bool OpenAiHttpServer::Impl::Preflight(const httplib::Request& req, httplib::Response& res) const {
+  if (req.method != "OPTIONS" || !req.has_header("Access-Control-Request-Method")) return false;
+  if (cors->ResponseHeaders(req.get_header_value("Origin")).empty()) return false;
+  res.status = 204;
+  for (const auto& [name, value] :
+       cors->PreflightHeaders(req.get_header_value("Access-Control-Request-Headers"))) {
+    res.set_header(name, value);
+  }
+  return true;  // the post-routing handler adds Access-Control-Allow-Origin
+}
+
 void OpenAiHttpServer::Impl::Routes() {
   http->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
-                                : httplib::Server::HandlerResponse::Handled;
+    return Preflight(req, res) || !Authorized(req, res)
+               ? httplib::Server::HandlerResponse::Handled
+               : httplib::Server::HandlerResponse::Unhandled;
   });
+  // httplib calls this for every response it writes (refusals before routing, 401s, errors and
+  // streams included), just before the headers go out.
+  if (cors->enabled()) {
+    http->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      for (const auto& [name, value] : cors->ResponseHeaders(req.get_header_value("Origin"))) {
+        res.set_header(name, value);
+      }
+    });
+  }
   // With a content reader: httplib's own body reading refuses an
   // application/x-www-form-urlencoded body over 8 KiB with a bare 413 (its form limit, fixed when
   // Debian built the library), and reads a chunked body whatever its size. ReadBody applies the
@@ -1144,6 +1168,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   im.metrics = metrics;
   im.registry = std::move(registry);
   im.served = runner->Snapshot().served;
+  im.cors = std::make_unique<const Cors>(options.cors);
   im.started_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

@@ -22,6 +22,12 @@
 // with a token every route but /health answers 401, an OpenAI error object and
 // `WWW-Authenticate: Bearer`, unless the request carries `Authorization: Bearer <token>`.
 // /metrics is protected too: Prometheus sends the token from its scrape config.
+//
+// CORS (cors.h), when origins are allowed: a preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) from an allowed origin, on any path, is 204 with the
+// Access-Control-Allow-* headers, before the token check (browsers send preflights without
+// Authorization; the real request still needs the token). Every response to an allowed origin
+// carries Access-Control-Allow-Origin and Vary: Origin: errors, 401s and SSE streams too.
 #ifndef NEUPIMS_SERVER_OPENAI_API_H_
 #define NEUPIMS_SERVER_OPENAI_API_H_
 
@@ -32,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
+#include "server/cors.h"
 #include "server/engine_runner.h"
 #include "server/metrics.h"
 #include "server/security.h"
@@ -58,6 +65,8 @@ struct HttpOptions {
   std::string version;
   // TLS and the bearer token; null: plain HTTP, no token.
   std::shared_ptr<const Security> security;
+  // Which other origins' browser pages may call the API (cors.h); default: none.
+  CorsOptions cors;
 };
 
 class OpenAiHttpServer {

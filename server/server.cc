@@ -183,6 +183,25 @@ void ReadCnnOptions(ConfigObject& root, CnnOptions* c) {
       root.OptionalInt("cnn_max_batch", c->max_batch, option_ranges::kCnnMaxBatch));
 }
 
+// A CORS list (cors.h): each item checked as the flag's are, an error naming the key and the item.
+void ReadCorsList(ConfigObject& root, const char* key, absl::Status (*check)(absl::string_view),
+                  std::vector<std::string>* list) {
+  if (!root.Has(key)) return;
+  *list = root.StringList(key);
+  for (size_t i = 0; i < list->size(); ++i) {
+    if (absl::Status s = check((*list)[i]); !s.ok()) {
+      root.Error(absl::StrCat(key, "[", i, "]"), s.message());
+    }
+  }
+}
+
+void ReadCorsOptions(ConfigObject& root, CorsOptions* c) {
+  ReadCorsList(root, "allowed_origins", CheckCorsOrigin, &c->allowed_origins);
+  ReadCorsList(root, "allowed_methods", CheckCorsMethod, &c->allowed_methods);
+  ReadCorsList(root, "allowed_headers", CheckCorsHeader, &c->allowed_headers);
+  c->allow_credentials = root.OptionalBool("allow_credentials", c->allow_credentials);
+}
+
 // Reads every field of a server config document into `o`.
 absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   ConfigObject root = doc.Root();
@@ -219,6 +238,7 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
   sec.tls_key = root.OptionalString("tls_key", sec.tls_key);
   sec.tls_client_ca = root.OptionalString("tls_client_ca", sec.tls_client_ca);
   sec.auth_token_file = root.OptionalString("auth_token_file", sec.auth_token_file);
+  ReadCorsOptions(root, &o->cors);
   ReadCnnOptions(root, &o->cnn);
   root.Finish();
   return doc.status();
@@ -374,6 +394,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http.max_stream_buffer = options.max_stream_buffer;
     http.write_timeout = options.http_write_timeout;
     http.version = kVersion;
+    http.cors = options.cors;
     if (options.security.any()) http.security = im.security;
     ASSIGN_OR_RETURN(
         im.http, OpenAiHttpServer::Start(http, s->runner_.get(), im.metrics.get(), im.registry));

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/cnn_runner.h"
+#include "server/cors.h"
 #include "server/engine_runner.h"
 #include "server/openai_api.h"
 #include "server/security.h"
@@ -54,6 +55,8 @@ struct ServerOptions {
   // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
   // can do neither, so metrics are scraped from the HTTP API's /metrics instead.
   SecurityOptions security;
+  // CORS for the HTTP API (cors.h); off by default.
+  CorsOptions cors;
   // CNN models served over inference.GRPCInferenceService (KServe v2) beside the LLM, with the
   // same pacing and speed; none by default.
   CnnOptions cnn;
@@ -67,10 +70,11 @@ struct ServerOptions {
 // none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens",
 // "max_message_bytes", "max_prompt_tokens" (0: the model's context), "max_stream_buffer",
 // "tls_cert", "tls_key", "tls_client_ca", "auth_token_file" (paths, relative to the working
-// directory), "cnn_models" (a list of built-in CNN names or graph JSON paths), "cnn_cluster",
-// "cnn_policy", "cnn_alpha", "cnn_max_batch", "cnn_input_datatype"}: every engine flag of
-// `simulate`. Enum fields take the names of their option's names table; a bad name is an error
-// naming the field and listing the choices.
+// directory), "allowed_origins", "allowed_methods", "allowed_headers" (lists of strings, each
+// checked as cors.h says), "allow_credentials" (a bool), "cnn_models" (a list of built-in CNN names
+// or graph JSON paths), "cnn_cluster", "cnn_policy", "cnn_alpha", "cnn_max_batch",
+// "cnn_input_datatype"}: every engine flag of `simulate`. Enum fields take the names of their
+// option's names table; a bad name is an error naming the field and listing the choices.
 absl::Status LoadServerConfig(const std::string& path, ServerOptions* options);
 // The same from text already in memory; `source` is what errors call it.
 absl::Status ParseServerConfig(absl::string_view text, absl::string_view source,

@@ -2,9 +2,10 @@
 // against the HTTP API of a fast-pacing server, and @grpc/grpc-js (its LlmService built from the
 // server's reflection) against the gRPC API of a realtime one, under Node; both again against
 // servers with TLS and a bearer token, and with mutual TLS (a throw-away PKI, test_pki.h); and
-// Debian's python3-grpcio against the KServe v2 CNN API. The npm packages are installed once into
+// Debian's python3-grpcio against the KServe v2 CNN API; and headless Chromium loading a page from
+// another origin that calls the HTTP API (CORS). The npm packages are installed once into
 // the build tree (npm install, bounded by `timeout`); a test skips, saying why, only when node /
-// npm or python3-grpcio / grpc_tools are absent, or the install fails (offline).
+// npm, python3-grpcio / grpc_tools or chromium are absent, or the install fails (offline).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "server/server.h"
 #include "tests/run_command.h"
 #include "tests/server/test_pki.h"
@@ -227,6 +230,63 @@ TEST_F(PeerAcceptanceTest, PythonGrpcioDrivesTheKserveV2CnnApi) {
   EXPECT_EQ(slow_server->cnn_runner()->in_flight(), 0) << "the cancelled / expired calls stay";
   fast_server->Shutdown();
   slow_server->Shutdown();
+}
+
+// CORS (docs/api.md) with a real browser: headless Chromium loads cors_page.html from a second
+// server on another origin, and the page calls the API with the bearer token (preflights
+// included), reads the 401 error object without it and a streamed completion to [DONE]. Without
+// --allowed-origins the browser refuses every answer to the page. Skips when chromium is absent.
+TEST_F(PeerAcceptanceTest, ABrowserPageOnAnotherOriginCallsTheApiWithCors) {
+  if (RunCommand("chromium --version").exit_code != 0) {
+    GTEST_SKIP() << "chromium is not installed: the browser cannot be tried";
+  }
+  std::ifstream in(fs::path(NEUPIMS_SOURCE_DIR) / "tests/server/peer_acceptance/cors_page.html");
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(page.empty());
+  httplib::Server page_server;
+  page_server.Get("/", [&page](const httplib::Request&, httplib::Response& res) {
+    res.set_content(page, "text/html");
+  });
+  const int page_port = page_server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(page_port, 0);
+  std::thread page_thread([&page_server] { page_server.listen_after_bind(); });
+  const absl::Cleanup stop_page = [&] {
+    page_server.stop();
+    page_thread.join();
+  };
+  const fs::path token = fs::path(::testing::TempDir()) / "cors_browser_token";
+  std::ofstream(token) << kToken << "\n";
+  // The API as localhost, the page as 127.0.0.1: two origins.
+  auto load_page = [&](const Server& server) {
+    return RunCommand(
+        absl::StrCat("timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run "
+                     "--disable-background-networking --disable-component-update --disable-sync "
+                     "--user-data-dir='",
+                     ::testing::TempDir(),
+                     "/cors_chromium' --virtual-time-budget=15000 "
+                     "--dump-dom 'http://127.0.0.1:",
+                     page_port, "/?api=http://localhost:", *server.http_port(), "&token=", kToken,
+                     "' 2>/dev/null"));
+  };
+  ServerOptions o = Options(Pacing::kFast);
+  o.security.auth_token_file = token.string();
+  o.cors.allowed_origins = {absl::StrCat("http://127.0.0.1:", page_port)};
+  std::unique_ptr<Server> allowed = StartServer(o);
+  ASSERT_NE(allowed, nullptr);
+  const CommandResult seen = load_page(*allowed);
+  allowed->Shutdown();
+  EXPECT_THAT(seen.output, ::testing::HasSubstr("models 200 gpt3-7b")) << seen.output;
+  EXPECT_THAT(seen.output, ::testing::HasSubstr("noauth 401 authentication_error")) << seen.output;
+  EXPECT_THAT(seen.output, ::testing::HasSubstr("stream 200 events=")) << seen.output;
+  EXPECT_THAT(seen.output, ::testing::HasSubstr("last=data: [DONE]")) << seen.output;
+
+  o.cors = {};
+  std::unique_ptr<Server> not_allowed = StartServer(o);
+  ASSERT_NE(not_allowed, nullptr);
+  const CommandResult refused = load_page(*not_allowed);
+  not_allowed->Shutdown();
+  EXPECT_THAT(refused.output, ::testing::HasSubstr("error TypeError: Failed to fetch"))
+      << refused.output;
 }
 
 }  // namespace

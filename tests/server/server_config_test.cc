@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,8 @@
 namespace neupims::server {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 absl::Status LoadText(const std::string& name, const std::string& json, ServerOptions* o) {
@@ -201,6 +204,39 @@ TEST(LoadServerConfig, ReadsTheSecurityFilePathsAndRefusesWrongTypes) {
   EXPECT_THAT(std::string(bad.message()), HasSubstr("tls_key"));
   const absl::Status typo = LoadText("server_config_security_typo.json", R"({"tls_crt": "c"})", &o);
   EXPECT_THAT(std::string(typo.message()), HasSubstr("tls_crt"));
+}
+
+TEST(LoadServerConfig, ReadsTheCorsListsAndRefusesBadItemsNamingTheFileAndTheKey) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_cors_default.json", "{}", &o).ok());
+  EXPECT_FALSE(o.cors.enabled());  // off unless origins are given
+  const absl::Status s = LoadText("server_config_cors.json", R"({
+    "allowed_origins": ["http://localhost:3000", "https://ui.example"],
+    "allowed_methods": ["GET", "POST"], "allowed_headers": ["Authorization", "Content-Type"],
+    "allow_credentials": true})",
+                                  &o);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(o.cors.allowed_origins, ElementsAre("http://localhost:3000", "https://ui.example"));
+  EXPECT_THAT(o.cors.allowed_methods, ElementsAre("GET", "POST"));
+  EXPECT_THAT(o.cors.allowed_headers, ElementsAre("Authorization", "Content-Type"));
+  EXPECT_TRUE(o.cors.allow_credentials);
+  for (const auto& [text, field, what] :
+       {std::tuple{R"({"allowed_origins": ["http://ok", "http://ui.example/"]})",
+                   "allowed_origins[1]", "no path or trailing slash"},
+        std::tuple{R"({"allowed_origins": ["localhost:3000"]})", "allowed_origins[0]",
+                   "scheme://host[:port]"},
+        std::tuple{R"({"allowed_origins": "http://ok"})", "allowed_origins", "array"},
+        std::tuple{R"({"allowed_methods": ["FETCH"]})", "allowed_methods[0]", "GET, HEAD, POST"},
+        std::tuple{R"({"allowed_headers": ["X Bad"]})", "allowed_headers[0]", "header name"},
+        std::tuple{R"({"allow_credentials": "yes"})", "allow_credentials", ""}}) {
+    const std::string path =
+        (std::filesystem::path(::testing::TempDir()) / "server_config_cors_bad.json").string();
+    const absl::Status bad = LoadText("server_config_cors_bad.json", text, &o);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(std::string(bad.message()),
+                AllOf(HasSubstr(path), HasSubstr(field), HasSubstr(what)))
+        << text;
+  }
 }
 
 // An unknown model or device and a misspelt bind address were refused only when the server

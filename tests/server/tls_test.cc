@@ -8,6 +8,8 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -405,6 +407,151 @@ TEST_F(TlsTest, HttpsWithMutualTlsNeedsTheClientCertificate) {
   httplib::Result with = HttpsClient(/*client_cert=*/true)->Get("/v1/models");
   ASSERT_TRUE(with) << "transport error " << static_cast<int>(with.error());
   EXPECT_EQ(with->status, 200);
+}
+
+// ---- CORS (cors.h), through the real HTTP server: a browser page on kUiOrigin calling the API
+
+constexpr char kUiOrigin[] = "http://ui.example:3000";
+
+ServerOptions WithCors(ServerOptions o, std::vector<std::string> origins) {
+  o.cors.allowed_origins = std::move(origins);
+  return o;
+}
+
+// What a browser sends before a cross-origin POST with Authorization and a JSON body.
+httplib::Headers PreflightFrom(const std::string& origin) {
+  return {{"Origin", origin},
+          {"Access-Control-Request-Method", "POST"},
+          {"Access-Control-Request-Headers", "authorization,content-type"}};
+}
+
+std::string CompletionBody(bool stream) {
+  return json{{"prompt", "Hello"}, {"max_tokens", 3}, {"ignore_eos", true}, {"stream", stream}}
+      .dump();
+}
+
+// Preflight, then every kind of response the page can get (401, 200, an SSE stream, 404, 405):
+// all carry Access-Control-Allow-Origin for the allowed origin.
+void ExpectCorsForTheUi(httplib::ClientImpl& client) {
+  httplib::Result pre = client.Options("/v1/completions", PreflightFrom(kUiOrigin));
+  ASSERT_TRUE(pre) << "transport error " << static_cast<int>(pre.error());
+  EXPECT_EQ(pre->status, 204);  // without the token
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), kUiOrigin);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD, POST");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"), "authorization,content-type");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Max-Age"), "600");
+  EXPECT_EQ(pre->get_header_value("Vary"), "Origin");
+  EXPECT_FALSE(pre->has_header("Access-Control-Allow-Credentials"));
+  EXPECT_EQ(pre->get_header_value_count("Access-Control-Allow-Origin"), 1u);
+
+  const httplib::Headers from_ui = {{"Origin", kUiOrigin}};
+  httplib::Result refused =
+      client.Post("/v1/completions", from_ui, CompletionBody(false), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);  // the token still guards the request itself
+  EXPECT_EQ(refused->get_header_value("Access-Control-Allow-Origin"), kUiOrigin);
+
+  client.set_bearer_token_auth(kToken);
+  for (bool stream : {false, true}) {
+    httplib::Result r =
+        client.Post("/v1/completions", from_ui, CompletionBody(stream), "application/json");
+    ASSERT_TRUE(r) << stream;
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), kUiOrigin) << stream;
+    EXPECT_EQ(r->get_header_value("Vary"), "Origin");
+    if (stream) {
+      EXPECT_THAT(r->body, HasSubstr("data: [DONE]"));
+    }
+  }
+  httplib::Result models = client.Get("/v1/models", from_ui);
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), kUiOrigin);
+  httplib::Result missing = client.Get("/v1/no-such-route", from_ui);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(missing->get_header_value("Access-Control-Allow-Origin"), kUiOrigin);
+  httplib::Result wrong_method = client.Delete("/v1/models", from_ui);
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
+  EXPECT_EQ(wrong_method->get_header_value("Access-Control-Allow-Origin"), kUiOrigin);
+  // A same-origin request (no Origin header) gets no CORS headers.
+  httplib::Result same_origin = client.Get("/v1/models");
+  ASSERT_TRUE(same_origin);
+  EXPECT_FALSE(same_origin->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(same_origin->has_header("Vary"));
+}
+
+TEST_F(TlsTest, CorsPreflightNeedsNoTokenAndEveryResponseToTheOriginAllowsIt) {
+  StartServer(WithCors(Options(/*tls=*/false, /*mutual=*/false, /*token=*/true), {kUiOrigin}));
+  httplib::ClientImpl client("127.0.0.1", *server_->http_port());  // plain HTTP
+  client.set_read_timeout(30, 0);
+  ExpectCorsForTheUi(client);
+}
+
+TEST_F(TlsTest, CorsOverHttpsWithTheToken) {
+  StartServer(WithCors(Options(/*tls=*/true, /*mutual=*/false, /*token=*/true),
+                       {"https://other.example", kUiOrigin}));
+  ExpectCorsForTheUi(*HttpsClient());
+}
+
+TEST_F(TlsTest, ADisallowedOriginGetsNoCorsHeaders) {
+  StartServer(WithCors(Options(/*tls=*/false, /*mutual=*/false, /*token=*/true), {kUiOrigin}));
+  httplib::Client client("127.0.0.1", *server_->http_port());
+  // Neither another host nor another port nor another scheme of the allowed origin.
+  for (const char* origin :
+       {"http://evil.example", "http://ui.example:3001", "https://ui.example:3000", "null"}) {
+    httplib::Result pre = client.Options("/v1/completions", PreflightFrom(origin));
+    ASSERT_TRUE(pre) << origin;
+    EXPECT_EQ(pre->status, 401) << origin;  // no preflight answer: the token check refuses it
+    EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin")) << origin;
+    EXPECT_FALSE(pre->has_header("Access-Control-Allow-Methods")) << origin;
+    httplib::Headers headers = {{"Origin", origin},
+                                {"Authorization", absl::StrCat("Bearer ", kToken)}};
+    httplib::Result r = client.Get("/v1/models", headers);
+    ASSERT_TRUE(r) << origin;
+    EXPECT_EQ(r->status, 200) << origin;
+    EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin")) << origin;
+  }
+}
+
+TEST_F(TlsTest, CorsIsOffByDefault) {
+  StartServer(Options(/*tls=*/false, /*mutual=*/false, /*token=*/false));
+  httplib::Client client("127.0.0.1", *server_->http_port());
+  httplib::Result pre = client.Options("/v1/completions", PreflightFrom(kUiOrigin));
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 405);  // as before CORS existed
+  EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin"));
+  httplib::Result r = client.Get("/v1/models", {{"Origin", kUiOrigin}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+}
+
+// "*" answers "*" (browsers refuse "*" with credentials: then the origin itself), and explicit
+// method and header lists are what a preflight gets, whatever it asks for.
+TEST_F(TlsTest, AStarOriginIsStarUnlessCredentialsAreAllowed) {
+  ServerOptions o = WithCors(Options(/*tls=*/false, /*mutual=*/false, /*token=*/false), {"*"});
+  o.cors.allowed_methods = {"GET", "POST"};
+  o.cors.allowed_headers = {"Content-Type"};
+  StartServer(o);
+  httplib::Client client("127.0.0.1", *server_->http_port());
+  httplib::Result pre = client.Options("/v1/chat/completions", PreflightFrom("http://any.example"));
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Methods"), "GET, POST");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"), "Content-Type");
+  server_->Shutdown();
+
+  o.cors.allow_credentials = true;
+  StartServer(o);
+  httplib::Client again("127.0.0.1", *server_->http_port());
+  httplib::Result r = again.Get("/v1/models", {{"Origin", "http://any.example"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://any.example");
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Credentials"), "true");
+  EXPECT_EQ(r->get_header_value("Vary"), "Origin");
 }
 
 // ---- Start-up checks

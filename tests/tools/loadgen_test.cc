@@ -395,6 +395,24 @@ server::ServerOptions RealtimeGrpcAndHttpServer() {
   return so;
 }
 
+// The same load for both backends against `s`: `grpc` as given, and a copy on the OpenAI backend
+// at `scheme_host` (e.g. "https://localhost") and the server's HTTP port.
+std::vector<LoadOptions> BothBackends(const LoadOptions& grpc, server::Server& s,
+                                      absl::string_view scheme_host) {
+  LoadOptions http = grpc;
+  http.backend = Backend::kOpenAi;
+  http.base_url = absl::StrCat(scheme_host, ":", *s.http_port());
+  return {grpc, http};
+}
+
+// Runs `o` and expects every one of its `n` requests to complete.
+void ExpectEveryRequestCompletes(const LoadOptions& o, int64_t n) {
+  SCOPED_TRACE(BackendNames().ToString(o.backend));
+  absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  EXPECT_EQ((*runs)[0].summary.completed, n);
+}
+
 // Over the OpenAI backend the samples come from the HTTP port's /metrics, which is the same
 // registry: every sample carries the per-channel KV usage and the hardware view, as over gRPC
 // with --metrics (the report's heat map and hardware charts were empty over HTTP).
@@ -708,16 +726,13 @@ TEST(LoadgenAuthTest, SendsTheBearerTokenOnBothBackends) {
   EXPECT_EQ(*token, "bench-s3cret");
   LoadOptions grpc_options = Synthetic((*s)->address(), 8, "40");
   grpc_options.connect_timeout_s = 1;
-  LoadOptions http_options = grpc_options;
-  http_options.backend = Backend::kOpenAi;
-  http_options.base_url = absl::StrCat("http://127.0.0.1:", *(*s)->http_port());
-  for (LoadOptions* o : {&grpc_options, &http_options}) {
-    SCOPED_TRACE(BackendNames().ToString(o->backend));
-    absl::StatusOr<std::vector<RunResult>> refused = RunLoad(*o);
+  for (LoadOptions& o : BothBackends(grpc_options, **s, "http://127.0.0.1")) {
+    SCOPED_TRACE(BackendNames().ToString(o.backend));
+    absl::StatusOr<std::vector<RunResult>> refused = RunLoad(o);
     ASSERT_FALSE(refused.ok());
     EXPECT_THAT(refused.status().message(), HasSubstr("bearer token"));
-    o->auth_token = *token;
-    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
+    o.auth_token = *token;
+    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(o);
     ASSERT_TRUE(runs.ok()) << runs.status();
     EXPECT_EQ((*runs)[0].summary.completed, 8);
     EXPECT_FALSE((*runs)[0].samples.empty());
@@ -751,14 +766,8 @@ TEST(LoadgenTlsTest, BothBackendsAndCnnModeRunOverTlsWithTheBearerToken) {
   ASSERT_FALSE(plaintext.ok());
   EXPECT_THAT(plaintext.status().message(), HasSubstr("needs --tls-ca"));
   grpc_options.tls.ca = pki.ca_cert;
-  LoadOptions http_options = grpc_options;
-  http_options.backend = Backend::kOpenAi;
-  http_options.base_url = absl::StrCat("https://localhost:", *(*s)->http_port());
-  for (LoadOptions* o : {&grpc_options, &http_options}) {
-    SCOPED_TRACE(BackendNames().ToString(o->backend));
-    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
-    ASSERT_TRUE(runs.ok()) << runs.status();
-    EXPECT_EQ((*runs)[0].summary.completed, 8);
+  for (const LoadOptions& o : BothBackends(grpc_options, **s, "https://localhost")) {
+    ExpectEveryRequestCompletes(o, 8);
   }
   CnnLoadOptions cnn;
   cnn.server = grpc_options.server;
@@ -788,16 +797,11 @@ TEST(LoadgenTlsTest, MutualTlsNeedsTheClientCertificateAndItsKey) {
   LoadOptions grpc_options = Synthetic(absl::StrCat("localhost:", (*s)->port()), 8, "40");
   grpc_options.connect_timeout_s = 1;
   grpc_options.tls = {pki.ca_cert, pki.client_cert, pki.client_key};
-  LoadOptions http_options = grpc_options;
-  http_options.backend = Backend::kOpenAi;
-  http_options.base_url = absl::StrCat("https://localhost:", *(*s)->http_port());
-  for (LoadOptions* o : {&grpc_options, &http_options}) {
-    SCOPED_TRACE(BackendNames().ToString(o->backend));
-    absl::StatusOr<std::vector<RunResult>> runs = RunLoad(*o);
-    ASSERT_TRUE(runs.ok()) << runs.status();
-    EXPECT_EQ((*runs)[0].summary.completed, 8);
-    o->tls.key.clear();
-    absl::StatusOr<std::vector<RunResult>> half = RunLoad(*o);
+  for (LoadOptions& o : BothBackends(grpc_options, **s, "https://localhost")) {
+    SCOPED_TRACE(BackendNames().ToString(o.backend));
+    ExpectEveryRequestCompletes(o, 8);
+    o.tls.key.clear();
+    absl::StatusOr<std::vector<RunResult>> half = RunLoad(o);
     ASSERT_FALSE(half.ok());
     EXPECT_THAT(half.status().message(), HasSubstr("--tls-key"));
   }

@@ -4,7 +4,9 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "common/option_ranges.h"
 #include "engine/cnn/plan.h"
 #include "server/server.h"
@@ -33,6 +35,7 @@ struct ServeFlags {
   int64_t max_stream_buffer = server::ServerOptions{}.max_stream_buffer;
   int http_threads = server::ServerOptions{}.http_threads;
   server::SecurityOptions security;
+  server::CorsOptions cors;
   server::CnnOptions cnn;
 };
 
@@ -47,6 +50,33 @@ void AddSecurityFlags(CLI::App* c, server::SecurityOptions* s) {
   c->add_option("--auth-token-file", s->auth_token_file,
                 "File whose first line is the bearer token every gRPC service but health and "
                 "every HTTP route but /health require (UNAUTHENTICATED / 401 without it)");
+}
+
+// A comma-separated, repeatable list flag whose items `check` (cors.h) accepts; CLI11 names the
+// flag in its error.
+CLI::Option* AddCorsList(CLI::App* c, const std::string& name, std::vector<std::string>* list,
+                         absl::Status (*check)(absl::string_view), const std::string& help) {
+  return c->add_option(name, *list, help)
+      ->check(CommaList(CLI::Validator(
+          [check](std::string& item) -> std::string {
+            const absl::Status s = check(item);
+            return s.ok() ? "" : std::string(s.message());
+          },
+          "")));
+}
+
+void AddCorsFlags(CLI::App* c, server::CorsOptions* o) {
+  AddCorsList(c, "--allowed-origins", &o->allowed_origins, server::CheckCorsOrigin,
+              "Origins (scheme://host[:port], or *) whose browser pages may call the HTTP API "
+              "(CORS); comma-separate or repeat. Default: none, no CORS headers");
+  AddCorsList(c, "--allowed-methods", &o->allowed_methods, server::CheckCorsMethod,
+              "CORS preflight's allowed methods (* : GET, HEAD, POST)")
+      ->capture_default_str();
+  AddCorsList(c, "--allowed-headers", &o->allowed_headers, server::CheckCorsHeader,
+              "CORS preflight's allowed request headers (* : those the preflight asks for)")
+      ->capture_default_str();
+  c->add_flag("--allow-credentials", o->allow_credentials,
+              "CORS: Access-Control-Allow-Credentials: true (the origin is echoed, never *)");
 }
 
 void AddCnnFlags(CLI::App* c, server::CnnOptions* o) {
@@ -133,6 +163,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, server::kMaxHttpThreads))
       ->capture_default_str();
   AddSecurityFlags(c, &f->security);
+  AddCorsFlags(c, &f->cors);
   AddCnnFlags(c, &f->cnn);
   c->callback([f, c, exit_code] {
     server::ServerOptions o;
@@ -211,6 +242,15 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
           std::tuple{"--tls-client-ca", &f->security.tls_client_ca, &sec.tls_client_ca},
           std::tuple{"--auth-token-file", &f->security.auth_token_file, &sec.auth_token_file}}) {
       if (given(flag)) *field = *value;
+    }
+    for (auto [flag, value, field] :
+         {std::tuple{"--allowed-origins", &f->cors.allowed_origins, &o.cors.allowed_origins},
+          std::tuple{"--allowed-methods", &f->cors.allowed_methods, &o.cors.allowed_methods},
+          std::tuple{"--allowed-headers", &f->cors.allowed_headers, &o.cors.allowed_headers}}) {
+      if (f->config.empty() || given(flag)) *field = SplitCommaList(*value);
+    }
+    if (f->config.empty() || given("--allow-credentials")) {
+      o.cors.allow_credentials = f->cors.allow_credentials;
     }
     if (f->config.empty() || given("--cnn-model")) o.cnn.models = SplitCommaList(f->cnn.models);
     if (f->config.empty() || given("--cnn-cluster")) o.cnn.cluster = f->cnn.cluster;

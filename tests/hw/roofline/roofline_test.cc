@@ -64,6 +64,33 @@ TEST(RooflineSpecTest, MissingSourceIsRefusedNamingTheField) {
   EXPECT_THAT(s.status().message(), HasSubstr("sources.power"));
 }
 
+std::string V100WithPower(const std::string& power) {
+  std::ifstream in(std::string(NEUPIMS_SOURCE_DIR) + "/configs/gpu/v100.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "\"power_w\": 300,";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  return text.replace(at, key.size(), "\"power_w\": " + power + ",");
+}
+
+// As the FPGA's: energy is power x time, so a power of 0 or 1e-308 would print efficiencies of
+// inf; a milliwatt is the floor.
+TEST(RooflineSpecTest, PowerOutsideAMilliwattToAHundredKilowattsIsRefusedNamingFileAndField) {
+  for (const char* power : {"1e-308", "0", "0.0009", "-1", "100001"}) {
+    const std::string text = V100WithPower(power);
+    ASSERT_FALSE(text.empty());
+    const std::string path = WriteTemp("v100_power.json", text);
+    absl::StatusOr<RooflineSpec> s = LoadRooflineSpec("gpu", path);
+    ASSERT_FALSE(s.ok()) << power;
+    EXPECT_THAT(s.status().message(), HasSubstr("power_w")) << power;
+    EXPECT_THAT(s.status().message(), HasSubstr(path)) << power;
+  }
+  for (const char* power : {"0.001", "100000"}) {
+    const std::string path = WriteTemp("v100_power.json", V100WithPower(power));
+    EXPECT_TRUE(LoadRooflineSpec("gpu", path).ok()) << power;
+  }
+}
+
 TEST(RooflineModelTest, ComputeBoundLayerTakesFlopsOverEffectivePeak) {
   const RooflineModel m(Simple());
   const Cost c = m.Estimate({.flops = 1e9, .bytes = 1000});

@@ -127,6 +127,21 @@ TEST(InputChecks, ServeTlsAndTokenFlagsAreCheckedNamingTheFlags) {
   EXPECT_THAT(metrics.out, HasSubstr("--metrics-port"));
 }
 
+TEST(InputChecks, ServeCorsFlagsAreCheckedNamingTheFlag) {
+  const std::string serve = "serve --port 0 --metrics-port -1 --http-port -1 ";
+  for (const auto& [flag, what] :
+       {std::pair{"--allowed-origins http://ok,http://ui.example/", "--allowed-origins"},
+        std::pair{"--allowed-origins http://ok,,http://b", "--allowed-origins: empty item"},
+        std::pair{"--allowed-methods GET,FETCH", "--allowed-methods"},
+        std::pair{"--allowed-headers 'X Bad'", "--allowed-headers"}}) {
+    const CliOutput o = RunCli(absl::StrCat(serve, flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    EXPECT_THAT(o.out, HasSubstr(what)) << flag << "\n" << o.out;
+  }
+  EXPECT_THAT(RunCli(absl::StrCat(serve, "--allowed-origins http://ui.example/")).out,
+              HasSubstr("no path or trailing slash"));
+}
+
 TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
   const std::string dir = (std::filesystem::path(::testing::TempDir()) / "cfg_dir.json").string();
   std::filesystem::create_directories(dir);
