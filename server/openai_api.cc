@@ -646,7 +646,8 @@ class BudgetedSocketStream : public httplib::Stream {
     if (begin_ == end_) {
       std::chrono::milliseconds wait = read_timeout_;
       if (budget_->reading) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        // Rounded up: a poll cut short of the deadline would fail the read without saying why.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
             budget_->deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
           budget_->exceeded = RequestBudget::Exceeded::kDeadline;
@@ -654,7 +655,13 @@ class BudgetedSocketStream : public httplib::Stream {
         }
         wait = std::min(wait, left);
       }
-      if (!Poll(POLLIN, wait)) return -1;
+      if (!Poll(POLLIN, wait)) {
+        // Nothing came: the read timeout, or the request's deadline if that came first.
+        if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
+          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+        }
+        return -1;
+      }
       const ssize_t n = TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
       if (n <= 0) return n;
       begin_ = 0;
