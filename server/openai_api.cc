@@ -1,12 +1,9 @@
 #include "server/openai_api.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
+#include <netdb.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -588,80 +586,172 @@ class HttpRequestState : public RequestSink {
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
+// The socket of the plain HTTP connection this thread serves (BudgetedServer serves a connection
+// on one thread from its accept to its close), or -1.
+thread_local int tl_plain_socket = -1;
+
 // Tells whether the client of a request whose handler is running has hung up, for a whole
 // response, which writes nothing before its end (a stream learns it from a failed write).
-// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's; a plain one is found
-// among the process's sockets by its two addresses, once, when first asked (the connection stays
-// open while its handler runs, so the descriptor cannot be reused meanwhile). A peer that shut
-// down its side (FIN: POLLRDHUP) or reset the connection has gone, as uvicorn, and so vLLM, read
-// it; a client that sends a further request on the connection meanwhile has not.
+// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's, a plain one the
+// connection this thread serves. A peer that shut down its side (FIN: POLLRDHUP) or reset the
+// connection has gone, as uvicorn, and so vLLM, read it; a client that sends a further request
+// on the connection meanwhile has not.
 class ClientWatch {
  public:
-  explicit ClientWatch(const httplib::Request& req) : req_(req) {}
+  explicit ClientWatch(const httplib::Request& req)
+      : fd_(req.ssl != nullptr ? SSL_get_fd(req.ssl) : tl_plain_socket) {}
 
-  bool HungUp() {
-    if (!searched_) {
-      searched_ = true;
-      fd_ = req_.ssl != nullptr ? SSL_get_fd(req_.ssl) : FindPlainSocket();
-    }
-    if (fd_ < 0) return false;  // not found: cannot tell
+  bool HungUp() const {
+    if (fd_ < 0) return false;  // not known: cannot tell
     pollfd p{fd_, POLLRDHUP, 0};
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
   }
 
  private:
-  // The socket whose local and peer addresses are the request's, or -1.
-  int FindPlainSocket() const {
-    DIR* dir = opendir("/proc/self/fd");
-    if (dir == nullptr) return -1;
-    int found = -1;
-    while (dirent* e = readdir(dir)) {
-      char* end = nullptr;
-      const long fd = std::strtol(e->d_name, &end, 10);
-      if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-      if (Matches(static_cast<int>(fd))) {
-        found = static_cast<int>(fd);
-        break;
+  const int fd_;
+};
+
+// What a plain HTTP connection may spend on delivering one request (HttpOptions::
+// request_read_timeout) and on its head. cpp-httplib's read timeout applies to each read alone and
+// its head has no size limit (each line is limited to 8 KiB, their number is not), so a client
+// that trickles a byte a second (slowloris) held a thread for good and one that sent headers
+// without end grew the server by about 60 MB a second. The budget is kept per thread: a
+// connection is served by one thread from its accept to its close.
+struct RequestBudget {
+  static constexpr size_t kMaxHeadBytes = size_t{1} << 20;  // request line and headers
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  bool reading = false;  // a request (head or body) is being read: the deadline applies
+  bool in_head = false;  // its head has not been routed yet: head bytes are counted
+  size_t head_bytes = 0;
+  // Why the connection failed its budget (it is then closed after the error response).
+  enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
+};
+thread_local RequestBudget* tl_budget = nullptr;
+
+// When the connection's request broke its budget, answers with the status that says so (408 or
+// 431; the connection is closed after it) and returns true.
+bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout) {
+  if (tl_budget == nullptr || tl_budget->exceeded == RequestBudget::Exceeded::kNo) return false;
+  if (tl_budget->exceeded == RequestBudget::Exceeded::kDeadline) {
+    SendError({absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
+                                                        request_read_timeout.count(),
+                                                        " ms (the HTTP request read timeout)")),
+               ""},
+              res, 408);
+  } else {
+    SendError({absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
+                                                       RequestBudget::kMaxHeadBytes, " bytes")),
+               ""},
+              res, 431);
+  }
+  res.set_header("Connection", "close");
+  return true;
+}
+
+// The connection is ready for its next request: its head and body must come within `timeout`.
+void AwaitRequest(std::chrono::milliseconds timeout) {
+  if (tl_budget == nullptr) return;
+  *tl_budget = RequestBudget{
+      .deadline = std::chrono::steady_clock::now() + timeout, .reading = true, .in_head = true};
+}
+// The head was read (the request is being routed): head bytes are no longer counted.
+void HeadRead() {
+  if (tl_budget != nullptr) tl_budget->in_head = false;
+}
+// The whole request was read: the handler may take as long as it needs.
+void RequestRead() {
+  if (tl_budget != nullptr) tl_budget->reading = false;
+}
+
+// A socket stream that enforces the RequestBudget (otherwise as httplib's own: a read waits at
+// most the read timeout, a write the write timeout; a 4 KiB read buffer, since httplib reads a
+// head a byte at a time).
+class BudgetedSocketStream : public httplib::Stream {
+ public:
+  BudgetedSocketStream(int sock, RequestBudget* budget, std::chrono::milliseconds read_timeout,
+                       std::chrono::milliseconds write_timeout)
+      : sock_(sock), budget_(budget), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  bool is_readable() const override { return Readable(read_timeout_); }
+  // Whether a byte can be read without waiting longer than `timeout`.
+  bool Readable(std::chrono::milliseconds timeout) const {
+    return begin_ < end_ || Poll(POLLIN, timeout);
+  }
+  bool is_writable() const override { return Poll(POLLOUT, write_timeout_); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (begin_ == end_) {
+      std::chrono::milliseconds wait = read_timeout_;
+      if (budget_->reading) {
+        // Rounded up: a poll cut short of the deadline would fail the read without saying why.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            budget_->deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+          return -1;
+        }
+        wait = std::min(wait, left);
+      }
+      if (!Poll(POLLIN, wait)) {
+        // Nothing came: the read timeout, or the request's deadline if that came first.
+        if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
+          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+        }
+        return -1;
+      }
+      const ssize_t n = TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
+      if (n <= 0) return n;
+      begin_ = 0;
+      end_ = static_cast<size_t>(n);
+      if (budget_->reading && budget_->in_head) {
+        budget_->head_bytes += end_;
+        if (budget_->head_bytes > RequestBudget::kMaxHeadBytes) {
+          budget_->exceeded = RequestBudget::Exceeded::kHeadBytes;
+          return -1;
+        }
       }
     }
-    closedir(dir);
-    return found;
+    const size_t n = std::min(size, end_ - begin_);
+    std::memcpy(ptr, buf_ + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
   }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    return TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    Address(&getpeername, &ip, &port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    Address(&getsockname, &ip, &port);
+  }
+  int socket() const override { return sock_; }
 
-  bool Matches(int fd) const {
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof local, peer_len = sizeof peer;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
-      return false;
+ private:
+  bool Poll(short events, std::chrono::milliseconds timeout) const {
+    pollfd p{sock_, events, 0};
+    return TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(timeout.count()))) > 0;
+  }
+  void Address(int (*get)(int, sockaddr*, socklen_t*), std::string* ip, int* port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (get(sock_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    char host[NI_MAXHOST];
+    char serv[NI_MAXSERV];
+    if (getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+      *ip = host;
+      *port = std::atoi(serv);
     }
-    return Is(local, req_.local_addr, req_.local_port) &&
-           Is(peer, req_.remote_addr, req_.remote_port);
   }
 
-  // httplib's own rendering of an address: inet_ntop's text, and the port.
-  static bool Is(const sockaddr_storage& a, const std::string& ip, int port) {
-    char text[INET6_ADDRSTRLEN] = {};
-    int p = -1;
-    if (a.ss_family == AF_INET) {
-      const auto& in = reinterpret_cast<const sockaddr_in&>(a);
-      inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
-      p = ntohs(in.sin_port);
-    } else if (a.ss_family == AF_INET6) {
-      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
-      inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
-      p = ntohs(in6.sin6_port);
-    } else {
-      return false;
-    }
-    return p == port && ip == text;
-  }
-
-  const httplib::Request& req_;
-  bool searched_ = false;
-  int fd_ = -1;
+  const int sock_;
+  RequestBudget* budget_;
+  const std::chrono::milliseconds read_timeout_;
+  const std::chrono::milliseconds write_timeout_;
+  char buf_[4096];
+  size_t begin_ = 0;
+  size_t end_ = 0;
 };
 
 // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
@@ -679,6 +769,55 @@ class Backlogged : public Base {
     const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
     if (sock != INVALID_SOCKET) ::close(sock);
   }
+};
+
+// The plain HTTP server, its connections read through BudgetedSocketStream. Its keep-alive loop
+// is httplib's (Server::process_and_close_socket, which cannot be called from here): wait up to
+// the keep-alive timeout for a request, as long as the server runs, then process it.
+class BudgetedServer : public Backlogged<httplib::Server> {
+ public:
+  explicit BudgetedServer(std::chrono::milliseconds request_read_timeout)
+      : request_read_timeout_(request_read_timeout) {}
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    using std::chrono::microseconds;
+    using std::chrono::milliseconds;
+    using std::chrono::seconds;
+    RequestBudget budget;
+    tl_budget = &budget;
+    tl_plain_socket = sock;
+    BudgetedSocketStream strm(sock, &budget,
+                              std::chrono::duration_cast<milliseconds>(
+                                  seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
+                              std::chrono::duration_cast<milliseconds>(
+                                  seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
+    bool ok = true;
+    while (ok && NextRequestArrives(strm)) {
+      AwaitRequest(request_read_timeout_);
+      bool closed = false;
+      ok = process_request(strm, /*close_connection=*/false, closed, nullptr);
+      // What follows a request that broke its budget is not a request.
+      if (closed || budget.exceeded != RequestBudget::Exceeded::kNo) break;
+    }
+    tl_budget = nullptr;
+    tl_plain_socket = -1;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+  // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait.
+  bool NextRequestArrives(const BudgetedSocketStream& strm) const {
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    while (svr_sock_ != INVALID_SOCKET) {
+      if (strm.Readable(std::chrono::milliseconds(10))) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
+    }
+    return false;
+  }
+
+  const std::chrono::milliseconds request_read_timeout_;
 };
 
 // The connections' threads. httplib's own ThreadPool starts its threads in its constructor on the
@@ -798,7 +937,7 @@ struct OpenAiHttpServer::Impl {
 absl::Status OpenAiHttpServer::Impl::Create() {
   const Security* security = options.security.get();
   if (security == nullptr || !security->tls()) {
-    auto plain = std::make_unique<Backlogged<httplib::Server>>();
+    auto plain = std::make_unique<BudgetedServer>(options.request_read_timeout);
     raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
     close_unlistened = [s = plain.get()] { s->CloseUnlistened(); };
     http = std::move(plain);
@@ -845,6 +984,13 @@ bool OpenAiHttpServer::Impl::Preflight(const httplib::Request& req, httplib::Res
 
 void OpenAiHttpServer::Impl::Routes() {
   http->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    HeadRead();
+    // A body is read by ReadBody (generation routes) or by httplib before the handler; until then
+    // the request's deadline still runs.
+    if (!req.has_header("Transfer-Encoding") &&
+        req.get_header_value<uint64_t>("Content-Length") == 0) {
+      RequestRead();
+    }
     return Preflight(req, res) || !Authorized(req, res)
                ? httplib::Server::HandlerResponse::Handled
                : httplib::Server::HandlerResponse::Unhandled;
@@ -900,6 +1046,7 @@ void OpenAiHttpServer::Impl::Routes() {
   // Unknown paths and httplib's own refusals, as OpenAI error objects.
   http->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    if (BudgetExceeded(res, options.request_read_timeout)) return;
     const int status = res.status;
     std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
     if (status == 413 &&
@@ -1012,12 +1159,17 @@ bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
     if (!over) body->append(data, n);
     return !over;
   });
+  RequestRead();
   if (over || res.status == 413) {  // 413: httplib saw a Content-Length over the limit
     return refuse(413,
                   absl::InvalidArgumentError(absl::StrCat("the request body is over the limit of ",
                                                           options.max_body_bytes,
                                                           " bytes (--max-message-bytes)")),
                   "");
+  }
+  if (!read && BudgetExceeded(res, options.request_read_timeout)) {
+    if (metrics != nullptr) metrics->OnRequestError("DEADLINE_EXCEEDED");
+    return false;
   }
   if (!read) {
     return refuse(400, absl::InvalidArgumentError("the request body could not be read"), "");

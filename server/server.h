@@ -51,6 +51,7 @@ struct ServerOptions {
   int64_t max_stream_buffer = 4096;
   // The longest an HTTP socket write waits for a client that does not read (HttpOptions).
   std::chrono::milliseconds http_write_timeout = HttpOptions{}.write_timeout;
+  std::chrono::milliseconds http_request_read_timeout = HttpOptions{}.request_read_timeout;
   // TLS and the bearer token for gRPC and HTTP (security.h), read and checked by Start. With any
   // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
   // can do neither, so metrics are scraped from the HTTP API's /metrics instead.

@@ -8,11 +8,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -1156,6 +1158,140 @@ TEST_F(OpenAiApiTest, AWriteThatTimesOutClosesTheConnectionAndAbortsTheRequest) 
   EXPECT_GE(sse.events.size(), 1u);
   EXPECT_LT(sse.events.size(), static_cast<size_t>(kLongTokens));
   EXPECT_FALSE(absl::StrContains(raw, "[DONE]"));
+}
+
+// ---- Hostile clients (docs/reliability.md, "Hostile network clients").
+
+// A client that trickles a request a byte at a time (slowloris): each byte comes well within
+// httplib's 5 s read timeout, so without a deadline on the whole request it holds its connection's
+// thread for as long as it likes.
+class TricklingClient {
+ public:
+  // Sends `head` and then `trickle`, one byte every `interval`, until the server closes the
+  // connection or `trickle` runs out.
+  TricklingClient(int port, std::string head, std::string trickle, absl::Duration interval) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    connected_ =
+        connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+        send(fd_, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size());
+    thread_ = std::thread([this, trickle = std::move(trickle), interval] {
+      for (char c : trickle) {
+        if (send(fd_, &c, 1, MSG_NOSIGNAL) != 1) {
+          closed_by_server_ = true;
+          break;
+        }
+        // A closed connection shows as a readable end of stream (after any error response)
+        // before a send fails.
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(interval))) > 0 && ReadToEnd()) {
+          closed_by_server_ = true;
+          break;
+        }
+      }
+      done_ = true;
+    });
+  }
+  ~TricklingClient() {
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+  bool connected() const { return connected_; }
+  // Waits (at most `timeout`) for the trickle to end; true if the server closed the connection
+  // before it ran out.
+  bool ClosedByServerWithin(absl::Duration timeout) const {
+    const absl::Time end = absl::Now() + timeout;
+    while (!done_ && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+    return closed_by_server_;
+  }
+  // What the server sent (read it once ClosedByServerWithin has returned true).
+  const std::string& received() const { return received_; }
+
+ private:
+  // Reads what the server sent; true once it has closed the connection.
+  bool ReadToEnd() {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+      if (n < 0) return false;
+      received_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  std::atomic<bool> closed_by_server_{false};
+  std::atomic<bool> done_{false};
+  std::string received_;
+  std::thread thread_;
+};
+
+TEST_F(OpenAiApiTest, ClientsTricklingARequestAreClosedAndOthersAreServed) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 2;  // one per trickler: without the deadline nobody else is served
+  o.http_request_read_timeout = std::chrono::milliseconds(1000);
+  StartServer(o);
+  const int port = *server_->http_port();
+  // A head that never ends (a header a byte at a time), and a body that comes a byte at a time
+  // after its head: 60 bytes, one every 250 ms, would hold each thread for 15 s.
+  TricklingClient head(port, "GET /v1/models HTTP/1.1\r\nHost: x\r\n", std::string(60, 'a'),
+                       absl::Milliseconds(250));
+  TricklingClient body(port,
+                       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       "application/json\r\nContent-Length: 100\r\n\r\n",
+                       std::string(60, ' '), absl::Milliseconds(250));
+  ASSERT_TRUE(head.connected());
+  ASSERT_TRUE(body.connected());
+  absl::SleepFor(absl::Milliseconds(300));  // both hold their threads
+  // A client that asks properly is served (after the deadline frees a thread), and both
+  // tricklers were cut off, not let run out.
+  const HttpResult r = Get("/v1/models");
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Each is told why (408 naming the timeout), then closed at once, not left to try again.
+  for (const TricklingClient* c : {&head, &body}) {
+    ASSERT_TRUE(c->ClosedByServerWithin(absl::Seconds(30)));
+    EXPECT_THAT(c->received(), StartsWith("HTTP/1.1 408"));
+    EXPECT_THAT(c->received(), HasSubstr("not delivered within 1000 ms"));
+    EXPECT_THAT(c->received(), HasSubstr("Connection: close"));
+  }
+  const HttpResult completion = Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(completion.status, 200) << completion.body;
+}
+
+// Headers without end: each line is within httplib's 8 KiB, their number had no limit (the
+// server grew by about 60 MB a second). The head is limited to 1 MiB: past it the connection is
+// closed, long before the 64 MiB this client would send.
+TEST_F(OpenAiApiTest, AHeadWithoutEndIsCutOffAtOneMebibyte) {
+  ServerOptions o = FastOptions();
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);  // only the size may end it
+  StartServer(o);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(*server_->http_port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  std::string head = "GET /v1/models HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 64; ++i)
+    absl::StrAppend(&head, "X-", i, ": ", std::string(1000, 'a'), "\r\n");
+  int64_t sent = 0;
+  constexpr int64_t kLimit = int64_t{64} << 20;
+  while (sent < kLimit) {
+    const ssize_t n = send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += n;
+    head = head.substr(0, 0);  // from here on only header lines
+    for (int i = 0; i < 64; ++i)
+      absl::StrAppend(&head, "Y-", i, ": ", std::string(1000, 'b'), "\r\n");
+  }
+  close(fd);
+  EXPECT_LT(sent, kLimit);
+  EXPECT_EQ(Get("/v1/models").status, 200);
 }
 
 // ---- Models, metrics.
