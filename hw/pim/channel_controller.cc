@@ -636,7 +636,10 @@ void ChannelController::IssueCommand(const Candidate& c) {
   ++stats_.commands[static_cast<int>(cmd.type)];
   if (options_.record_trace) trace_.push_back({now_, cmd});
   ApplyState(cmd);
-  KeepScanAfterRowChange(cmd);
+  // (tested here: PIM-only runs issue millions of commands that change no MEM row)
+  if (cmd.type == CommandType::kAct || cmd.type == CommandType::kPre || rb_count_ == 1) {
+    KeepScanAfterRowChange(cmd);
+  }
 
   if (cmd.type == CommandType::kRef) {
     const Cycles late = now_ - refresh_.Deadline(cmd.rank);
