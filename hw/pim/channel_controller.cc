@@ -484,9 +484,10 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
 
 // One pass: per bank, the oldest request and the oldest request hitting the open row (FR-FCFS
 // only ever issues for those two). The result depends only on the queue and the MEM row buffers'
-// open rows, which change only when a command issues (IssueCommand starts a new scan); between
-// issues the queue only grows at its end (PullArrivals), so the pass goes on from where the last
-// one stopped, with the same result as a pass from the start.
+// open rows, which change only when a command issues (IssueCommand updates the scan for it, see
+// KeepScanAfterRowChange / KeepScanAfterServe); between issues the queue only grows at its end
+// (PullArrivals), so the pass goes on from where the last one stopped, with the same result as a
+// pass from the start.
 void ChannelController::ScanMemQueue() {
   if (scanned_ == 0) touched_banks_.clear();
   // In locals: the stores below could alias the members as far as the compiler knows.
