@@ -130,8 +130,11 @@ Cycles TimingEngine::DataBusEarliest(Cycles not_before, Cycles offset, Cycles ex
     return true;
   };
   if (extra_slot < 0) {  // Earliest's case: the same walk without the extra slot's test
-    for (Cycles s : bus_slots_) {
-      if (!check(s)) break;
+    // The walk passes over every slot with s + bl <= d unchanged: start after them (the slots
+    // are ascending; most of them lie before d, the bursts of commands issued just now).
+    auto it = std::upper_bound(bus_slots_.begin(), bus_slots_.end(), d - bl);
+    for (; it != bus_slots_.end(); ++it) {
+      if (!check(*it)) break;
     }
     return d - offset;
   }

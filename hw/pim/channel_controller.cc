@@ -484,9 +484,10 @@ ChannelController::Candidate ChannelController::MemSideCandidate(const Candidate
 
 // One pass: per bank, the oldest request and the oldest request hitting the open row (FR-FCFS
 // only ever issues for those two). The result depends only on the queue and the MEM row buffers'
-// open rows, which change only when a command issues (IssueCommand starts a new scan); between
-// issues the queue only grows at its end (PullArrivals), so the pass goes on from where the last
-// one stopped, with the same result as a pass from the start.
+// open rows, which change only when a command issues (IssueCommand updates the scan for it, see
+// KeepScanAfterRowChange / KeepScanAfterServe); between issues the queue only grows at its end
+// (PullArrivals), so the pass goes on from where the last one stopped, with the same result as a
+// pass from the start.
 void ChannelController::ScanMemQueue() {
   if (scanned_ == 0) touched_banks_.clear();
   // In locals: the stores below could alias the members as far as the compiler knows.
@@ -510,6 +511,59 @@ void ChannelController::ScanMemQueue() {
     }
   }
   scanned_ = size;
+}
+
+// The last scan (bank_info_, touched_banks_, scanned_) is kept across issues, redone only where
+// the issue changed it, so that it stays what a pass over the whole queue would give now.
+
+// A command that opens or closes a MEM row changes only that bank's oldest row hit. In the
+// single row-buffer mode PIM activations and precharges use the same buffers: a new scan.
+void ChannelController::KeepScanAfterRowChange(const Command& cmd) {
+  const bool mem_row = cmd.type == CommandType::kAct || cmd.type == CommandType::kPre;
+  if (!mem_row) {
+    if (rb_count_ == 1 && (cmd.type == CommandType::kPimAct || cmd.type == CommandType::kPimPre)) {
+      ++scan_stamp_;
+      scanned_ = 0;
+    }
+    return;
+  }
+  const int b = FlatBank(cmd.rank, cmd.bank_group, cmd.bank);
+  BankQueueInfo& info = bank_info_[b];
+  if (info.stamp != scan_stamp_) return;  // no scanned request for the bank
+  info.first_hit = cmd.type == CommandType::kAct ? NextOfBank(b, info.first, true) : -1;
+}
+
+// The request at `index` (of bank `bank`, the bank's oldest row hit) has left the queue: the
+// positions after it move down by one, and the bank's oldest request and row hit are found anew.
+void ChannelController::KeepScanAfterServe(int index, int bank) {
+  --scanned_;
+  for (int b : touched_banks_) {
+    BankQueueInfo& info = bank_info_[b];
+    if (info.first > index) --info.first;
+    if (info.first_hit > index) --info.first_hit;
+  }
+  BankQueueInfo& info = bank_info_[bank];
+  if (info.first == index) info.first = NextOfBank(bank, index, false);
+  if (info.first < 0) {  // its last request: the bank leaves the scan
+    info.stamp = 0;
+    auto it = std::find(touched_banks_.begin(), touched_banks_.end(), bank);
+    *it = touched_banks_.back();
+    touched_banks_.pop_back();
+    return;
+  }
+  info.first_hit = NextOfBank(bank, std::max(index, info.first), true);
+}
+
+// The first scanned queue position >= from of a request to bank `bank` (with `hit`: one that
+// hits the bank's open MEM row), or -1.
+int ChannelController::NextOfBank(int bank, int from, bool hit) const {
+  const int32_t open = hit ? rbs_[bank * rb_count_].open_row : 0;
+  if (hit && open < 0) return -1;
+  for (int i = from; i < static_cast<int>(scanned_); ++i) {
+    const MemRequest& r = mem_queue_[i];
+    if (FlatBank(r.rank, r.bank_group, r.bank) == bank && (!hit || r.row == open)) return i;
+  }
+  return -1;
 }
 
 // The row policy's precharges, then one command per bank with queued requests: its oldest row
@@ -579,12 +633,14 @@ void ChannelController::IssueCommand(const Candidate& c) {
   const Command& cmd = c.cmd;
   const HbmTiming& t = spec_.timing;
   ++state_version_;
-  ++scan_stamp_;  // the queue or the open rows may change: the next MEM decision scans anew
-  scanned_ = 0;
   engine_.Issue(cmd, now_);
   ++stats_.commands[static_cast<int>(cmd.type)];
   if (options_.record_trace) trace_.push_back({now_, cmd});
   ApplyState(cmd);
+  // (tested here: PIM-only runs issue millions of commands that change no MEM row)
+  if (cmd.type == CommandType::kAct || cmd.type == CommandType::kPre || rb_count_ == 1) {
+    KeepScanAfterRowChange(cmd);
+  }
 
   if (cmd.type == CommandType::kRef) {
     const Cycles late = now_ - refresh_.Deadline(cmd.rank);
@@ -627,6 +683,7 @@ void ChannelController::IssueCommand(const Candidate& c) {
       (cmd.type == CommandType::kRd || cmd.type == CommandType::kWr)) {
     const MemRequest r = mem_queue_[c.mem_index];
     mem_queue_.erase(mem_queue_.begin() + c.mem_index);
+    KeepScanAfterServe(c.mem_index, FlatBank(r.rank, r.bank_group, r.bank));
     const Cycles data_end = now_ + (r.is_write ? t.CWL : t.CL) + t.tBL;
     stats_.mem_latency_sum += data_end - r.arrival;
     if (r.is_write) {

@@ -175,6 +175,9 @@ class ChannelController {
   Candidate PimCandidate();
   Candidate MemSideCandidate(const Candidate& pim);
   void ScanMemQueue();
+  void KeepScanAfterRowChange(const Command& cmd);
+  void KeepScanAfterServe(int index, int bank);
+  int NextOfBank(int bank, int from, bool hit) const;
   void OfferMemCandidates(const PimOutlook& pim);
   PimOutlook PimOutlookFor(const Candidate& pim) const;
   Cycles MemEarliest(int bank, const Command& cmd);
