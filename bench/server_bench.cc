@@ -2,13 +2,13 @@
 // measures a whole server and its clients, not a function).
 //
 // 1. Fast pacing: an in-process server, `--streams` concurrent Generate streams of a fixed size
-//    (prompt_length, max_new_tokens, ignore_eos) from callback-API clients on `--channels` channels
-//    (default 1). Streamed tokens/s and requests/s over the wall time from the first call to the
-//    last stream's end; `--reps` repetitions (a fresh server each), all printed, and their median.
-//    The same load over the OpenAI-compatible HTTP API on the same server, alternating with the
-//    gRPC repetitions: `--streams` concurrent SSE streams (POST /v1/completions, stream, token-id
-//    prompt, ignore_eos, include_usage) from blocking cpp-httplib clients, one thread and one
-//    keep-alive connection each, connected before the clock starts. Printed side by side with
+//    (prompt_length, max_new_tokens, ignore_eos) from `--client` API clients on `--channels`
+//    channels (default 1). Streamed tokens/s and requests/s over the wall time from the first call
+//    to the last stream's end; `--reps` repetitions (a fresh server each), all printed, and their
+//    median. The same load over the OpenAI-compatible HTTP API on the same server, alternating with
+//    the gRPC repetitions: `--streams` concurrent SSE streams (POST /v1/completions, stream,
+//    token-id prompt, ignore_eos, include_usage) from blocking cpp-httplib clients, one thread and
+//    one keep-alive connection each, connected before the clock starts. Printed side by side with
 //    the HTTP/gRPC cost ratio per token: by wall time (gRPC tokens/s over HTTP tokens/s) and by
 //    the process's CPU time per token (server and clients share the process and the 2 cores).
 // 2. Realtime pacing at `--speed`: the same load; for every received token, the lag between its
@@ -23,8 +23,13 @@
 //
 // Usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] [--reps=3]
 //                     [--speed=1] [--realtime_streams=256,1000] [--channels=1]
+//                     [--client=callback|cq] [--cq_threads=2]
 // --reps=0 skips part 1; --realtime_streams=0 skips part 2. --channels: the gRPC clients' channels,
-// each its own TCP connection (streams assigned round-robin).
+// each its own TCP connection (streams assigned round-robin). --client:
+// the gRPC clients' API: "callback" (reactors; gRPC runs their reads on its callback threads, the
+// ones that also run the in-process server's write-done callbacks) or "cq" (the completion-queue
+// API: --cq_threads threads, each polling its own queue; streams assigned round-robin). Both
+// record the same receipts and make the same checks.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -34,6 +39,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,7 +72,9 @@ struct BenchFlags {
   int reps = 3;
   double speed = 1;
   std::vector<int> realtime_streams = {256, 1000};  // one realtime run per count
-  int channels = 1;  // client channels, each its own TCP connection; streams round-robin
+  int channels = 1;        // client channels, each its own TCP connection; streams round-robin
+  bool cq_client = false;  // --client=cq: the completion-queue client instead of callbacks
+  int cq_threads = 2;      // --client=cq: polling threads, one completion queue each
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -78,9 +86,42 @@ double CpuSeconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-// One Generate stream on the callback API. Records every token's sim time and the wall time
-// its message arrived. Read the fields only after Wait() returned.
-class Stream : public grpc::ClientReadReactor<GenerateResponse> {
+// What one client stream saw, whichever client API drove it. Read only after the stream ended.
+struct StreamRecord {
+  struct Receipt {
+    Clock::time_point wall;
+    double sim_time_s;
+    int64_t index;  // the token's position in its stream
+  };
+
+  // A message arrived at `now`.
+  void OnMessage(const GenerateResponse& m, Clock::time_point now, bool record) {
+    if (m.has_tokens()) {
+      ++messages_;
+      tokens_ += m.tokens().tokens_size();
+      if (record) {
+        for (const neupims::v1::Token& t : m.tokens().tokens()) {
+          receipts_.push_back({now, t.sim_time_s(), t.index()});
+        }
+      }
+    } else if (m.has_complete()) {
+      finish_reason_ = m.complete().finish_reason();
+      e2e_s_ = m.complete().e2e_latency_s();
+    }
+  }
+
+  grpc::Status status_;
+  Clock::time_point end_;
+  int64_t tokens_ = 0, messages_ = 0;
+  int finish_reason_ = 0;
+  double e2e_s_ = 0;
+  std::vector<Receipt> receipts_;
+};
+
+// One Generate stream on the callback API (--client=callback): gRPC runs its reads on its own
+// callback threads. Records every token's sim time and the wall time its message arrived. Read
+// the fields only after Wait() returned.
+class Stream : public grpc::ClientReadReactor<GenerateResponse>, public StreamRecord {
  public:
   Stream(neupims::v1::LlmService::Stub* stub, GenerateRequest request, bool record)
       : request_(std::move(request)), record_(record) {
@@ -91,19 +132,7 @@ class Stream : public grpc::ClientReadReactor<GenerateResponse> {
 
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    const Clock::time_point now = Clock::now();
-    if (response_.has_tokens()) {
-      ++messages_;
-      tokens_ += response_.tokens().tokens_size();
-      if (record_) {
-        for (const neupims::v1::Token& t : response_.tokens().tokens()) {
-          receipts_.push_back({now, t.sim_time_s(), t.index()});
-        }
-      }
-    } else if (response_.has_complete()) {
-      finish_reason_ = response_.complete().finish_reason();
-      e2e_s_ = response_.complete().e2e_latency_s();
-    }
+    OnMessage(response_, Clock::now(), record_);
     StartRead(&response_);
   }
 
@@ -114,23 +143,12 @@ class Stream : public grpc::ClientReadReactor<GenerateResponse> {
     done_ = true;
   }
 
+  // After it returns, the StreamRecord fields are final: OnDone happens after the last
+  // OnReadDone and Wait synchronizes on mu_.
   void Wait() {
     absl::MutexLock l(&mu_);
     mu_.Await(absl::Condition(&done_));
   }
-
-  struct Receipt {
-    Clock::time_point wall;
-    double sim_time_s;
-    int64_t index;  // the token's position in its stream
-  };
-  // Valid after Wait(): OnDone happens after the last OnReadDone and Wait synchronizes on mu_.
-  grpc::Status status_;
-  Clock::time_point end_;
-  int64_t tokens_ = 0, messages_ = 0;
-  int finish_reason_ = 0;
-  double e2e_s_ = 0;
-  std::vector<Receipt> receipts_;
 
  private:
   grpc::ClientContext ctx_;
@@ -139,6 +157,82 @@ class Stream : public grpc::ClientReadReactor<GenerateResponse> {
   bool record_;
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// One Generate stream on the completion-queue API (--client=cq), driven by one CqClient thread:
+// the stream itself is the tag of its one outstanding operation (the start, a read, the finish).
+class CqStream : public StreamRecord {
+ public:
+  CqStream(GenerateRequest request, bool record) : request_(std::move(request)), record_(record) {}
+
+  void Start(neupims::v1::LlmService::Stub* stub, grpc::CompletionQueue* cq) {
+    reader_ = stub->PrepareAsyncGenerate(&ctx_, request_, cq);
+    reader_->StartCall(this);
+  }
+
+  // The outstanding operation completed; true once the stream has ended (status received).
+  bool Proceed(bool ok) {
+    const Clock::time_point now = Clock::now();
+    if (state_ == State::kFinishing) {
+      end_ = now;
+      return true;
+    }
+    if (state_ == State::kReading && ok) OnMessage(response_, now, record_);
+    if (ok) {
+      state_ = State::kReading;
+      reader_->Read(&response_, this);
+    } else {  // no more messages (or the call failed to start): collect the status
+      state_ = State::kFinishing;
+      reader_->Finish(&status_, this);
+    }
+    return false;
+  }
+
+ private:
+  enum class State { kStarting, kReading, kFinishing };
+  grpc::ClientContext ctx_;
+  GenerateRequest request_;
+  GenerateResponse response_;
+  bool record_;
+  State state_ = State::kStarting;
+  std::unique_ptr<grpc::ClientAsyncReader<GenerateResponse>> reader_;
+};
+
+// Polls the CqStreams of one run: `threads` threads, each with its own completion queue; stream
+// i belongs to queue i % threads. A thread ends when all its streams have ended.
+class CqClient {
+ public:
+  CqClient(int threads, int streams) : queues_(static_cast<size_t>(threads)) {
+    for (int q = 0; q < threads; ++q) {
+      const int mine = streams / threads + (q < streams % threads ? 1 : 0);
+      threads_.emplace_back([this, q, mine] { Poll(&queues_[static_cast<size_t>(q)], mine); });
+    }
+  }
+
+  void Start(CqStream* s, neupims::v1::LlmService::Stub* stub, int i) {
+    s->Start(stub, &queues_[static_cast<size_t>(i) % queues_.size()]);
+  }
+
+  // Returns once every stream has ended.
+  void Join() {
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  static void Poll(grpc::CompletionQueue* cq, int streams) {
+    void* tag = nullptr;
+    bool ok = false;
+    int ended = 0;
+    while (ended < streams && cq->Next(&tag, &ok)) {
+      if (static_cast<CqStream*>(tag)->Proceed(ok)) ++ended;
+    }
+    cq->Shutdown();
+    while (cq->Next(&tag, &ok)) {
+    }
+  }
+
+  std::deque<grpc::CompletionQueue> queues_;
+  std::vector<std::thread> threads_;
 };
 
 struct RunResult {
@@ -221,22 +315,34 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
     stubs.push_back(neupims::v1::LlmService::NewStub(channel));
   }
 
-  std::vector<std::unique_ptr<Stream>> all;
+  std::vector<std::unique_ptr<Stream>> callback_streams;
+  std::vector<std::unique_ptr<CqStream>> cq_streams;
+  std::vector<StreamRecord*> all;
   all.reserve(static_cast<size_t>(streams));
   const double cpu0 = CpuSeconds();
   const Clock::time_point start = Clock::now();
+  std::unique_ptr<CqClient> cq_client;
+  if (f.cq_client) cq_client = std::make_unique<CqClient>(f.cq_threads, streams);
   for (int i = 0; i < streams; ++i) {
     GenerateRequest req;
     req.set_prompt_length(f.prompt);
     req.set_max_new_tokens(f.tokens);
     req.set_ignore_eos(true);
     req.set_seed(static_cast<uint64_t>(i));
-    all.push_back(
-        std::make_unique<Stream>(stubs[static_cast<size_t>(i % f.channels)].get(), req, record));
+    neupims::v1::LlmService::Stub* stub = stubs[static_cast<size_t>(i % f.channels)].get();
+    if (cq_client != nullptr) {
+      cq_streams.push_back(std::make_unique<CqStream>(req, record));
+      cq_client->Start(cq_streams.back().get(), stub, i);
+      all.push_back(cq_streams.back().get());
+    } else {
+      callback_streams.push_back(std::make_unique<Stream>(stub, req, record));
+      all.push_back(callback_streams.back().get());
+    }
   }
+  if (cq_client != nullptr) cq_client->Join();
+  for (auto& s : callback_streams) s->Wait();
   Clock::time_point end = start;
-  for (auto& s : all) {
-    s->Wait();
+  for (const StreamRecord* s : all) {
     end = std::max(end, s->end_);
     ++out->requests;
     out->tokens += s->tokens_;
@@ -245,7 +351,7 @@ bool Run(const ServerOptions& options, int streams, const BenchFlags& f, bool re
     const bool ok = s->status_.ok() && s->tokens_ == f.tokens &&
                     s->finish_reason_ == neupims::v1::FINISH_REASON_LENGTH;
     if (!ok) ++out->failed;
-    for (const Stream::Receipt& r : s->receipts_) {
+    for (const StreamRecord::Receipt& r : s->receipts_) {
       const double scheduled_s = r.sim_time_s / options.runner.speed;
       const double lag_ms = (Seconds(r.wall - origin) - scheduled_s) * 1e3;
       out->lags_ms.push_back(lag_ms);
@@ -382,6 +488,12 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
       ok = ok && absl::SimpleAtoi(value, &f->reps) && f->reps >= 0;
     } else if (name == "--channels") {
       ok = ok && absl::SimpleAtoi(value, &f->channels) && f->channels > 0;
+    } else if (name == "--client") {
+      ok = ok && (value == "callback" || value == "cq");
+      f->cq_client = value == "cq";
+    } else if (name == "--cq_threads") {
+      ok =
+          ok && absl::SimpleAtoi(value, &f->cq_threads) && f->cq_threads > 0 && f->cq_threads <= 64;
     } else if (name == "--speed") {
       ok = ok && absl::SimpleAtod(value, &f->speed) && f->speed > 0;
     } else if (name == "--realtime_streams") {
@@ -395,11 +507,11 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
       ok = false;
     }
     if (!ok) {
-      std::fprintf(
-          stderr,
-          "usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] "
-          "[--reps=3] [--speed=1] [--realtime_streams=256,1000] [--channels=1] (bad: %s)\n",
-          arg.c_str());
+      std::fprintf(stderr,
+                   "usage: server_bench [--streams=256] [--prompt=128] [--tokens=128] "
+                   "[--reps=3] [--speed=1] [--realtime_streams=256,1000] [--channels=1] "
+                   "[--client=callback|cq] [--cq_threads=2] (bad: %s)\n",
+                   arg.c_str());
       return false;
     }
   }
@@ -414,11 +526,14 @@ int Main(int argc, char** argv) {
   const ServerOptions fast = BenchOptions(Pacing::kFast, 1);
   const engine::EngineOptions& e = fast.runner.engine;
   std::printf(
-      "server:  in-process, %s, mode %s, max_batch %d, prefill %s; clients: gRPC on %d "
-      "channel(s) (callback-API Generate streams), HTTP one connection per stream; prompt %lld "
+      "server:  in-process, %s, mode %s, max_batch %d, prefill %s; clients: "
+      "gRPC on %d channel(s) (%s Generate streams), HTTP one connection per stream; prompt %lld "
       "tokens, max %lld new tokens, ignore_eos\n",
       e.model.c_str(), engine::ToString(e.mode), e.max_batch, engine::ToString(e.prefill),
-      f.channels, static_cast<long long>(f.prompt), static_cast<long long>(f.tokens));
+      f.channels,
+      f.cq_client ? absl::StrCat("completion-queue API, ", f.cq_threads, " thread(s)").c_str()
+                  : "callback-API",
+      static_cast<long long>(f.prompt), static_cast<long long>(f.tokens));
   std::fflush(stdout);
 
   // 1. Fast pacing, gRPC and HTTP alternating (the order swaps every repetition).
