@@ -717,8 +717,12 @@ class BudgetedSocketStream : public httplib::Stream {
   }
   ssize_t write(const char* ptr, size_t size) override {
     if (!is_writable()) return -1;
-    return TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
+    const ssize_t n = TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
+    if (n > 0) wrote_ = true;
+    return n;
   }
+  // Whether anything was written since the last call (a request's response, or part of it).
+  bool TakeWrote() { return std::exchange(wrote_, false); }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     Address(&getpeername, &ip, &port);
   }
@@ -752,6 +756,7 @@ class BudgetedSocketStream : public httplib::Stream {
   char buf_[4096];
   size_t begin_ = 0;
   size_t end_ = 0;
+  bool wrote_ = false;
 };
 
 // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
@@ -798,13 +803,30 @@ class BudgetedServer : public Backlogged<httplib::Server> {
       bool closed = false;
       ok = process_request(strm, /*close_connection=*/false, closed, nullptr);
       // What follows a request that broke its budget is not a request.
-      if (closed || budget.exceeded != RequestBudget::Exceeded::kNo) break;
+      if (budget.exceeded != RequestBudget::Exceeded::kNo) {
+        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
+        break;
+      }
+      if (closed) break;
+      (void)strm.TakeWrote();
     }
     tl_budget = nullptr;
     tl_plain_socket = -1;
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
     return ok;
+  }
+  // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
+  // response: the client is told why here, as the error handler tells it for a head or body.
+  void AnswerBudgetExceeded(BudgetedSocketStream& strm) const {
+    httplib::Response res;
+    if (!BudgetExceeded(res, request_read_timeout_)) return;
+    const std::string response = absl::StrCat(
+        "HTTP/1.1 ", res.status,
+        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
+        "\r\nContent-Type: ", res.get_header_value("Content-Type"),
+        "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
+    (void)strm.write(response.data(), response.size());  // the connection is closed either way
   }
   // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait.
   bool NextRequestArrives(const BudgetedSocketStream& strm) const {

@@ -1263,6 +1263,21 @@ TEST_F(OpenAiApiTest, ClientsTricklingARequestAreClosedAndOthersAreServed) {
   EXPECT_EQ(completion.status, 200) << completion.body;
 }
 
+// A request line trickled a byte at a time (no line end yet) is told 408 too, as the docs say,
+// not closed unexplained: httplib gives up on an unfinished request line without a response.
+TEST_F(OpenAiApiTest, ARequestLineTrickledPastTheDeadlineIsAnswered408) {
+  ServerOptions o = FastOptions();
+  o.http_request_read_timeout = std::chrono::milliseconds(500);
+  StartServer(o);
+  TricklingClient line(*server_->http_port(), "GET /v1/mod", std::string(60, 'e'),
+                       absl::Milliseconds(100));
+  ASSERT_TRUE(line.connected());
+  ASSERT_TRUE(line.ClosedByServerWithin(absl::Seconds(30)));
+  EXPECT_THAT(line.received(), StartsWith("HTTP/1.1 408"));
+  EXPECT_THAT(line.received(), HasSubstr("not delivered within 500 ms"));
+  EXPECT_THAT(line.received(), HasSubstr("Connection: close"));
+}
+
 // Headers without end: each line is within httplib's 8 KiB, their number had no limit (the
 // server grew by about 60 MB a second). The head is limited to 1 MiB: past it the connection is
 // closed, long before the 64 MiB this client would send.
