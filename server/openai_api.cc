@@ -798,10 +798,12 @@ class BudgetedServer : public Backlogged<httplib::Server> {
                               std::chrono::duration_cast<milliseconds>(
                                   seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
     bool ok = true;
-    while (ok && NextRequestArrives(strm)) {
+    // As httplib's loop: at most keep_alive_max_count_ requests, the last told Connection: close
+    // (the TLS server's connections keep the same count).
+    for (size_t left = keep_alive_max_count_; ok && left > 0 && NextRequestArrives(strm); --left) {
       AwaitRequest(request_read_timeout_);
       bool closed = false;
-      ok = process_request(strm, /*close_connection=*/false, closed, nullptr);
+      ok = process_request(strm, /*close_connection=*/left == 1, closed, nullptr);
       // What follows a request that broke its budget is not a request.
       if (budget.exceeded != RequestBudget::Exceeded::kNo) {
         if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
