@@ -57,11 +57,11 @@ struct HttpOptions {
   // write then, and the stream's request is aborted): a dead or stalled client holds an HTTP
   // thread at most this long per write. cpp-httplib's own default, set here on purpose.
   std::chrono::milliseconds write_timeout{5000};
-  // The longest a connection may take to deliver a request, head and body, from the moment it is
-  // ready for one (its accept, or the end of the previous response; an idle keep-alive connection
-  // is closed after 5 s anyway). cpp-httplib's read timeout (5 s) applies to each read alone, so
-  // a client that trickles a byte a second (slowloris) would hold a thread for good; past this
-  // the connection is shut down.
+  // The longest a connection may take to deliver a request, head and body, from its first byte
+  // (before it, a connection waits at most the 5 s keep-alive timeout, then is closed; plain
+  // HTTP only). cpp-httplib's read timeout (5 s) applies to each read alone, so a client that
+  // trickles a byte a second (slowloris) would hold a thread for good; past this it is answered
+  // 408 and the connection is closed.
   std::chrono::milliseconds request_read_timeout{10000};
   // SO_SNDBUF of every connection (the kernel doubles it); 0: the kernel's autotuning, which on
   // a loopback or LAN connection lets a client that does not read hold up to tcp_wmem's maximum
