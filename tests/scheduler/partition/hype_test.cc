@@ -277,9 +277,11 @@ nlohmann::json CnnStepJson() {
   return nlohmann::json::parse(t.begin(), t.end());
 }
 
-// The error of loading `j` written to a file named hype_bad.json (OK if it loads).
+// The error of loading `j` written to a file named for the running test (OK if it loads): CTest
+// runs the tests of one binary as separate processes at once (-j2), and they share TempDir().
 absl::Status LoadStatus(const nlohmann::json& j, std::string* path) {
-  *path = (std::filesystem::path(::testing::TempDir()) / "hype_bad.json").string();
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  *path = (std::filesystem::path(::testing::TempDir()) / ("hype_" + name + ".json")).string();
   std::ofstream(*path) << j.dump();
   return LoadHypeWorkload(*path).status();
 }
