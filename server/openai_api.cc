@@ -586,31 +586,6 @@ class HttpRequestState : public RequestSink {
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
-// The socket of the plain HTTP connection this thread serves (BudgetedServer serves a connection
-// on one thread from its accept to its close), or -1.
-thread_local int tl_plain_socket = -1;
-
-// Tells whether the client of a request whose handler is running has hung up, for a whole
-// response, which writes nothing before its end (a stream learns it from a failed write).
-// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's, a plain one the
-// connection this thread serves. A peer that shut down its side (FIN: POLLRDHUP) or reset the
-// connection has gone, as uvicorn, and so vLLM, read it; a client that sends a further request
-// on the connection meanwhile has not.
-class ClientWatch {
- public:
-  explicit ClientWatch(const httplib::Request& req)
-      : fd_(req.ssl != nullptr ? SSL_get_fd(req.ssl) : tl_plain_socket) {}
-
-  bool HungUp() const {
-    if (fd_ < 0) return false;  // not known: cannot tell
-    pollfd p{fd_, POLLRDHUP, 0};
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-  }
-
- private:
-  const int fd_;
-};
-
 // What a plain HTTP connection may spend on delivering one request (HttpOptions::
 // request_read_timeout) and on its head. cpp-httplib's read timeout applies to each read alone and
 // its head has no size limit (each line is limited to 8 KiB, their number is not), so a client
@@ -626,13 +601,46 @@ struct RequestBudget {
   // Why the connection failed its budget (it is then closed after the error response).
   enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
 };
-thread_local RequestBudget* tl_budget = nullptr;
+
+// The plain HTTP connection this thread serves (BudgetedServer serves a connection on one thread
+// from its accept to its close): its socket and its current request's budget; null on the TLS
+// server's threads.
+struct PlainConnection {
+  int socket = -1;
+  RequestBudget budget;
+};
+thread_local PlainConnection* tl_connection = nullptr;
+
+// Tells whether the client of a request whose handler is running has hung up, for a whole
+// response, which writes nothing before its end (a stream learns it from a failed write).
+// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's, a plain one the
+// connection this thread serves. A peer that shut down its side (FIN: POLLRDHUP) or reset the
+// connection has gone, as uvicorn, and so vLLM, read it; a client that sends a further request
+// on the connection meanwhile has not.
+class ClientWatch {
+ public:
+  explicit ClientWatch(const httplib::Request& req)
+      : fd_(req.ssl != nullptr         ? SSL_get_fd(req.ssl)
+            : tl_connection != nullptr ? tl_connection->socket
+                                       : -1) {}
+
+  bool HungUp() const {
+    if (fd_ < 0) return false;  // not known: cannot tell
+    pollfd p{fd_, POLLRDHUP, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+ private:
+  const int fd_;
+};
 
 // When the connection's request broke its budget, answers with the status that says so (408 or
 // 431; the connection is closed after it) and returns true.
 bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout) {
-  if (tl_budget == nullptr || tl_budget->exceeded == RequestBudget::Exceeded::kNo) return false;
-  if (tl_budget->exceeded == RequestBudget::Exceeded::kDeadline) {
+  if (tl_connection == nullptr) return false;
+  const RequestBudget::Exceeded exceeded = tl_connection->budget.exceeded;
+  if (exceeded == RequestBudget::Exceeded::kNo) return false;
+  if (exceeded == RequestBudget::Exceeded::kDeadline) {
     SendError({absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
                                                         request_read_timeout.count(),
                                                         " ms (the HTTP request read timeout)")),
@@ -650,17 +658,17 @@ bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_re
 
 // The connection is ready for its next request: its head and body must come within `timeout`.
 void AwaitRequest(std::chrono::milliseconds timeout) {
-  if (tl_budget == nullptr) return;
-  *tl_budget = RequestBudget{
+  if (tl_connection == nullptr) return;
+  tl_connection->budget = RequestBudget{
       .deadline = std::chrono::steady_clock::now() + timeout, .reading = true, .in_head = true};
 }
 // The head was read (the request is being routed): head bytes are no longer counted.
 void HeadRead() {
-  if (tl_budget != nullptr) tl_budget->in_head = false;
+  if (tl_connection != nullptr) tl_connection->budget.in_head = false;
 }
 // The whole request was read: the handler may take as long as it needs.
 void RequestRead() {
-  if (tl_budget != nullptr) tl_budget->reading = false;
+  if (tl_connection != nullptr) tl_connection->budget.reading = false;
 }
 
 // A socket stream that enforces the RequestBudget (otherwise as httplib's own: a read waits at
@@ -789,10 +797,10 @@ class BudgetedServer : public Backlogged<httplib::Server> {
     using std::chrono::microseconds;
     using std::chrono::milliseconds;
     using std::chrono::seconds;
-    RequestBudget budget;
-    tl_budget = &budget;
-    tl_plain_socket = sock;
-    BudgetedSocketStream strm(sock, &budget,
+    PlainConnection connection{.socket = sock};
+    tl_connection = &connection;
+    const RequestBudget& budget = connection.budget;
+    BudgetedSocketStream strm(sock, &connection.budget,
                               std::chrono::duration_cast<milliseconds>(
                                   seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
                               std::chrono::duration_cast<milliseconds>(
@@ -812,8 +820,7 @@ class BudgetedServer : public Backlogged<httplib::Server> {
       if (closed) break;
       (void)strm.TakeWrote();
     }
-    tl_budget = nullptr;
-    tl_plain_socket = -1;
+    tl_connection = nullptr;
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
     return ok;
