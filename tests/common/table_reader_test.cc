@@ -63,14 +63,14 @@ TEST(TableReader, LinesEndAtLfWithOneCrStrippedBeforeTheEnd) {
 }
 
 // NextLine finds the LF in a line's first word or past it, and LinesLeftBound counts LFs by
-// words: random files of short and long lines (LF, CRLF, blank, no LF at the end) read as the
-// plain rule says, and the bound is the LFs left plus one after every line.
+// 16-byte vectors: random files of short and long lines (LF, CRLF, blank, no LF at the end) read as
+// the plain rule says, and the bound is the LFs left plus one after every line.
 TEST(TableReader, RandomLinesSplitAsTheRuleSaysAndTheBoundCountsLfs) {
   std::mt19937_64 rng(11);
   const std::string alphabet = "0123456789\t \r\nx";
   for (int file = 0; file < 300; ++file) {
     std::string text;
-    const size_t size = rng() % (file < 200 ? 64 : 4000);  // past the 31-word batches too
+    const size_t size = rng() % (file < 200 ? 64 : 9000);  // past 255-step batches too
     for (size_t i = 0; i < size; ++i) text += alphabet[rng() % alphabet.size()];
     // The rule, stated byte by byte.
     std::vector<std::string> expected;
@@ -97,6 +97,96 @@ TEST(TableReader, RandomLinesSplitAsTheRuleSaysAndTheBoundCountsLfs) {
       consumed = lf == std::string::npos ? text.size() : lf + 1;
     }
     ASSERT_EQ(lines, expected) << "file " << file;
+  }
+  // Files of LFs only fill every byte lane of the count to 255 in a batch.
+  for (const size_t size : {4079, 4080, 4081, 4096, 8160, 8161, 20000}) {
+    TableReader table("lf.tsv", std::string(size, '\n'), '\t');
+    EXPECT_EQ(table.LinesLeftBound(), size + 1) << size;
+  }
+}
+
+// What a walk of TakeCountPairs and NextLine sees: "a,b" for a pair taken, "'text'@n" for line n
+// returned by NextLine; then line() and line_number() at the end.
+std::vector<std::string> FastWalk(TableReader& table) {
+  std::vector<std::string> seen;
+  for (;;) {
+    table.TakeCountPairs(
+        [&](int64_t a, int64_t b) { seen.push_back(std::to_string(a) + "," + std::to_string(b)); });
+    absl::string_view line;
+    if (!table.NextLine(&line)) break;
+    seen.push_back("'" + std::string(line) + "'@" + std::to_string(table.line_number()));
+  }
+  seen.push_back("end '" + std::string(table.line()) + "'@" + std::to_string(table.line_number()));
+  return seen;
+}
+
+// The same walk by NextLine alone, with the fast path's form stated plainly: exactly two fields,
+// each 1 to 18 digits.
+std::vector<std::string> PlainWalk(TableReader& table, char delimiter) {
+  auto count = [](absl::string_view field) {
+    return !field.empty() && field.size() <= 18 &&
+           std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::vector<std::string> seen;
+  absl::string_view line;
+  while (table.NextLine(&line)) {
+    const size_t at = line.find(delimiter);
+    const absl::string_view a = line.substr(0, at);
+    const absl::string_view b = at == absl::string_view::npos ? "" : line.substr(at + 1);
+    if (at != absl::string_view::npos && b.find(delimiter) == absl::string_view::npos && count(a) &&
+        count(b)) {
+      seen.push_back(std::to_string(std::stoll(std::string(a))) + "," +
+                     std::to_string(std::stoll(std::string(b))));
+    } else {
+      seen.push_back("'" + std::string(line) + "'@" + std::to_string(table.line_number()));
+    }
+  }
+  seen.push_back("end '" + std::string(table.line()) + "'@" + std::to_string(table.line_number()));
+  return seen;
+}
+
+TEST(TableReader, TakeCountPairsTakesTwoCountsALineAndStopsBeforeAnyOtherLine) {
+  TableReader table("t.tsv",
+                    "12\t34\n0\t7\r\n123456789012345678\t1\n1234567890123456789\t1\n"
+                    "12 \t34\n12\t\n\t34\n12\t-3\n12\t3\t4\n12,34\n\n5\t6\r7\n5\t6\r\r\n9\t10\r",
+                    '\t');
+  EXPECT_THAT(
+      FastWalk(table),
+      ElementsAre("12,34", "0,7", "123456789012345678,1", "'1234567890123456789\t1'@4",
+                  "'12 \t34'@5", "'12\t'@6", "'\t34'@7", "'12\t-3'@8", "'12\t3\t4'@9", "'12,34'@10",
+                  "''@11", "'5\t6\r7'@12", "'5\t6\r'@13", "9,10", "end '9\t10'@14"));
+  // Errors after a run of pairs name the line that stopped it.
+  TableReader stop("s.tsv", "1\t2\n3\t4\r\n5\tx\n", '\t');
+  stop.TakeCountPairs([](int64_t, int64_t) {});
+  EXPECT_EQ(stop.line_number(), 2);
+  EXPECT_EQ(stop.line(), "3\t4");
+  absl::string_view line;
+  ASSERT_TRUE(stop.NextLine(&line));
+  EXPECT_EQ(stop.Error("bad").message(), "s.tsv:3: bad");
+  // A delimiter that is a digit takes nothing: every line is the general path's.
+  TableReader digit("d.tsv", "10203\n", '0');
+  EXPECT_THAT(FastWalk(digit), ElementsAre("'10203'@1", "end '10203'@1"));
+}
+
+// Random files of count pairs and near misses (LF, CRLF, CR, blank lines, spaces, a NUL, long
+// digit runs, a missing final LF), for a tab and a comma: the fast path and NextLine with the form
+// stated plainly see the same pairs and lines, and end on the same line.
+TEST(TableReader, TakeCountPairsAgreesWithNextLineOnRandomFiles) {
+  std::mt19937_64 rng(17);
+  for (const char delimiter : {'\t', ','}) {
+    std::string alphabet = "0123456789012345678901234567890123456789\n\n\r x";
+    alphabet += delimiter;
+    alphabet += delimiter;
+    alphabet += '\0';
+    for (int file = 0; file < 2000; ++file) {
+      std::string text;
+      const size_t size = rng() % 120;
+      for (size_t i = 0; i < size; ++i) text += alphabet[rng() % alphabet.size()];
+      if (file % 3 == 0) text.insert(0, std::string(rng() % 25, '7'));  // long digit runs
+      TableReader fast("r.tsv", text, delimiter);
+      TableReader plain("r.tsv", text, delimiter);
+      ASSERT_EQ(FastWalk(fast), PlainWalk(plain, delimiter)) << "file " << file;
+    }
   }
 }
 

@@ -211,21 +211,6 @@ TEST(LengthDataset, PlainAndPaddedRowsReadAlike) {
   }
 }
 
-TEST(LengthDataset, OnePassRowFormTakesExactlyTwoCountsAndATab) {
-  int64_t a = -1, b = -1;
-  EXPECT_EQ(ParseCountPairPrefix("12\t34\n56", &a, &b), 5u);  // stops at the line's end
-  EXPECT_EQ(a, 12);
-  EXPECT_EQ(b, 34);
-  EXPECT_EQ(ParseCountPairPrefix("0\t7", &a, &b), 3u);
-  EXPECT_EQ(b, 7);
-  EXPECT_EQ(ParseCountPairPrefix("123456789012345678\t1\r\n", &a, &b), 20u);  // 18 digits
-  EXPECT_EQ(a, 123456789012345678);
-  for (const char* other :
-       {"1234567890123456789\t1", "12 \t34", "12\t", "\t34", "12\t-3", "12,34", "x\t1", "", "\n"}) {
-    EXPECT_EQ(ParseCountPairPrefix(other, &a, &b), 0u) << other;
-  }
-}
-
 // The one-pass "123<TAB>45" rows and the general reader agree at every edge of that form.
 TEST(LengthDataset, FastRowsAndGeneralRowsMeetAtTheEdgesOfTheForm) {
   const std::string path = WriteTemp("edges.tsv",

@@ -62,54 +62,6 @@ std::optional<int64_t> ParseCount(absl::string_view field) {
   return value;
 }
 
-// ParseCountPairPrefix, `inline` so that the row loop inlines it (GCC did not once the public
-// function called it too). One pass, no calls: the ShareGPT file has 391k rows.
-inline size_t CountPairPrefix(absl::string_view text, int64_t* first, int64_t* second) {
-  const char* p = text.data();
-  const char* const end = p + text.size();
-  // A byte's digit value, or above 9 for any other byte (unsigned arithmetic wraps).
-  auto digit = [](char c) { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; };
-  auto digits = [&p, end, digit](int64_t* value) {
-    const char* const start = p;
-    const char* const limit = end - start > 18 ? start + 18 : end;
-    int64_t v = 0;
-    unsigned d = 0;
-    while (p < limit && (d = digit(*p)) <= 9) {
-      v = v * 10 + d;
-      ++p;
-    }
-    *value = v;
-    return p > start && (p == end || digit(*p) > 9);
-  };
-  if (!digits(first) || p == end || *p != '\t') return 0;
-  ++p;
-  if (!digits(second)) return 0;
-  return static_cast<size_t>(p - text.data());
-}
-
-// A whole "123<TAB>45" line from TableReader::NextLine, at most 18 bytes long (so neither count
-// can overflow), read without an end check per digit: NextLine's lines are followed in memory by
-// a byte that is not a digit (their LF, the CR it dropped, or the NUL after the contents), so
-// each digit loop stops at the line's end at the latest. The same rows as CountPairPrefix taking
-// the whole line.
-inline bool WholeLineCountPair(absl::string_view line, int64_t* first, int64_t* second) {
-  const char* p = line.data();
-  auto digits = [&p](int64_t* value) {
-    const char* const start = p;
-    int64_t v = 0;
-    unsigned d;
-    while ((d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0') <= 9) {
-      v = v * 10 + d;
-      ++p;
-    }
-    *value = v;
-    return p != start;
-  };
-  if (!digits(first) || *p != '\t') return false;
-  ++p;
-  return digits(second) && p == line.data() + line.size();
-}
-
 // A finite non-negative number filling all of `field` (surrounding spaces allowed).
 std::optional<double> ParseSeconds(absl::string_view field) {
   field = absl::StripAsciiWhitespace(field);
@@ -350,10 +302,6 @@ absl::Status ParseDatasetRow(const TableReader& table, absl::string_view line, i
 
 }  // namespace
 
-size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second) {
-  return CountPairPrefix(text, first, second);
-}
-
 absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& path,
                                                           const LengthFilter& filter,
                                                           LoadReport* report) {
@@ -378,20 +326,21 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
   // need (no shrink_to_fit, which would copy every pair).
   std::vector<LengthPair> pairs;
   pairs.reserve(table.LinesLeftBound());
-  absl::string_view line;
-  while (table.NextLine(&line)) {
-    int64_t prompt = 0, output = 0;
-    // The shipped datasets' form, "123<TAB>45", in one pass; anything else (blank lines, spaces,
-    // errors) on the general path.
-    const bool plain = line.size() <= 18 ? WholeLineCountPair(line, &prompt, &output)
-                                         : CountPairPrefix(line, &prompt, &output) == line.size();
-    if (!plain) {
-      if (IsBlank(line)) continue;
-      RETURN_IF_ERROR(ParseDatasetRow(table, line, &prompt, &output));
-    }
+  auto add = [&filter, &local, &pairs](int64_t prompt, int64_t output) {
     if (Keep(filter, prompt, output, local)) {
       pairs.push_back(LengthPair{.prompt_tokens = prompt, .output_tokens = output});
     }
+  };
+  absl::string_view line;
+  while (true) {
+    // The shipped datasets' form, "123<TAB>45", by the reader's fast path; any other line
+    // (blank lines, spaces, errors) on the general path, then the fast path again.
+    table.TakeCountPairs(add);
+    if (!table.NextLine(&line)) break;
+    if (IsBlank(line)) continue;
+    int64_t prompt = 0, output = 0;
+    RETURN_IF_ERROR(ParseDatasetRow(table, line, &prompt, &output));
+    add(prompt, output);
   }
   if (report != nullptr) *report = std::move(local);
   return pairs;

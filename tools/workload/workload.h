@@ -63,13 +63,6 @@ absl::StatusOr<std::vector<LengthPair>> LoadLengthDataset(const std::string& pat
                                                           const LengthFilter& filter,
                                                           LoadReport* report);
 
-// The form every row of the shipped length datasets has, "123<TAB>45", at the start of `text`:
-// both counts and the length of that text, or 0 where the text does not start that way (19 or more
-// digits, no tab). The dataset reader takes a row this way when the form fills the whole line
-// TableReader::NextLine returned, and else reads it on the general path (TableReader::Split, with
-// its errors).
-size_t ParseCountPairPrefix(absl::string_view text, int64_t* first, int64_t* second);
-
 // The same on a table already open (fuzzing, tests): errors name table.path().
 absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
                                                            const LengthFilter& filter,
