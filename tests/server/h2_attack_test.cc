@@ -47,8 +47,8 @@ constexpr char kGeneratePath[] = "/neupims.v1.LlmService/Generate";
 // Loose: the attacks below would cost tens to hundreds of MiB if the server kept what they send.
 constexpr int64_t kRssGrowthBound = int64_t{64} << 20;
 // gRPC 1.51 keeps about 20 KiB per reset stream until its call is done, and reads a flood of
-// them faster than it ends them (CVE-2023-44487, fixed in gRPC 1.56.3 and later, not from the
-// server's side; docs/reliability.md): 5,000 of them peaked at 74 to 164 MiB in 8 runs.
+// them faster than it ends them (CVE-2023-44487, mitigated from gRPC 1.56.3, not from the
+// server's side; docs/reliability.md): 5,000 of them grew RSS by 17 to 186 MiB in 10 runs.
 constexpr int64_t kRapidResetRssGrowthBound = int64_t{384} << 20;
 // gRPC 1.51 parses a whole read (up to 4 MiB, its TCP read chunk) before it acts on the ping
 // strikes, and queues an ACK of about 200 bytes for each PING in it: 18 to 50 MiB measured.
