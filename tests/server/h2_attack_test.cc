@@ -53,6 +53,13 @@ constexpr int64_t kRapidResetRssGrowthBound = int64_t{384} << 20;
 // gRPC 1.51 parses a whole read (up to 4 MiB, its TCP read chunk) before it acts on the ping
 // strikes, and queues an ACK of about 200 bytes for each PING in it: 18 to 50 MiB measured.
 constexpr int64_t kPingFloodRssGrowthBound = int64_t{128} << 20;
+// A sanitizer's shadow memory and quarantine of freed blocks (ASan holds 256 MiB) say nothing of
+// what the server keeps; under one the growth is printed, not bounded.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssIsMeaningful = false;
+#else
+constexpr bool kRssIsMeaningful = true;
+#endif
 constexpr auto kShort = std::chrono::seconds(10);
 
 std::string GenerateMessage(int64_t prompt_length, int64_t max_new_tokens, uint64_t seed = 1) {
@@ -251,7 +258,7 @@ class H2AttackTest : public ::testing::Test {
     std::printf("[%s] RSS %.1f MiB -> peak %.1f MiB (+%.1f MiB); bystander rounds %d\n",
                 attack.c_str(), rss_before_ / 1048576.0, rss_peak_ / 1048576.0, growth / 1048576.0,
                 bystander_->completed());
-    EXPECT_LT(growth, rss_growth_bound) << attack;
+    if (kRssIsMeaningful) EXPECT_LT(growth, rss_growth_bound) << attack;
     const std::string http = testing_util::HttpGet(server_->metrics_port(), "/metrics");
     const size_t body_at = http.find("\r\n\r\n");
     EXPECT_NE(body_at, std::string::npos);
