@@ -258,7 +258,9 @@ class H2AttackTest : public ::testing::Test {
     std::printf("[%s] RSS %.1f MiB -> peak %.1f MiB (+%.1f MiB); bystander rounds %d\n",
                 attack.c_str(), rss_before_ / 1048576.0, rss_peak_ / 1048576.0, growth / 1048576.0,
                 bystander_->completed());
-    if (kRssIsMeaningful) EXPECT_LT(growth, rss_growth_bound) << attack;
+    if (kRssIsMeaningful) {
+      EXPECT_LT(growth, rss_growth_bound) << attack;
+    }
     const std::string http = testing_util::HttpGet(server_->metrics_port(), "/metrics");
     const size_t body_at = http.find("\r\n\r\n");
     EXPECT_NE(body_at, std::string::npos);
