@@ -42,6 +42,8 @@ inline constexpr DoubleRange kBurstiness{.min = 0, .max = 1e3, .min_exclusive = 
 // Tokens a gRPC stream may hold that its client has not taken yet (server --max-stream-buffer,
 // config "max_stream_buffer"); 0: unbounded.
 inline constexpr IntRange kMaxStreamBuffer{.min = 0, .max = int64_t{1} << 24};
+// HTTP/2 streams per gRPC connection (SETTINGS_MAX_CONCURRENT_STREAMS is 31 bits).
+inline constexpr IntRange kMaxConcurrentStreams{.min = 1, .max = (int64_t{1} << 31) - 1};
 // Admission control: requests queued before RESOURCE_EXHAUSTED (serve --max-waiting, config
 // "max_waiting"); 0: unbounded. 2^24 (16.8 M queued requests) is far past any real queue.
 inline constexpr IntRange kMaxWaiting{.min = 0, .max = int64_t{1} << 24};

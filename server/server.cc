@@ -228,6 +228,8 @@ absl::Status ReadServerConfig(ConfigDocument& doc, ServerOptions* o) {
                                           {.min = 1024, .max = int64_t{1} << 30});
   o->max_stream_buffer =
       root.OptionalInt("max_stream_buffer", o->max_stream_buffer, option_ranges::kMaxStreamBuffer);
+  o->max_concurrent_streams = static_cast<int>(root.OptionalInt(
+      "max_concurrent_streams", o->max_concurrent_streams, option_ranges::kMaxConcurrentStreams));
   o->http_threads = static_cast<int>(
       root.OptionalInt("http_threads", o->http_threads, {.min = 1, .max = kMaxHttpThreads}));
   const double drain_s = root.OptionalDouble("drain_timeout_s", o->drain_timeout.count() / 1000.0,
@@ -366,6 +368,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat(options.bind_address, ":", options.port),
                            GrpcCredentials(im.security, im.metrics.get()), &s->port_);
+  // gRPC advertises no limit by default; a client past this one loses its connection.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(GrpcReceiveLimit(options, s->cnn_runner_.get())));
   builder.RegisterService(im.service.get());

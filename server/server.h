@@ -49,6 +49,12 @@ struct ServerOptions {
   // every shipped model's context, so it never cuts a client that reads, even in fast pacing where
   // the engine outruns every client; realtime deployments can set it much lower.
   int64_t max_stream_buffer = 4096;
+  // Calls (HTTP/2 streams) one gRPC connection may have open at once, advertised to the client in
+  // SETTINGS_MAX_CONCURRENT_STREAMS (--max-concurrent-streams, config "max_concurrent_streams").
+  // gRPC's own default is unlimited: one connection could open thousands of calls, each holding
+  // memory and an engine request (docs/reliability.md, "HTTP/2 attacks"). A gRPC client queues
+  // its calls beyond the limit; a client that opens more anyway loses its connection.
+  int max_concurrent_streams = 1024;
   // The longest an HTTP socket write waits for a client that does not read (HttpOptions).
   std::chrono::milliseconds http_write_timeout = HttpOptions{}.write_timeout;
   std::chrono::milliseconds http_request_read_timeout = HttpOptions{}.request_read_timeout;
@@ -70,6 +76,7 @@ struct ServerOptions {
 // "sbi_min_batch", "dual_row_buffers", "bind_address", "port", "metrics_port", "http_port" (-1:
 // none), "pacing", "speed", "max_waiting", "drain_timeout_s", "mean_output_tokens",
 // "max_message_bytes", "max_prompt_tokens" (0: the model's context), "max_stream_buffer",
+// "max_concurrent_streams",
 // "tls_cert", "tls_key", "tls_client_ca", "auth_token_file" (paths, relative to the working
 // directory), "allowed_origins", "allowed_methods", "allowed_headers" (lists of strings, each
 // checked as cors.h says), "allow_credentials" (a bool), "cnn_models" (a list of built-in CNN names

@@ -91,6 +91,22 @@ TEST(LoadServerConfig, ReadsTheStreamBufferBound) {
   EXPECT_THAT(bad.message(), HasSubstr("max_stream_buffer"));
 }
 
+TEST(LoadServerConfig, ReadsTheConcurrentStreamLimit) {
+  ServerOptions o;
+  ASSERT_TRUE(LoadText("server_config_streams_default.json", "{}", &o).ok());
+  EXPECT_EQ(o.max_concurrent_streams, 1024);
+  ASSERT_TRUE(
+      LoadText("server_config_streams.json", R"({"max_concurrent_streams": 100})", &o).ok());
+  EXPECT_EQ(o.max_concurrent_streams, 100);
+  for (const char* bad_value : {"0", "2147483648"}) {
+    const absl::Status bad =
+        LoadText("server_config_streams_bad.json",
+                 absl::StrCat(R"({"max_concurrent_streams": )", bad_value, "}"), &o);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad_value;
+    EXPECT_THAT(bad.message(), HasSubstr("max_concurrent_streams")) << bad_value;
+  }
+}
+
 TEST(LoadServerConfig, ReadsTheHttpThreadCount) {
   ServerOptions o;
   ASSERT_TRUE(LoadText("server_config_http_threads_default.json", "{}", &o).ok());

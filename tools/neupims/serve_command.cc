@@ -33,6 +33,7 @@ struct ServeFlags {
   int64_t max_message_bytes = int64_t{4} << 20;
   int64_t max_prompt_tokens = 0;
   int64_t max_stream_buffer = server::ServerOptions{}.max_stream_buffer;
+  int max_concurrent_streams = server::ServerOptions{}.max_concurrent_streams;
   int http_threads = server::ServerOptions{}.http_threads;
   server::SecurityOptions security;
   server::CorsOptions cors;
@@ -157,6 +158,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "ends with RESOURCE_EXHAUSTED and the request is aborted (0: unbounded)")
       ->check(InRange(option_ranges::kMaxStreamBuffer))
       ->capture_default_str();
+  c->add_option("--max-concurrent-streams", f->max_concurrent_streams,
+                "Calls one gRPC connection may have open at once (HTTP/2 "
+                "SETTINGS_MAX_CONCURRENT_STREAMS); a client past it loses its connection")
+      ->check(InRange(option_ranges::kMaxConcurrentStreams))
+      ->capture_default_str();
   c->add_option("--http-threads", f->http_threads,
                 "HTTP connections served at once (each open SSE stream holds one); the threads "
                 "all start with the server and count against a process limit (ulimit -u)")
@@ -230,6 +236,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     }
     if (f->config.empty() || given("--max-stream-buffer")) {
       o.max_stream_buffer = f->max_stream_buffer;
+    }
+    if (f->config.empty() || given("--max-concurrent-streams")) {
+      o.max_concurrent_streams = f->max_concurrent_streams;
     }
     if (f->config.empty() || given("--http-threads")) o.http_threads = f->http_threads;
     if (f->config.empty() || given("--mean-output-tokens")) {

@@ -103,6 +103,13 @@ TEST(InputChecks, ServeMaxStreamBufferIsRangeChecked) {
   EXPECT_THAT(o.out, HasSubstr("--max-stream-buffer")) << o.out;
 }
 
+TEST(InputChecks, ServeMaxConcurrentStreamsIsRangeChecked) {
+  const CliOutput o =
+      RunCli("serve --port 0 --metrics-port -1 --http-port -1 --max-concurrent-streams 0");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("--max-concurrent-streams")) << o.out;
+}
+
 TEST(InputChecks, ServeTlsAndTokenFlagsAreCheckedNamingTheFlags) {
   const std::string serve = "serve --port 0 --metrics-port -1 --http-port -1 ";
   const CliOutput cert_only = RunCli(absl::StrCat(serve, "--tls-cert x"));
