@@ -115,6 +115,7 @@ absl::Status Scheduler::Abort(Request* r) {
   }
   if (r->state == RequestState::kWaiting) waiting_.erase(r);
   if (r->state == RequestState::kPrefilling) --prefilling_;
+  aborted_since_schedule_ = true;
   RemoveRunning(r);
   if (kv_->Has(r->id)) {
     absl::Status s = kv_->Free(r->id);
@@ -151,6 +152,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   out.prefill.clear();
   out.preempted.clear();
   out.rejected.clear();
+  aborted_since_schedule_ = false;
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
   if (!AppendStream(&out)) {
@@ -425,8 +427,12 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
   const SimTime previous = step_time_;
   gap_others_.clear();
   const bool list = list_step_tokens_ || tokens != nullptr;
-  const size_t produced =
-      list ? ProduceTokens<true>(out, now, &finished) : ProduceTokens<false>(out, now, &finished);
+  // Only an Abort between Schedule and this call leaves a listed decode that is not running.
+  const bool check = aborted_since_schedule_;
+  const size_t produced = list    ? (check ? ProduceTokens<true, true>(out, now, &finished)
+                                           : ProduceTokens<true, false>(out, now, &finished))
+                          : check ? ProduceTokens<false, true>(out, now, &finished)
+                                  : ProduceTokens<false, false>(out, now, &finished);
   gaps_previous_ = previous;
   gaps_continuing_ = static_cast<int64_t>(produced - gap_others_.size());
   step_time_ = now;
@@ -434,7 +440,7 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
   return finished;
 }
 
-template <bool kListTokens>
+template <bool kListTokens, bool kCheckState>
 size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
                                 std::vector<Request*>* finished) {
   // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
@@ -459,7 +465,7 @@ size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
   size_t skipped = 0;
   for (size_t i = 0; i < decodes; ++i) {
     Request* const r = decode[i];
-    if (r->state != RequestState::kRunning) {
+    if (kCheckState && r->state != RequestState::kRunning) {
       ++skipped;
       continue;
     }
