@@ -85,7 +85,6 @@ absl::Status Scheduler::StartDecoding(Request* r) {
                                             " of ", channel_decoders_.size()));
   }
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
-  r->sub_batch = 0;
   InsertAdmitted(&decoders_, r);
   InsertAdmitted(&channel_decoders_[static_cast<size_t>(r->channel)], r);
   return absl::OkStatus();
@@ -101,7 +100,6 @@ void Scheduler::StopDecoding(Request* r) {
     auto at = FindAdmitted(list, r);
     if (at != list.end()) list.erase(at);
   }
-  r->sub_batch = 0;
 }
 
 void Scheduler::ClearDecoders() {
@@ -181,14 +179,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   if (options_.sub_batches &&
       static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
     PartitionByChannel(&out);
-    sub_batch_ones_ = !out.sub_batch[1].empty();
   } else {
-    // Only a partition sets sub_batch to 1, and a request that starts or stops decoding is
-    // reset to 0: after a step without one, every decoding request is already at 0.
-    if (sub_batch_ones_) {
-      for (Request* r : out.decode) r->sub_batch = 0;
-      sub_batch_ones_ = false;
-    }
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
   }
@@ -198,8 +189,8 @@ void Scheduler::PartitionByChannel(ScheduleOutput* out) {
   // The decode list is decoders_ (both branches of step 1 leave them equal), and each channel's
   // list holds its requests in that order: the halves are PartitionSubBatchesByChannel's, and
   // PartitionSubBatches' over channel_decoders_. Not a call to the latter: its appends and a
-  // second pass for the sub_batch marks cost 26.5 M instead of 14.0 M in the 10,000-request run
-  // (docs/benchmarks.md, tenth step, part S).
+  // second pass for the (since removed) per-request sub-batch marks cost 26.5 M instead of
+  // 14.0 M in the 10,000-request run (docs/benchmarks.md, tenth step, part S).
   std::vector<Request*>& first = out->sub_batch[0];
   std::vector<Request*>& second = out->sub_batch[1];
   // The sizes from the channels' counts, then every entry overwritten by index.
@@ -216,14 +207,11 @@ void Scheduler::PartitionByChannel(ScheduleOutput* out) {
   for (const std::vector<Request*>& list : channel_decoders_) {
     Request* const* r = list.data();
     Request* const* const end = r + list.size();
-    for (Request* const* const half = r + SubBatchHalf(list.size(), &turn); r < half; ++r) {
-      (*r)->sub_batch = 0;
-      *to_first++ = *r;
+    // Plain loops: a list holds about batch / channels requests, too few for a memmove call.
+    for (Request* const* const half = r + SubBatchHalf(list.size(), &turn); r < half;) {
+      *to_first++ = *r++;
     }
-    for (; r < end; ++r) {
-      (*r)->sub_batch = 1;
-      *to_second++ = *r;
-    }
+    while (r < end) *to_second++ = *r++;
   }
 }
 
@@ -545,10 +533,6 @@ absl::Status Scheduler::CheckInvariants() const {
     if (FindAdmitted(running_, r) == running_.end()) {
       return absl::InternalError(
           absl::StrCat("request ", r->id, " is listed as decoding but is not running"));
-    }
-    if (!sub_batch_ones_ && r->sub_batch != 0) {
-      return absl::InternalError(absl::StrCat("request ", r->id, " is in sub-batch ", r->sub_batch,
-                                              " after a step without partition"));
     }
     if (!kv_->Streaming(r->id)) {
       return absl::InternalError(

@@ -174,7 +174,7 @@ class Scheduler {
   void StopDecoding(Request* r);
   void ClearDecoders();
   // Step 4 of Schedule with partition: Algorithm 3 over channel_decoders_ (each channel's first
-  // half to sub-batch 0, the rest to 1; Request::sub_batch set), the split
+  // half to sub-batch 0, the rest to 1), the split
   // PartitionSubBatchesByChannel makes of the decode list.
   void PartitionByChannel(ScheduleOutput* out);
   // CheckInvariants' part for channel_decoders_: they split decoders_ by channel, in its order.
@@ -200,9 +200,6 @@ class Scheduler {
   absl::Status fault_;
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
-  // The last partition put requests in sub-batch 1 (Request::sub_batch); until a step without
-  // partition resets them, not every decoding request is at 0.
-  bool sub_batch_ones_ = false;
   // An Abort came after the last Schedule: its decode list may hold a request that no longer
   // runs, which CompleteStep must skip (a check per token otherwise not needed).
   bool aborted_since_schedule_ = false;
