@@ -356,7 +356,10 @@ size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t beg
   V2d* channel_instructions = channel_instructions_.data();
   V2d work = sums->work, energy = sums->energy;
   int64_t total_seq = sums->total_seq;
-  V4i commands[kCommandVectors] = {};
+  // Three named vectors, not an array: GCC kept the array in registers but tracked in a flag,
+  // set by every request, whether to spill it at the loop's exit.
+  static_assert(kCommandVectors == 3);
+  V4i commands0{}, commands1{}, commands2{};
   // Raw pointers: a Span's operator[] checks its bound on every request.
   const DecodeItem* const first = items.data();
   const DecodeItem* d = first + begin;
@@ -373,12 +376,14 @@ size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t beg
     if constexpr (kCountInstructions) channel_instructions[ch] += c.instructions;
     work += c.work;
     energy += c.energy;
-#pragma GCC unroll 4
-    for (int v = 0; v < kCommandVectors; ++v) commands[v] += c.commands[v];
+    commands0 += c.commands[0];
+    commands1 += c.commands[1];
+    commands2 += c.commands[2];
   }
   sums->work = work;
   sums->energy = energy;
   sums->total_seq = total_seq;
+  const V4i commands[kCommandVectors] = {commands0, commands1, commands2};
   for (int v = 0; v < kCommandVectors; ++v) {
     for (int k = 0; k < 4; ++k) sums->commands[4 * v + k] += commands[v][k];
   }
