@@ -513,6 +513,11 @@ absl::Status Scheduler::CheckInvariants() const {
   for (size_t i = 0; i < running_.size(); ++i) {
     const Request* r = running_[i];
     decoding += r->decoding() ? 1 : 0;
+    // ChannelLoads adds each running request's estimate to its channel's entry unchecked.
+    if (r->channel < 0 || r->channel >= kv_->channels()) {
+      return absl::InternalError(absl::StrCat("running request ", r->id, " is on channel ",
+                                              r->channel, " of ", kv_->channels()));
+    }
     // FindAdmitted's binary search relies on it (RemoveRunning, StopDecoding).
     if (i > 0 && running_[i - 1]->admission >= r->admission) {
       return absl::InternalError(
@@ -595,9 +600,11 @@ void Scheduler::ChannelLoads(std::vector<double>* loads) {
     bound = known.empty() ? 0 : known.size() - 1;
   };
   reload();
+  // A running request always has its channel: AssignChannels sets it before the request joins
+  // running_, and Preempt resets it only after taking the request out (CheckInvariants checks
+  // it), so there is no test for a missing one here.
   for (const Request* r : running_) {
     const int channel = r->channel;
-    if (channel < 0) continue;
     const int64_t seq_len = r->context_tokens();
     double estimate = -1;
     if (static_cast<size_t>(seq_len) - 1 < bound) estimate = memo[seq_len];
