@@ -310,7 +310,10 @@ void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
     for (int c = 0; c < kv_->channels(); ++c) {
       const kv_cache::AllocStatus s = kv_->CanAllocate(c, tokens);
       if (s != kv_cache::AllocStatus::kNever) never = false;
-      if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) fits = true;
+      if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) {
+        fits = true;  // and `never` is false: the other channels change neither
+        break;
+      }
     }
     if (never) {
       r->error = absl::StrCat("request needs ", kv_->BlocksFor(tokens),
