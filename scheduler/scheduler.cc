@@ -593,14 +593,15 @@ void Scheduler::ChannelLoads(std::vector<double>* loads) {
   double* const load = loads->data();
   // EstimateFast's answer for each request, with the memo's start and bound held in registers
   // between estimates that were not memoised (through EstimateFast they were reloaded per
-  // request, since its fallback may grow the memo): 1 <= seq_len < size as one unsigned compare
-  // of seq_len - 1 with size - 1. Same values, same order of the sums.
+  // request, since its fallback may grow the memo): 0 <= seq_len < size as one unsigned
+  // compare. Unlike EstimateFast this also reads the memo at 0: an entry there is Estimate(0)'s
+  // answer or negative (not known), like every other. Same values, same order of the sums.
   const double* memo = nullptr;
-  size_t bound = 0;  // memo size - 1 (0 if empty: no seq_len passes)
+  size_t size = 0;
   auto reload = [&] {
     const absl::Span<const double> known = estimator_->known();
     memo = known.data();
-    bound = known.empty() ? 0 : known.size() - 1;
+    size = known.size();
   };
   reload();
   // A running request always has its channel: AssignChannels sets it before the request joins
@@ -610,7 +611,7 @@ void Scheduler::ChannelLoads(std::vector<double>* loads) {
     const int channel = r->channel;
     const int64_t seq_len = r->context_tokens();
     double estimate = -1;
-    if (static_cast<size_t>(seq_len) - 1 < bound) estimate = memo[seq_len];
+    if (static_cast<size_t>(seq_len) < size) estimate = memo[seq_len];
     if (estimate < 0) {
       estimate = estimator_->Estimate(seq_len);
       reload();
