@@ -356,7 +356,10 @@ size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t beg
   V2d* channel_instructions = channel_instructions_.data();
   V2d work = sums->work, energy = sums->energy;
   int64_t total_seq = sums->total_seq;
-  V4i commands[kCommandVectors] = {};
+  // Three named vectors, not an array: GCC kept the array in registers but tracked in a flag,
+  // set by every request, whether to spill it at the loop's exit.
+  static_assert(kCommandVectors == 3);
+  V4i commands0{}, commands1{}, commands2{};
   // Raw pointers: a Span's operator[] checks its bound on every request.
   const DecodeItem* const first = items.data();
   const DecodeItem* d = first + begin;
@@ -373,12 +376,14 @@ size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t beg
     if constexpr (kCountInstructions) channel_instructions[ch] += c.instructions;
     work += c.work;
     energy += c.energy;
-#pragma GCC unroll 4
-    for (int v = 0; v < kCommandVectors; ++v) commands[v] += c.commands[v];
+    commands0 += c.commands[0];
+    commands1 += c.commands[1];
+    commands2 += c.commands[2];
   }
   sums->work = work;
   sums->energy = energy;
   sums->total_seq = total_seq;
+  const V4i commands[kCommandVectors] = {commands0, commands1, commands2};
   for (int v = 0; v < kCommandVectors; ++v) {
     for (int k = 0; k < 4; ++k) sums->commands[4 * v + k] += commands[v][k];
   }
@@ -415,8 +420,12 @@ absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, Su
     if (i < stop) RETURN_IF_ERROR(AddUncached<kCountInstructions>(items[i++], &sums));
   }
   // Every channel's entry written (ResetAttention left them unzeroed); the busy time summed in
-  // channel order as before.
+  // channel order as before. Without instruction counts (the issue scope is unlimited) each span
+  // is hw::IssueLimitedSpanNs's for that scope, max(0, the busiest channel), kept here as the
+  // channels are written instead of in a second pass over them: a running maximum from +0 that
+  // takes a value only when strictly larger gives the same double in any order.
   double busy = 0;
+  double logit_span = 0, attend_span = 0;
   for (size_t ch = 0; ch < channels; ++ch) {
     const double logit = channel_ns_[ch][0], attend = channel_ns_[ch][1];
     a->logit_ch[ch] = logit;
@@ -426,7 +435,14 @@ absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, Su
     if constexpr (kCountInstructions) {
       a->logit_instr_ch[ch] = channel_instructions_[ch][0];
       a->attend_instr_ch[ch] = channel_instructions_[ch][1];
+    } else {
+      logit_span = logit_span < logit ? logit : logit_span;
+      attend_span = attend_span < attend ? attend : attend_span;
     }
+  }
+  if constexpr (!kCountInstructions) {
+    a->logit_ns = logit_span;
+    a->attend_ns = attend_span;
   }
   a->cost.pim_channel_busy_ns = busy;
   a->total_seq = sums.total_seq;
@@ -451,8 +467,8 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
   }
   const hw::PimIssue& issue = options_.device.hbm.pim.issue;
   const bool count_instructions = issue.scope != hw::PimIssueScope::kUnlimited;
-  RETURN_IF_ERROR(count_instructions ? SumAttention<true>(items, a, cost)
-                                     : SumAttention<false>(items, a, cost));
+  if (!count_instructions) return SumAttention<false>(items, a, cost);  // and the spans
+  RETURN_IF_ERROR(SumAttention<true>(items, a, cost));
   a->logit_ns = hw::IssueLimitedSpanNs(a->logit_ch, a->logit_instr_ch, issue);
   a->attend_ns = hw::IssueLimitedSpanNs(a->attend_ch, a->attend_instr_ch, issue);
   return absl::OkStatus();

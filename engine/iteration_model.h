@@ -203,7 +203,8 @@ class IterationModel {
                                    HwCost* cost);
   // AccumulateAttention's parts: `a` emptied for `requests` requests (the per-channel arrays
   // sized, and zeroed only if `zero_channels`: SumAttention writes every entry); the
-  // per-request sums, with the channels' MHA loads and busy time.
+  // per-request sums, with the channels' MHA loads and busy time (and, without instruction
+  // counts, the logit and attend spans).
   void ResetAttention(int64_t requests, bool zero_channels, SubBatchAttention* a) const;
   template <bool kCountInstructions>
   absl::Status SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a, HwCost* cost);

@@ -17,8 +17,10 @@ template <typename Fits>
 int MinLoadChannel(const std::vector<double>& channel_load, Fits&& fits) {
   int best = -1;
   for (int c = 0; c < static_cast<int>(channel_load.size()); ++c) {
-    if (!fits(c)) continue;
-    if (best < 0 || channel_load[c] < channel_load[best]) best = c;
+    // The load first: `fits` (the scheduler's KV checks) is asked only of a channel that would
+    // become the best; `best` is always a channel that fits, so the answer is the same.
+    if (best >= 0 && !(channel_load[c] < channel_load[best])) continue;
+    if (fits(c)) best = c;
   }
   return best;
 }

@@ -42,9 +42,6 @@ struct Request {
   int64_t generated = 0;  // output tokens produced so far
   int channel = -1;       // PIM channel of its KV cache (kept after it ends; -1 while waiting)
   int kv_slot = -1;       // BlockManager::SlotOf while its KV cache is allocated (a lookup hint)
-  // 0 or 1: its sub-batch in the last step (Algorithm 3); 0 after a step without partition and
-  // while not decoding.
-  int sub_batch = 0;
   int64_t admission = 0;  // the scheduler's count of admissions when it was last admitted
   int preemptions = 0;
   bool needs_prefill = true;  // the next step must (re)compute its prompt (+ generated) tokens

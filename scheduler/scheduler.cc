@@ -85,7 +85,6 @@ absl::Status Scheduler::StartDecoding(Request* r) {
                                             " of ", channel_decoders_.size()));
   }
   RETURN_IF_ERROR(kv_->JoinStream(r->id));
-  r->sub_batch = 0;
   InsertAdmitted(&decoders_, r);
   InsertAdmitted(&channel_decoders_[static_cast<size_t>(r->channel)], r);
   return absl::OkStatus();
@@ -101,7 +100,6 @@ void Scheduler::StopDecoding(Request* r) {
     auto at = FindAdmitted(list, r);
     if (at != list.end()) list.erase(at);
   }
-  r->sub_batch = 0;
 }
 
 void Scheduler::ClearDecoders() {
@@ -115,6 +113,7 @@ absl::Status Scheduler::Abort(Request* r) {
   }
   if (r->state == RequestState::kWaiting) waiting_.erase(r);
   if (r->state == RequestState::kPrefilling) --prefilling_;
+  aborted_since_schedule_ = true;
   RemoveRunning(r);
   if (kv_->Has(r->id)) {
     absl::Status s = kv_->Free(r->id);
@@ -151,6 +150,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   out.prefill.clear();
   out.preempted.clear();
   out.rejected.clear();
+  aborted_since_schedule_ = false;
   // 1. Reserve the next token's slot for every decoding request, oldest first; on a full
   //    channel preempt the youngest request of that channel until it fits.
   if (!AppendStream(&out)) {
@@ -179,14 +179,7 @@ void Scheduler::Schedule(SimTime now, ScheduleOutput* out_ptr) {
   if (options_.sub_batches &&
       static_cast<int64_t>(out.decode.size()) >= options_.sub_batch_min_decode) {
     PartitionByChannel(&out);
-    sub_batch_ones_ = !out.sub_batch[1].empty();
   } else {
-    // Only a partition sets sub_batch to 1, and a request that starts or stops decoding is
-    // reset to 0: after a step without one, every decoding request is already at 0.
-    if (sub_batch_ones_) {
-      for (Request* r : out.decode) r->sub_batch = 0;
-      sub_batch_ones_ = false;
-    }
     out.sub_batch[0].assign(out.decode.begin(), out.decode.end());
     out.sub_batch[1].clear();
   }
@@ -196,8 +189,8 @@ void Scheduler::PartitionByChannel(ScheduleOutput* out) {
   // The decode list is decoders_ (both branches of step 1 leave them equal), and each channel's
   // list holds its requests in that order: the halves are PartitionSubBatchesByChannel's, and
   // PartitionSubBatches' over channel_decoders_. Not a call to the latter: its appends and a
-  // second pass for the sub_batch marks cost 26.5 M instead of 14.0 M in the 10,000-request run
-  // (docs/benchmarks.md, tenth step, part S).
+  // second pass for the (since removed) per-request sub-batch marks cost 26.5 M instead of
+  // 14.0 M in the 10,000-request run (docs/benchmarks.md, tenth step, part S).
   std::vector<Request*>& first = out->sub_batch[0];
   std::vector<Request*>& second = out->sub_batch[1];
   // The sizes from the channels' counts, then every entry overwritten by index.
@@ -214,14 +207,11 @@ void Scheduler::PartitionByChannel(ScheduleOutput* out) {
   for (const std::vector<Request*>& list : channel_decoders_) {
     Request* const* r = list.data();
     Request* const* const end = r + list.size();
-    for (Request* const* const half = r + SubBatchHalf(list.size(), &turn); r < half; ++r) {
-      (*r)->sub_batch = 0;
-      *to_first++ = *r;
+    // Plain loops: a list holds about batch / channels requests, too few for a memmove call.
+    for (Request* const* const half = r + SubBatchHalf(list.size(), &turn); r < half;) {
+      *to_first++ = *r++;
     }
-    for (; r < end; ++r) {
-      (*r)->sub_batch = 1;
-      *to_second++ = *r;
-    }
+    while (r < end) *to_second++ = *r++;
   }
 }
 
@@ -320,7 +310,10 @@ void Scheduler::Admit(SimTime now, ScheduleOutput* out_ptr) {
     for (int c = 0; c < kv_->channels(); ++c) {
       const kv_cache::AllocStatus s = kv_->CanAllocate(c, tokens);
       if (s != kv_cache::AllocStatus::kNever) never = false;
-      if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) fits = true;
+      if (s == kv_cache::AllocStatus::kOk && free[c] >= kv_->BlocksFor(tokens)) {
+        fits = true;  // and `never` is false: the other channels change neither
+        break;
+      }
     }
     if (never) {
       r->error = absl::StrCat("request needs ", kv_->BlocksFor(tokens),
@@ -425,8 +418,12 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
   const SimTime previous = step_time_;
   gap_others_.clear();
   const bool list = list_step_tokens_ || tokens != nullptr;
-  const size_t produced =
-      list ? ProduceTokens<true>(out, now, &finished) : ProduceTokens<false>(out, now, &finished);
+  // Only an Abort between Schedule and this call leaves a listed decode that is not running.
+  const bool check = aborted_since_schedule_;
+  const size_t produced = list    ? (check ? ProduceTokens<true, true>(out, now, &finished)
+                                           : ProduceTokens<true, false>(out, now, &finished))
+                          : check ? ProduceTokens<false, true>(out, now, &finished)
+                                  : ProduceTokens<false, false>(out, now, &finished);
   gaps_previous_ = previous;
   gaps_continuing_ = static_cast<int64_t>(produced - gap_others_.size());
   step_time_ = now;
@@ -434,7 +431,7 @@ std::vector<Request*> Scheduler::CompleteStep(const ScheduleOutput& out, SimTime
   return finished;
 }
 
-template <bool kListTokens>
+template <bool kListTokens, bool kCheckState>
 size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
                                 std::vector<Request*>* finished) {
   // The tokens go to step_tokens_ through a plain pointer, into room made up front and cut to
@@ -459,7 +456,7 @@ size_t Scheduler::ProduceTokens(const ScheduleOutput& out, SimTime now,
   size_t skipped = 0;
   for (size_t i = 0; i < decodes; ++i) {
     Request* const r = decode[i];
-    if (r->state != RequestState::kRunning) {
+    if (kCheckState && r->state != RequestState::kRunning) {
       ++skipped;
       continue;
     }
@@ -519,6 +516,11 @@ absl::Status Scheduler::CheckInvariants() const {
   for (size_t i = 0; i < running_.size(); ++i) {
     const Request* r = running_[i];
     decoding += r->decoding() ? 1 : 0;
+    // ChannelLoads adds each running request's estimate to its channel's entry unchecked.
+    if (r->channel < 0 || r->channel >= kv_->channels()) {
+      return absl::InternalError(absl::StrCat("running request ", r->id, " is on channel ",
+                                              r->channel, " of ", kv_->channels()));
+    }
     // FindAdmitted's binary search relies on it (RemoveRunning, StopDecoding).
     if (i > 0 && running_[i - 1]->admission >= r->admission) {
       return absl::InternalError(
@@ -539,10 +541,6 @@ absl::Status Scheduler::CheckInvariants() const {
     if (FindAdmitted(running_, r) == running_.end()) {
       return absl::InternalError(
           absl::StrCat("request ", r->id, " is listed as decoding but is not running"));
-    }
-    if (!sub_batch_ones_ && r->sub_batch != 0) {
-      return absl::InternalError(absl::StrCat("request ", r->id, " is in sub-batch ", r->sub_batch,
-                                              " after a step without partition"));
     }
     if (!kv_->Streaming(r->id)) {
       return absl::InternalError(
@@ -595,22 +593,25 @@ void Scheduler::ChannelLoads(std::vector<double>* loads) {
   double* const load = loads->data();
   // EstimateFast's answer for each request, with the memo's start and bound held in registers
   // between estimates that were not memoised (through EstimateFast they were reloaded per
-  // request, since its fallback may grow the memo): 1 <= seq_len < size as one unsigned compare
-  // of seq_len - 1 with size - 1. Same values, same order of the sums.
+  // request, since its fallback may grow the memo): 0 <= seq_len < size as one unsigned
+  // compare. Unlike EstimateFast this also reads the memo at 0: an entry there is Estimate(0)'s
+  // answer or negative (not known), like every other. Same values, same order of the sums.
   const double* memo = nullptr;
-  size_t bound = 0;  // memo size - 1 (0 if empty: no seq_len passes)
+  size_t size = 0;
   auto reload = [&] {
     const absl::Span<const double> known = estimator_->known();
     memo = known.data();
-    bound = known.empty() ? 0 : known.size() - 1;
+    size = known.size();
   };
   reload();
+  // A running request always has its channel: AssignChannels sets it before the request joins
+  // running_, and Preempt resets it only after taking the request out (CheckInvariants checks
+  // it), so there is no test for a missing one here.
   for (const Request* r : running_) {
     const int channel = r->channel;
-    if (channel < 0) continue;
     const int64_t seq_len = r->context_tokens();
     double estimate = -1;
-    if (static_cast<size_t>(seq_len) - 1 < bound) estimate = memo[seq_len];
+    if (static_cast<size_t>(seq_len) < size) estimate = memo[seq_len];
     if (estimate < 0) {
       estimate = estimator_->Estimate(seq_len);
       reload();

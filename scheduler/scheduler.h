@@ -155,8 +155,10 @@ class Scheduler {
   void ChannelLoads(std::vector<double>* loads);
   absl::Status Finish(Request* r, SimTime now);
   // CompleteStep's per-token pass: counts (and with kListTokens lists in step_tokens_) the
-  // step's tokens, finishing requests into `finished`. Returns the count.
-  template <bool kListTokens>
+  // step's tokens, finishing requests into `finished`. Returns the count. With kCheckState it
+  // skips decodes that no longer run (aborted since Schedule); without, it takes every decode as
+  // running, which holds when no Abort came after the Schedule that listed them.
+  template <bool kListTokens, bool kCheckState>
   size_t ProduceTokens(const ScheduleOutput& out, SimTime now, std::vector<Request*>* finished);
   // CompleteStep's rare case, out of line (inside, GCC stopped inlining the per-token code): a
   // token that does not continue from the previous step goes to gap_others_, and a first token
@@ -172,7 +174,7 @@ class Scheduler {
   void StopDecoding(Request* r);
   void ClearDecoders();
   // Step 4 of Schedule with partition: Algorithm 3 over channel_decoders_ (each channel's first
-  // half to sub-batch 0, the rest to 1; Request::sub_batch set), the split
+  // half to sub-batch 0, the rest to 1), the split
   // PartitionSubBatchesByChannel makes of the decode list.
   void PartitionByChannel(ScheduleOutput* out);
   // CheckInvariants' part for channel_decoders_: they split decoders_ by channel, in its order.
@@ -198,9 +200,9 @@ class Scheduler {
   absl::Status fault_;
   // Scratch of Schedule(), reused so that a steady-state step does not allocate per channel.
   std::vector<Request*> decoding_, admitted_;
-  // The last partition put requests in sub-batch 1 (Request::sub_batch); until a step without
-  // partition resets them, not every decoding request is at 0.
-  bool sub_batch_ones_ = false;
+  // An Abort came after the last Schedule: its decode list may hold a request that no longer
+  // runs, which CompleteStep must skip (a check per token otherwise not needed).
+  bool aborted_since_schedule_ = false;
   // Scratch of admission (per channel: tentative free blocks, loads; per admitted request: its
   // channel), reused so that a step that admits does not allocate.
   std::vector<int64_t> free_scratch_;

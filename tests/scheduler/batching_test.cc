@@ -57,6 +57,34 @@ TEST(GreedyMinLoad, SkipsChannelsWhereTheRequestDoesNotFit) {
   EXPECT_THAT(loads, ElementsAre(0, 8, 10));
 }
 
+// MinLoadChannel asks `fits` only of a channel that would become the best; its answer is still
+// the least loaded channel that fits, ties to the lowest index, on random loads (many ties) and
+// random fit masks, against a plain scan of every channel.
+TEST(MinLoadChannel, IsTheLeastLoadedChannelThatFitsWhicheverChannelsItAsks) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int channels = static_cast<int>(rng() % 9);
+    std::vector<double> loads(static_cast<size_t>(channels));
+    std::vector<bool> fit(static_cast<size_t>(channels));
+    for (int c = 0; c < channels; ++c) {
+      loads[c] = static_cast<double>(rng() % 4);
+      fit[c] = rng() % 3 != 0;
+    }
+    int expected = -1;
+    for (int c = 0; c < channels; ++c) {
+      if (fit[c] && (expected < 0 || loads[c] < loads[expected])) expected = c;
+    }
+    std::vector<int> asked;
+    const int got = MinLoadChannel(loads, [&](int c) {
+      asked.push_back(c);
+      return static_cast<bool>(fit[c]);
+    });
+    ASSERT_EQ(got, expected) << "trial " << trial;
+    // Never more questions than channels, each channel at most once.
+    ASSERT_LE(asked.size(), static_cast<size_t>(channels));
+  }
+}
+
 TEST(GreedyMinLoad, RequestThatFitsNowhereGetsMinusOneAndChangesNoLoad) {
   std::vector<double> loads = {1, 2};
   auto fits = [](int request, int) { return request != 1; };
