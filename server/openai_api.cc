@@ -767,90 +767,6 @@ class BudgetedSocketStream : public httplib::Stream {
   bool wrote_ = false;
 };
 
-// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
-// library): a burst of new connections (hundreds of streams opened at once) would overflow it and
-// the kernel would drop SYNs, which clients retry only after a second. listen() again on the bound
-// socket raises the backlog (the kernel caps it at net.core.somaxconn).
-template <typename Base>  // httplib::Server or httplib::SSLServer
-class Backlogged : public Base {
- public:
-  using Base::Base;
-  bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
-  // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
-  // loop runs): a start that fails after the bind must not keep the port.
-  void CloseUnlistened() {
-    const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
-    if (sock != INVALID_SOCKET) ::close(sock);
-  }
-};
-
-// The plain HTTP server, its connections read through BudgetedSocketStream. Its keep-alive loop
-// is httplib's (Server::process_and_close_socket, which cannot be called from here): wait up to
-// the keep-alive timeout for a request, as long as the server runs, then process it.
-class BudgetedServer : public Backlogged<httplib::Server> {
- public:
-  explicit BudgetedServer(std::chrono::milliseconds request_read_timeout)
-      : request_read_timeout_(request_read_timeout) {}
-
- private:
-  bool process_and_close_socket(socket_t sock) override {
-    using std::chrono::microseconds;
-    using std::chrono::milliseconds;
-    using std::chrono::seconds;
-    PlainConnection connection{.socket = sock};
-    tl_connection = &connection;
-    const RequestBudget& budget = connection.budget;
-    BudgetedSocketStream strm(sock, &connection.budget,
-                              std::chrono::duration_cast<milliseconds>(
-                                  seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
-                              std::chrono::duration_cast<milliseconds>(
-                                  seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
-    bool ok = true;
-    // As httplib's loop: at most keep_alive_max_count_ requests, the last told Connection: close
-    // (the TLS server's connections keep the same count).
-    for (size_t left = keep_alive_max_count_; ok && left > 0 && NextRequestArrives(strm); --left) {
-      AwaitRequest(request_read_timeout_);
-      bool closed = false;
-      ok = process_request(strm, /*close_connection=*/left == 1, closed, nullptr);
-      // What follows a request that broke its budget is not a request.
-      if (budget.exceeded != RequestBudget::Exceeded::kNo) {
-        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
-        break;
-      }
-      if (closed) break;
-      (void)strm.TakeWrote();
-    }
-    tl_connection = nullptr;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
-    return ok;
-  }
-  // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
-  // response: the client is told why here, as the error handler tells it for a head or body.
-  void AnswerBudgetExceeded(BudgetedSocketStream& strm) const {
-    httplib::Response res;
-    if (!BudgetExceeded(res, request_read_timeout_)) return;
-    const std::string response = absl::StrCat(
-        "HTTP/1.1 ", res.status,
-        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
-        "\r\nContent-Type: ", res.get_header_value("Content-Type"),
-        "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
-    (void)strm.write(response.data(), response.size());  // the connection is closed either way
-  }
-  // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait.
-  bool NextRequestArrives(const BudgetedSocketStream& strm) const {
-    const auto end =
-        std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
-    while (svr_sock_ != INVALID_SOCKET) {
-      if (strm.Readable(std::chrono::milliseconds(10))) return true;
-      if (std::chrono::steady_clock::now() >= end) return false;
-    }
-    return false;
-  }
-
-  const std::chrono::milliseconds request_read_timeout_;
-};
-
 // The connections' threads. httplib's own ThreadPool starts its threads in its constructor on the
 // listener thread: when the system refuses one, std::thread throws there and, with the threads
 // already started still joinable, the process ends in std::terminate. This pool is started in
@@ -881,6 +797,18 @@ class HttpThreadPool : public httplib::TaskQueue {
     }
     cv_.notify_one();
   }
+  // Called by a thread whose connection is idle between requests: true when a connection waits
+  // for a thread and no other idle thread has already left its connection for it; the caller
+  // then closes its own and takes it. Idle keep-alive connections on every thread would
+  // otherwise keep new clients waiting up to the keep-alive timeout (nginx and Apache's event
+  // MPM also close idle keep-alive connections first when connections are short).
+  bool YieldToQueued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (jobs_.size() <= yielding_) return false;
+    ++yielding_;
+    tl_yielding_ = true;
+    return true;
+  }
   // Runs the queued jobs, then joins every thread. Idempotent (httplib calls it, then deletes).
   void shutdown() override {
     {
@@ -900,6 +828,7 @@ class HttpThreadPool : public httplib::TaskQueue {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        if (std::exchange(tl_yielding_, false)) --yielding_;  // this thread takes a job now
         cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
         if (jobs_.empty()) return;  // shut down
         fn = std::move(jobs_.front());
@@ -913,7 +842,101 @@ class HttpThreadPool : public httplib::TaskQueue {
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
+  size_t yielding_ = 0;  // threads that left an idle connection for a queued one (YieldToQueued)
+  static thread_local bool tl_yielding_;  // this thread is one of them
   std::vector<std::thread> threads_;
+};
+thread_local bool HttpThreadPool::tl_yielding_ = false;
+
+// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
+// library): a burst of new connections (hundreds of streams opened at once) would overflow it and
+// the kernel would drop SYNs, which clients retry only after a second. listen() again on the bound
+// socket raises the backlog (the kernel caps it at net.core.somaxconn).
+template <typename Base>  // httplib::Server or httplib::SSLServer
+class Backlogged : public Base {
+ public:
+  using Base::Base;
+  bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
+  // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
+  // loop runs): a start that fails after the bind must not keep the port.
+  void CloseUnlistened() {
+    const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+};
+
+// The plain HTTP server, its connections read through BudgetedSocketStream. Its keep-alive loop
+// is httplib's (Server::process_and_close_socket, which cannot be called from here): wait up to
+// the keep-alive timeout for a request, as long as the server runs, then process it.
+class BudgetedServer : public Backlogged<httplib::Server> {
+ public:
+  // `pool` (which runs the connections) must outlive the server's connections.
+  BudgetedServer(std::chrono::milliseconds request_read_timeout, HttpThreadPool* pool)
+      : request_read_timeout_(request_read_timeout), pool_(pool) {}
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    using std::chrono::microseconds;
+    using std::chrono::milliseconds;
+    using std::chrono::seconds;
+    PlainConnection connection{.socket = sock};
+    tl_connection = &connection;
+    const RequestBudget& budget = connection.budget;
+    BudgetedSocketStream strm(sock, &connection.budget,
+                              std::chrono::duration_cast<milliseconds>(
+                                  seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
+                              std::chrono::duration_cast<milliseconds>(
+                                  seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
+    bool ok = true;
+    // As httplib's loop: at most keep_alive_max_count_ requests, the last told Connection: close
+    // (the TLS server's connections keep the same count).
+    for (size_t left = keep_alive_max_count_;
+         ok && left > 0 && NextRequestArrives(strm, /*idle=*/left < keep_alive_max_count_);
+         --left) {
+      AwaitRequest(request_read_timeout_);
+      bool closed = false;
+      ok = process_request(strm, /*close_connection=*/left == 1, closed, nullptr);
+      // What follows a request that broke its budget is not a request.
+      if (budget.exceeded != RequestBudget::Exceeded::kNo) {
+        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
+        break;
+      }
+      if (closed) break;
+      (void)strm.TakeWrote();
+    }
+    tl_connection = nullptr;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+  // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
+  // response: the client is told why here, as the error handler tells it for a head or body.
+  void AnswerBudgetExceeded(BudgetedSocketStream& strm) const {
+    httplib::Response res;
+    if (!BudgetExceeded(res, request_read_timeout_)) return;
+    const std::string response = absl::StrCat(
+        "HTTP/1.1 ", res.status,
+        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
+        "\r\nContent-Type: ", res.get_header_value("Content-Type"),
+        "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
+    (void)strm.write(response.data(), response.size());  // the connection is closed either way
+  }
+  // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait,
+  // and so does a connection waiting for a thread when this one is `idle` (it has served a
+  // request: a new connection's first request is not given up for another's).
+  bool NextRequestArrives(const BudgetedSocketStream& strm, bool idle) const {
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    while (svr_sock_ != INVALID_SOCKET) {
+      if (strm.Readable(std::chrono::milliseconds(10))) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
+      if (idle && pool_->YieldToQueued()) return false;
+    }
+    return false;
+  }
+
+  const std::chrono::milliseconds request_read_timeout_;
+  HttpThreadPool* const pool_;
 };
 
 // The values of a request's Authorization headers (httplib compares header names
@@ -942,7 +965,8 @@ struct OpenAiHttpServer::Impl {
   bool stopped = false;
   std::unique_ptr<const Cors> cors;
 
-  absl::Status Create();
+  // `pool` runs the connections (and yields idle ones to queued ones).
+  absl::Status Create(HttpThreadPool* pool);
   void Routes();
   // A CORS preflight from an allowed origin: answers it (204) and returns true.
   bool Preflight(const httplib::Request& req, httplib::Response& res) const;
@@ -965,10 +989,10 @@ struct OpenAiHttpServer::Impl {
 };
 
 // A plain or a TLS server, as the options ask.
-absl::Status OpenAiHttpServer::Impl::Create() {
+absl::Status OpenAiHttpServer::Impl::Create(HttpThreadPool* pool) {
   const Security* security = options.security.get();
   if (security == nullptr || !security->tls()) {
-    auto plain = std::make_unique<BudgetedServer>(options.request_read_timeout);
+    auto plain = std::make_unique<BudgetedServer>(options.request_read_timeout, pool);
     raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
     close_unlistened = [s = plain.get()] { s->CloseUnlistened(); };
     http = std::move(plain);
@@ -1355,11 +1379,11 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   im.started_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  RETURN_IF_ERROR(im.Create());
   // The pool first: a start that cannot get its threads has bound nothing yet. httplib asks for
   // the queue once, on the listener thread, and owns it from then on (shutdown, delete).
   ASSIGN_OR_RETURN(std::unique_ptr<HttpThreadPool> pool,
                    HttpThreadPool::Start(static_cast<size_t>(std::max(1, options.threads))));
+  RETURN_IF_ERROR(im.Create(pool.get()));
   im.http->new_task_queue = [pool = std::make_shared<std::unique_ptr<HttpThreadPool>>(std::move(
                                  pool))]() -> httplib::TaskQueue* { return pool->release(); };
   im.http->set_payload_max_length(static_cast<size_t>(options.max_body_bytes));

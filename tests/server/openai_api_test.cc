@@ -1309,6 +1309,37 @@ TEST_F(OpenAiApiTest, AHeadWithoutEndIsCutOffAtOneMebibyte) {
   EXPECT_EQ(Get("/v1/models").status, 200);
 }
 
+// Idle keep-alive connections on every thread do not starve a new client: a thread whose
+// connection waits between requests while another connection waits for a thread closes its own
+// (as nginx and Apache's event MPM do) and takes the new one. Before, the new client waited for
+// httplib's 5 s keep-alive timeout. The idle clients' next requests reconnect, as HTTP clients
+// do on a closed keep-alive connection.
+TEST_F(OpenAiApiTest, IdleKeepAliveConnectionsOnEveryThreadDoNotStarveANewClient) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 2;
+  StartServer(o);
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  for (int i = 0; i < o.http_threads; ++i) {
+    idle.push_back(std::make_unique<httplib::Client>("127.0.0.1", *server_->http_port()));
+    idle.back()->set_keep_alive(true);
+    httplib::Result r = idle.back()->Get("/v1/models");
+    ASSERT_TRUE(r) << static_cast<int>(r.error());
+    ASSERT_EQ(r->status, 200);
+  }
+  // Both threads now wait on their idle connections (for up to 5 s). The new client gives up
+  // after 3 s, well before they would have timed out.
+  httplib::Client fresh("127.0.0.1", *server_->http_port());
+  fresh.set_read_timeout(3, 0);
+  httplib::Result r = fresh.Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (auto& c : idle) {
+    httplib::Result again = c->Get("/health");
+    ASSERT_TRUE(again) << static_cast<int>(again.error());
+    EXPECT_EQ(again->status, 200);
+  }
+}
+
 // ---- Models, metrics.
 
 TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
