@@ -1,5 +1,6 @@
 #include "server/openai_api.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -586,7 +587,7 @@ class HttpRequestState : public RequestSink {
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
-// What a plain HTTP connection may spend on delivering one request (HttpOptions::
+// What an HTTP connection (plain or TLS) may spend on delivering one request (HttpOptions::
 // request_read_timeout) and on its head. cpp-httplib's read timeout applies to each read alone and
 // its head has no size limit (each line is limited to 8 KiB, their number is not), so a client
 // that trickles a byte a second (slowloris) held a thread for good and one that sent headers
@@ -602,27 +603,23 @@ struct RequestBudget {
   enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
 };
 
-// The plain HTTP connection this thread serves (BudgetedServer serves a connection on one thread
-// from its accept to its close): its socket and its current request's budget; null on the TLS
-// server's threads.
-struct PlainConnection {
+// The connection this thread serves (BudgetedServer serves a connection on one thread from its
+// accept to its close): its socket and its current request's budget.
+struct Connection {
   int socket = -1;
   RequestBudget budget;
 };
-thread_local PlainConnection* tl_connection = nullptr;
+thread_local Connection* tl_connection = nullptr;
 
 // Tells whether the client of a request whose handler is running has hung up, for a whole
 // response, which writes nothing before its end (a stream learns it from a failed write).
-// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's, a plain one the
-// connection this thread serves. A peer that shut down its side (FIN: POLLRDHUP) or reset the
-// connection has gone, as uvicorn, and so vLLM, read it; a client that sends a further request
-// on the connection meanwhile has not.
+// httplib 0.11 hands a handler no socket: it is the one of the connection this thread serves. A
+// peer that shut down its side (FIN: POLLRDHUP) or reset the connection has gone, as uvicorn, and
+// so vLLM, read it; a client that sends a further request on the connection meanwhile has not.
 class ClientWatch {
  public:
-  explicit ClientWatch(const httplib::Request& req)
-      : fd_(req.ssl != nullptr         ? SSL_get_fd(req.ssl)
-            : tl_connection != nullptr ? tl_connection->socket
-                                       : -1) {}
+  explicit ClientWatch(const httplib::Request& /*req*/)
+      : fd_(tl_connection != nullptr ? tl_connection->socket : -1) {}
 
   bool HungUp() const {
     if (fd_ < 0) return false;  // not known: cannot tell
@@ -671,42 +668,32 @@ void RequestRead() {
   if (tl_connection != nullptr) tl_connection->budget.reading = false;
 }
 
-// A socket stream that enforces the RequestBudget (otherwise as httplib's own: a read waits at
-// most the read timeout, a write the write timeout; a 4 KiB read buffer, since httplib reads a
-// head a byte at a time).
+// A connection's stream, plain or TLS, that enforces the RequestBudget (otherwise as httplib's
+// own: a read waits at most the read timeout, a write the write timeout; a 4 KiB read buffer,
+// since httplib reads a head a byte at a time). A TLS connection's socket is non-blocking, so
+// that no SSL_read waits past the deadline for the rest of a record trickled a byte at a time;
+// its head bytes are counted decrypted.
 class BudgetedSocketStream : public httplib::Stream {
  public:
-  BudgetedSocketStream(int sock, RequestBudget* budget, std::chrono::milliseconds read_timeout,
+  // `ssl`: the connection's TLS session (its handshake done), null for plain HTTP.
+  BudgetedSocketStream(int sock, SSL* ssl, RequestBudget* budget,
+                       std::chrono::milliseconds read_timeout,
                        std::chrono::milliseconds write_timeout)
-      : sock_(sock), budget_(budget), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+      : sock_(sock),
+        ssl_(ssl),
+        budget_(budget),
+        read_timeout_(read_timeout),
+        write_timeout_(write_timeout) {}
 
   bool is_readable() const override { return Readable(read_timeout_); }
   // Whether a byte can be read without waiting longer than `timeout`.
   bool Readable(std::chrono::milliseconds timeout) const {
-    return begin_ < end_ || Poll(POLLIN, timeout);
+    return begin_ < end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0) || Poll(POLLIN, timeout);
   }
   bool is_writable() const override { return Poll(POLLOUT, write_timeout_); }
   ssize_t read(char* ptr, size_t size) override {
     if (begin_ == end_) {
-      std::chrono::milliseconds wait = read_timeout_;
-      if (budget_->reading) {
-        // Rounded up: a poll cut short of the deadline would fail the read without saying why.
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-            budget_->deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
-          return -1;
-        }
-        wait = std::min(wait, left);
-      }
-      if (!Poll(POLLIN, wait)) {
-        // Nothing came: the read timeout, or the request's deadline if that came first.
-        if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
-          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
-        }
-        return -1;
-      }
-      const ssize_t n = TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
+      const ssize_t n = Fill();
       if (n <= 0) return n;
       begin_ = 0;
       end_ = static_cast<size_t>(n);
@@ -724,10 +711,24 @@ class BudgetedSocketStream : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
   ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) return -1;
-    const ssize_t n = TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
-    if (n > 0) wrote_ = true;
-    return n;
+    if (ssl_ == nullptr) {
+      if (!is_writable()) return -1;
+      const ssize_t n = TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
+      if (n > 0) wrote_ = true;
+      return n;
+    }
+    if (size == 0) return 0;
+    const int len = static_cast<int>(std::min<size_t>(size, 1 << 30));
+    for (;;) {  // a write that would block is retried with the same arguments, as OpenSSL asks
+      const int n = SSL_write(ssl_, ptr, len);
+      if (n > 0) {
+        wrote_ = true;
+        return n;
+      }
+      const int err = SSL_get_error(ssl_, n);
+      if (err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ) return -1;
+      if (!Poll(err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN, write_timeout_)) return -1;
+    }
   }
   // Whether anything was written since the last call (a request's response, or part of it).
   bool TakeWrote() { return std::exchange(wrote_, false); }
@@ -740,6 +741,41 @@ class BudgetedSocketStream : public httplib::Stream {
   int socket() const override { return sock_; }
 
  private:
+  // Reads what comes next into buf_, waiting at most the read timeout for each byte of the
+  // socket and never past the request's deadline: the bytes read, 0 at the end of the stream,
+  // -1 on an error or a timeout (budget_->exceeded says if it was the deadline).
+  ssize_t Fill() {
+    short events = POLLIN;
+    for (;;) {
+      if (ssl_ == nullptr || SSL_pending(ssl_) == 0 || events != POLLIN) {
+        std::chrono::milliseconds wait = read_timeout_;
+        if (budget_->reading) {
+          // Rounded up: a poll cut short of the deadline would fail the read without saying why.
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+              budget_->deadline - std::chrono::steady_clock::now());
+          if (left.count() <= 0) {
+            budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+            return -1;
+          }
+          wait = std::min(wait, left);
+        }
+        if (!Poll(events, wait)) {
+          // Nothing came: the read timeout, or the request's deadline if that came first.
+          if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
+            budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+          }
+          return -1;
+        }
+      }
+      if (ssl_ == nullptr) return TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
+      const int n = SSL_read(ssl_, buf_, sizeof buf_);
+      if (n > 0) return n;
+      const int err = SSL_get_error(ssl_, n);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;  // the client's close_notify
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return -1;
+      events = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;  // a part of a record came
+    }
+  }
   bool Poll(short events, std::chrono::milliseconds timeout) const {
     pollfd p{sock_, events, 0};
     return TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(timeout.count()))) > 0;
@@ -758,6 +794,7 @@ class BudgetedSocketStream : public httplib::Stream {
   }
 
   const int sock_;
+  SSL* const ssl_;
   RequestBudget* budget_;
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds write_timeout_;
@@ -848,54 +885,81 @@ class HttpThreadPool : public httplib::TaskQueue {
 };
 thread_local bool HttpThreadPool::tl_yielding_ = false;
 
-// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
-// library): a burst of new connections (hundreds of streams opened at once) would overflow it and
-// the kernel would drop SYNs, which clients retry only after a second. listen() again on the bound
-// socket raises the backlog (the kernel caps it at net.core.somaxconn).
-template <typename Base>  // httplib::Server or httplib::SSLServer
-class Backlogged : public Base {
+struct SslCtxFree {
+  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+};
+using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
+using SslPtr = std::unique_ptr<SSL, SslFree>;
+
+// The HTTP API's server, plain or TLS, its connections read through BudgetedSocketStream, so
+// that both have the request budget and the idle-connection handling. Its keep-alive loop is
+// httplib's (Server::process_and_close_socket, and SSLServer's, which cannot be called from
+// here): wait up to the keep-alive timeout for a request, as long as the server runs, then
+// process it. TLS is done here rather than by httplib's SSLServer, whose blocking SSL_read
+// would wait for a record trickled a byte at a time past any deadline.
+class BudgetedServer : public httplib::Server {
  public:
-  using Base::Base;
-  bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
+  // `pool` (which runs the connections) must outlive the server's connections; `tls`: the TLS
+  // context of an HTTPS server, null for plain HTTP.
+  BudgetedServer(std::chrono::milliseconds request_read_timeout, HttpThreadPool* pool,
+                 SslCtxPtr tls)
+      : request_read_timeout_(request_read_timeout), pool_(pool), tls_(std::move(tls)) {}
+
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
+  // library): a burst of new connections (hundreds of streams opened at once) would overflow it
+  // and the kernel would drop SYNs, which clients retry only after a second. listen() again on
+  // the bound socket raises the backlog (the kernel caps it at net.core.somaxconn).
+  bool RaiseBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
   // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
   // loop runs): a start that fails after the bind must not keep the port.
   void CloseUnlistened() {
-    const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
+    const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
     if (sock != INVALID_SOCKET) ::close(sock);
   }
-};
-
-// The plain HTTP server, its connections read through BudgetedSocketStream. Its keep-alive loop
-// is httplib's (Server::process_and_close_socket, which cannot be called from here): wait up to
-// the keep-alive timeout for a request, as long as the server runs, then process it.
-class BudgetedServer : public Backlogged<httplib::Server> {
- public:
-  // `pool` (which runs the connections) must outlive the server's connections.
-  BudgetedServer(std::chrono::milliseconds request_read_timeout, HttpThreadPool* pool)
-      : request_read_timeout_(request_read_timeout), pool_(pool) {}
 
  private:
   bool process_and_close_socket(socket_t sock) override {
+    Connection connection{.socket = sock};
+    tl_connection = &connection;
+    bool ok = false;
+    bool yielded = false;
+    if (tls_ == nullptr) {
+      ok = Serve(nullptr, connection.budget, &yielded);
+    } else if (SslPtr ssl = Handshake(sock); ssl != nullptr) {
+      ok = Serve(ssl.get(), connection.budget, &yielded);
+      // close_notify (not waiting for the client's), except on an idle connection given up for
+      // a queued one: a client that finds close_notify unread on its idle connection takes it
+      // as still open, sends its next request and fails (httplib's SSLClient does), where a bare
+      // end of stream makes it reconnect.
+      if (ok && !yielded) (void)SSL_shutdown(ssl.get());
+    }
+    tl_connection = nullptr;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+  // The connection's requests, as httplib's loop: at most keep_alive_max_count_, the last told
+  // Connection: close. `yielded`: the connection was given up, idle, for a queued one.
+  bool Serve(SSL* ssl, RequestBudget& budget, bool* yielded) {
     using std::chrono::microseconds;
     using std::chrono::milliseconds;
     using std::chrono::seconds;
-    PlainConnection connection{.socket = sock};
-    tl_connection = &connection;
-    const RequestBudget& budget = connection.budget;
-    BudgetedSocketStream strm(sock, &connection.budget,
+    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget,
                               std::chrono::duration_cast<milliseconds>(
                                   seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
                               std::chrono::duration_cast<milliseconds>(
                                   seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
+    const auto setup = [ssl](httplib::Request& req) { req.ssl = ssl; };
     bool ok = true;
-    // As httplib's loop: at most keep_alive_max_count_ requests, the last told Connection: close
-    // (the TLS server's connections keep the same count).
     for (size_t left = keep_alive_max_count_;
-         ok && left > 0 && NextRequestArrives(strm, /*idle=*/left < keep_alive_max_count_);
+         ok && left > 0 && NextRequestArrives(strm, /*idle=*/left < keep_alive_max_count_, yielded);
          --left) {
       AwaitRequest(request_read_timeout_);
       bool closed = false;
-      ok = process_request(strm, /*close_connection=*/left == 1, closed, nullptr);
+      ok = process_request(strm, /*close_connection=*/left == 1, closed, setup);
       // What follows a request that broke its budget is not a request.
       if (budget.exceeded != RequestBudget::Exceeded::kNo) {
         if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
@@ -904,10 +968,28 @@ class BudgetedServer : public Backlogged<httplib::Server> {
       if (closed) break;
       (void)strm.TakeWrote();
     }
-    tl_connection = nullptr;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
     return ok;
+  }
+  // The TLS handshake, on the now non-blocking socket, within the request read timeout (a
+  // client that trickles its handshake is a slowloris too); null if it failed or took longer.
+  SslPtr Handshake(int sock) const {
+    if (::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) return nullptr;
+    SslPtr ssl(SSL_new(tls_.get()));
+    if (ssl == nullptr || SSL_set_fd(ssl.get(), sock) != 1) return nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + request_read_timeout_;
+    for (;;) {
+      const int r = SSL_accept(ssl.get());
+      if (r == 1) return ssl;
+      const int err = SSL_get_error(ssl.get(), r);
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return nullptr;
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{sock, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+      if (left.count() <= 0 ||
+          TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(left.count()))) <= 0) {
+        return nullptr;
+      }
+    }
   }
   // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
   // response: the client is told why here, as the error handler tells it for a head or body.
@@ -923,20 +1005,24 @@ class BudgetedServer : public Backlogged<httplib::Server> {
   }
   // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait,
   // and so does a connection waiting for a thread when this one is `idle` (it has served a
-  // request: a new connection's first request is not given up for another's).
-  bool NextRequestArrives(const BudgetedSocketStream& strm, bool idle) const {
+  // request: a new connection's first request is not given up for another's; `yielded` says so).
+  bool NextRequestArrives(const BudgetedSocketStream& strm, bool idle, bool* yielded) const {
     const auto end =
         std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
     while (svr_sock_ != INVALID_SOCKET) {
       if (strm.Readable(std::chrono::milliseconds(10))) return true;
       if (std::chrono::steady_clock::now() >= end) return false;
-      if (idle && pool_->YieldToQueued()) return false;
+      if (idle && pool_->YieldToQueued()) {
+        *yielded = true;
+        return false;
+      }
     }
     return false;
   }
 
   const std::chrono::milliseconds request_read_timeout_;
   HttpThreadPool* const pool_;
+  const SslCtxPtr tls_;
 };
 
 // The values of a request's Authorization headers (httplib compares header names
@@ -958,9 +1044,7 @@ struct OpenAiHttpServer::Impl {
   std::shared_ptr<const ServedEngine> served;
   int64_t started_unix_s = 0;
   std::atomic<uint64_t> next_id{0};
-  std::unique_ptr<httplib::Server> http;  // a Backlogged<> one
-  std::function<bool(int)> raise_backlog;
-  std::function<void()> close_unlistened;
+  std::unique_ptr<BudgetedServer> http;
   std::thread listener;
   bool stopped = false;
   std::unique_ptr<const Cors> cors;
@@ -991,21 +1075,14 @@ struct OpenAiHttpServer::Impl {
 // A plain or a TLS server, as the options ask.
 absl::Status OpenAiHttpServer::Impl::Create(HttpThreadPool* pool) {
   const Security* security = options.security.get();
-  if (security == nullptr || !security->tls()) {
-    auto plain = std::make_unique<BudgetedServer>(options.request_read_timeout, pool);
-    raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
-    close_unlistened = [s = plain.get()] { s->CloseUnlistened(); };
-    http = std::move(plain);
-    return absl::OkStatus();
+  SslCtxPtr tls;
+  if (security != nullptr && security->tls()) {
+    tls.reset(SSL_CTX_new(TLS_server_method()));
+    if (tls == nullptr || !security->ConfigureServerContext(tls.get())) {
+      return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
+    }
   }
-  auto tls = std::make_unique<Backlogged<httplib::SSLServer>>(
-      [security](SSL_CTX& ctx) { return security->ConfigureServerContext(&ctx); });
-  if (!tls->is_valid()) {
-    return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
-  }
-  raise_backlog = [s = tls.get()](int backlog) { return s->RaiseBacklog(backlog); };
-  close_unlistened = [s = tls.get()] { s->CloseUnlistened(); };
-  http = std::move(tls);
+  http = std::make_unique<BudgetedServer>(options.request_read_timeout, pool, std::move(tls));
   return absl::OkStatus();
 }
 
@@ -1416,8 +1493,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot serve HTTP on ", options.bind_address, ":",
                                                options.port, " (in use or not permitted)"));
   }
-  if (!im.raise_backlog(4096)) {
-    im.close_unlistened();
+  if (!im.http->RaiseBacklog(4096)) {
+    im.http->CloseUnlistened();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
                                                s->port_, " with a larger backlog"));
   }
@@ -1432,7 +1509,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
         *ended = true;
       });
   if (!listener.ok()) {
-    im.close_unlistened();
+    im.http->CloseUnlistened();
     return listener.status();
   }
   im.listener = *std::move(listener);
