@@ -118,6 +118,14 @@ void SendError(const ApiError& e, httplib::Response& res, int http_status = 0) {
   res.set_content(ErrorJson(e, http_status).dump(), kJson);
 }
 
+// A refusal of the API: counted in neupims:request_errors_total by its status's code name (the
+// one place an HTTP refusal is counted; null `metrics`: not counted) and answered as SendError.
+void Refuse(ServerMetrics* metrics, const ApiError& e, httplib::Response& res,
+            int http_status = 0) {
+  if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(e.status.code()));
+  SendError(e, res, http_status);
+}
+
 // ---- Requests --------------------------------------------------------------------------------
 
 enum class Api { kCompletions, kChat };
@@ -608,6 +616,8 @@ struct RequestBudget {
 struct Connection {
   int socket = -1;
   RequestBudget budget;
+  // The response being written ends the connection (what follows on it is not a request).
+  bool close_after_response = false;
 };
 thread_local Connection* tl_connection = nullptr;
 
@@ -631,25 +641,34 @@ class ClientWatch {
   const int fd_;
 };
 
+// Tells the client that the connection ends after `res`, and ends it.
+void CloseAfter(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  if (tl_connection != nullptr) tl_connection->close_after_response = true;
+}
+
 // When the connection's request broke its budget, answers with the status that says so (408 or
-// 431; the connection is closed after it) and returns true.
-bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout) {
+// 431, counted in `metrics`; the connection is closed after it) and returns true.
+bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout,
+                    ServerMetrics* metrics) {
   if (tl_connection == nullptr) return false;
   const RequestBudget::Exceeded exceeded = tl_connection->budget.exceeded;
   if (exceeded == RequestBudget::Exceeded::kNo) return false;
   if (exceeded == RequestBudget::Exceeded::kDeadline) {
-    SendError({absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
-                                                        request_read_timeout.count(),
-                                                        " ms (the HTTP request read timeout)")),
-               ""},
-              res, 408);
+    Refuse(metrics,
+           {absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
+                                                     request_read_timeout.count(),
+                                                     " ms (the HTTP request read timeout)")),
+            ""},
+           res, 408);
   } else {
-    SendError({absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
-                                                       RequestBudget::kMaxHeadBytes, " bytes")),
-               ""},
-              res, 431);
+    Refuse(metrics,
+           {absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
+                                                    RequestBudget::kMaxHeadBytes, " bytes")),
+            ""},
+           res, 431);
   }
-  res.set_header("Connection", "close");
+  CloseAfter(res);
   return true;
 }
 
@@ -658,11 +677,14 @@ void AwaitRequest(std::chrono::milliseconds timeout) {
   if (tl_connection == nullptr) return;
   tl_connection->budget = RequestBudget{
       .deadline = std::chrono::steady_clock::now() + timeout, .reading = true, .in_head = true};
+  tl_connection->close_after_response = false;
 }
 // The head was read (the request is being routed): head bytes are no longer counted.
 void HeadRead() {
   if (tl_connection != nullptr) tl_connection->budget.in_head = false;
 }
+// Whether the request being answered was refused before routing (its head was never complete).
+bool RefusedBeforeRouting() { return tl_connection != nullptr && tl_connection->budget.in_head; }
 // The whole request was read: the handler may take as long as it needs.
 void RequestRead() {
   if (tl_connection != nullptr) tl_connection->budget.reading = false;
@@ -904,9 +926,13 @@ class BudgetedServer : public httplib::Server {
  public:
   // `pool` (which runs the connections) must outlive the server's connections; `tls`: the TLS
   // context of an HTTPS server, null for plain HTTP.
+  // `metrics` (may be null) counts the refusals the server answers itself.
   BudgetedServer(std::chrono::milliseconds request_read_timeout, HttpThreadPool* pool,
-                 SslCtxPtr tls)
-      : request_read_timeout_(request_read_timeout), pool_(pool), tls_(std::move(tls)) {}
+                 SslCtxPtr tls, ServerMetrics* metrics)
+      : request_read_timeout_(request_read_timeout),
+        pool_(pool),
+        tls_(std::move(tls)),
+        metrics_(metrics) {}
 
   // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
   // library): a burst of new connections (hundreds of streams opened at once) would overflow it
@@ -965,7 +991,7 @@ class BudgetedServer : public httplib::Server {
         if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
         break;
       }
-      if (closed) break;
+      if (closed || tl_connection->close_after_response) break;
       (void)strm.TakeWrote();
     }
     return ok;
@@ -995,7 +1021,7 @@ class BudgetedServer : public httplib::Server {
   // response: the client is told why here, as the error handler tells it for a head or body.
   void AnswerBudgetExceeded(BudgetedSocketStream& strm) const {
     httplib::Response res;
-    if (!BudgetExceeded(res, request_read_timeout_)) return;
+    if (!BudgetExceeded(res, request_read_timeout_, metrics_)) return;
     const std::string response = absl::StrCat(
         "HTTP/1.1 ", res.status,
         res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
@@ -1023,7 +1049,16 @@ class BudgetedServer : public httplib::Server {
   const std::chrono::milliseconds request_read_timeout_;
   HttpThreadPool* const pool_;
   const SslCtxPtr tls_;
+  ServerMetrics* const metrics_;
 };
+
+// The methods httplib routes (others it refuses with 400 after routing: TRACE, CONNECT).
+bool IsServedMethod(absl::string_view method) {
+  for (absl::string_view m : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+    if (method == m) return true;
+  }
+  return false;
+}
 
 // The values of a request's Authorization headers (httplib compares header names
 // case-insensitively).
@@ -1082,7 +1117,8 @@ absl::Status OpenAiHttpServer::Impl::Create(HttpThreadPool* pool) {
       return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
     }
   }
-  http = std::make_unique<BudgetedServer>(options.request_read_timeout, pool, std::move(tls));
+  http =
+      std::make_unique<BudgetedServer>(options.request_read_timeout, pool, std::move(tls), metrics);
   return absl::OkStatus();
 }
 
@@ -1091,8 +1127,7 @@ bool OpenAiHttpServer::Impl::Authorized(const httplib::Request& req, httplib::Re
   const std::vector<std::string> values = AuthorizationValues(req);
   const absl::Status s = options.security->CheckAuthorization({values.begin(), values.end()});
   if (s.ok()) return true;
-  if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
-  SendError({s, ""}, res);
+  Refuse(metrics, {s, ""}, res);
   // RFC 6750: a missing token gets the bare challenge, a wrong one says invalid_token.
   res.set_header("WWW-Authenticate", values.empty()
                                          ? "Bearer realm=\"neupims\""
@@ -1175,17 +1210,25 @@ void OpenAiHttpServer::Impl::Routes() {
   for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics"}) {
     AllowOnly(path, "GET, HEAD");
   }
-  // Unknown paths and httplib's own refusals, as OpenAI error objects.
+  // Unknown paths and httplib's own refusals, as OpenAI error objects, counted.
   http->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (BudgetExceeded(res, options.request_read_timeout)) return;
+    if (BudgetExceeded(res, options.request_read_timeout, metrics)) return;
     const int status = res.status;
     std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
-    if (status == 413 &&
-        absl::StartsWith(req.get_header_value("Content-Type"),
-                         "application/x-www-form-urlencoded") &&
-        req.get_header_value<uint64_t>("Content-Length") <=
-            static_cast<uint64_t>(options.max_body_bytes)) {
+    if (status == 400 && RefusedBeforeRouting()) {
+      // httplib could not read the head: the request line or a header line is malformed or over
+      // its 8 KiB line limit. What follows on the connection is not the start of a request.
+      absl::StrAppend(&what, ": the request line or a header line is malformed or over 8192 bytes");
+      CloseAfter(res);
+    } else if (status == 400 && !IsServedMethod(req.method)) {
+      absl::StrAppend(&what, ": method ", req.method,
+                      " is not supported (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS are)");
+    } else if (status == 413 &&
+               absl::StartsWith(req.get_header_value("Content-Type"),
+                                "application/x-www-form-urlencoded") &&
+               req.get_header_value<uint64_t>("Content-Length") <=
+                   static_cast<uint64_t>(options.max_body_bytes)) {
       // Only the generation routes read bodies themselves (ReadBody); elsewhere httplib's form
       // limit applies.
       absl::StrAppend(&what,
@@ -1196,11 +1239,12 @@ void OpenAiHttpServer::Impl::Routes() {
                       " bytes (--max-message-bytes)");
     }
     // httplib's own status (413, 414...) whatever the error type says; `code` repeats it.
-    SendError({status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""},
-              res, status);
+    Refuse(metrics,
+           {status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""}, res,
+           status);
   });
   http->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";
         try {
           std::rethrow_exception(ep);
@@ -1208,16 +1252,17 @@ void OpenAiHttpServer::Impl::Routes() {
           what = e.what();
         } catch (...) {
         }
-        SendError({absl::InternalError(what), ""}, res);
+        Refuse(metrics, {absl::InternalError(what), ""}, res);
       });
 }
 
 void OpenAiHttpServer::Impl::AllowOnly(const std::string& pattern, const std::string& allowed) {
-  auto refuse = [allowed](const httplib::Request& req, httplib::Response& res) {
-    SendError({absl::InvalidArgumentError(absl::StrCat(
-                   req.method, " ", req.path, ": method not allowed (allowed: ", allowed, ")")),
-               ""},
-              res, 405);
+  auto refuse = [allowed, metrics = metrics](const httplib::Request& req, httplib::Response& res) {
+    Refuse(metrics,
+           {absl::InvalidArgumentError(absl::StrCat(
+                req.method, " ", req.path, ": method not allowed (allowed: ", allowed, ")")),
+            ""},
+           res, 405);
     res.set_header("Allow", allowed);
   };
   if (!absl::StrContains(allowed, "GET")) http->Get(pattern, refuse);  // HEAD comes with GET
@@ -1235,10 +1280,11 @@ void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
 // GET /v1/models/{id}: OpenAI's "retrieve model".
 void OpenAiHttpServer::Impl::Model(const std::string& id, httplib::Response& res) const {
   if (id != served->model.name) {
-    SendError({absl::NotFoundError(absl::StrCat("model '", id, "' is not served here (serving '",
-                                                served->model.name, "')")),
-               "model"},
-              res);
+    Refuse(metrics,
+           {absl::NotFoundError(absl::StrCat("model '", id, "' is not served here (serving '",
+                                             served->model.name, "')")),
+            "model"},
+           res);
     return;
   }
   res.set_content(ModelJson().dump(), kJson);
@@ -1271,8 +1317,7 @@ bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
                                       const httplib::ContentReader& content, std::string* body,
                                       httplib::Response& res) const {
   const auto refuse = [&](int http_status, const absl::Status& s, std::string param) {
-    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
-    SendError({s, std::move(param)}, res, http_status);
+    Refuse(metrics, {s, std::move(param)}, res, http_status);
     // The rest of the body is left unread: the connection cannot carry another request.
     res.set_header("Connection", "close");
     return false;
@@ -1299,10 +1344,7 @@ bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
                                                           " bytes (--max-message-bytes)")),
                   "");
   }
-  if (!read && BudgetExceeded(res, options.request_read_timeout)) {
-    if (metrics != nullptr) metrics->OnRequestError("DEADLINE_EXCEEDED");
-    return false;
-  }
+  if (!read && BudgetExceeded(res, options.request_read_timeout, metrics)) return false;
   if (!read) {
     return refuse(400, absl::InvalidArgumentError("the request body could not be read"), "");
   }
@@ -1319,8 +1361,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
           ? std::optional<ApiError>(BadField("body", "is not valid JSON"))
           : ParseBody(api, body, *served, runner->tokenizer(), /*default_seed=*/n, &p);
   if (bad.has_value()) {
-    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(bad->status.code()));
-    SendError(*bad, res);
+    Refuse(metrics, *bad, res);
     return;
   }
   ResponseShape shape;
