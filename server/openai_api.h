@@ -12,12 +12,12 @@
 //
 // Threads: httplib serves each connection on a thread of its pool (`threads`), so that many
 // streams can be open at once. A connection idle between requests gives its thread up to a
-// connection waiting for one (it is closed; its client reconnects). A stream's thread waits for its request's output, which the engine
-// thread hands over as token ids (RequestSink); the stream's thread formats and writes the SSE
-// chunks, everything that arrived since its last write in one write. A write that fails (the
-// client went away) aborts the request in the engine, which frees its KV blocks, as a gRPC cancel
-// does. Without output there is nothing to write, so a client that leaves while its request is
-// still queued is noticed at the request's first token.
+// connection waiting for one (it is closed; its client reconnects). A stream's thread waits for its
+// request's output, which the engine thread hands over as token ids (RequestSink); the stream's
+// thread formats and writes the SSE chunks, everything that arrived since its last write in one
+// write. A write that fails (the client went away) aborts the request in the engine, which frees
+// its KV blocks, as a gRPC cancel does. Without output there is nothing to write, so a client that
+// leaves while its request is still queued is noticed at the request's first token.
 //
 // Security (security.h): with TLS the API is served over HTTPS (mutual TLS with a client CA);
 // with a token every route but /health answers 401, an OpenAI error object and
