@@ -1,5 +1,6 @@
 #include "server/openai_api.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -115,6 +116,14 @@ ApiError EngineError(const absl::Status& s, absl::string_view prompt_field,
 void SendError(const ApiError& e, httplib::Response& res, int http_status = 0) {
   res.status = http_status != 0 ? http_status : ToHttpError(e.status).http_status;
   res.set_content(ErrorJson(e, http_status).dump(), kJson);
+}
+
+// A refusal of the API: counted in neupims:request_errors_total by its status's code name (the
+// one place an HTTP refusal is counted; null `metrics`: not counted) and answered as SendError.
+void Refuse(ServerMetrics* metrics, const ApiError& e, httplib::Response& res,
+            int http_status = 0) {
+  if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(e.status.code()));
+  SendError(e, res, http_status);
 }
 
 // ---- Requests --------------------------------------------------------------------------------
@@ -586,7 +595,7 @@ class HttpRequestState : public RequestSink {
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
-// What a plain HTTP connection may spend on delivering one request (HttpOptions::
+// What an HTTP connection (plain or TLS) may spend on delivering one request (HttpOptions::
 // request_read_timeout) and on its head. cpp-httplib's read timeout applies to each read alone and
 // its head has no size limit (each line is limited to 8 KiB, their number is not), so a client
 // that trickles a byte a second (slowloris) held a thread for good and one that sent headers
@@ -602,27 +611,25 @@ struct RequestBudget {
   enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
 };
 
-// The plain HTTP connection this thread serves (BudgetedServer serves a connection on one thread
-// from its accept to its close): its socket and its current request's budget; null on the TLS
-// server's threads.
-struct PlainConnection {
+// The connection this thread serves (BudgetedServer serves a connection on one thread from its
+// accept to its close): its socket and its current request's budget.
+struct Connection {
   int socket = -1;
   RequestBudget budget;
+  // The response being written ends the connection (what follows on it is not a request).
+  bool close_after_response = false;
 };
-thread_local PlainConnection* tl_connection = nullptr;
+thread_local Connection* tl_connection = nullptr;
 
 // Tells whether the client of a request whose handler is running has hung up, for a whole
 // response, which writes nothing before its end (a stream learns it from a failed write).
-// httplib 0.11 hands a handler no socket: a TLS connection's is its SSL's, a plain one the
-// connection this thread serves. A peer that shut down its side (FIN: POLLRDHUP) or reset the
-// connection has gone, as uvicorn, and so vLLM, read it; a client that sends a further request
-// on the connection meanwhile has not.
+// httplib 0.11 hands a handler no socket: it is the one of the connection this thread serves. A
+// peer that shut down its side (FIN: POLLRDHUP) or reset the connection has gone, as uvicorn, and
+// so vLLM, read it; a client that sends a further request on the connection meanwhile has not.
 class ClientWatch {
  public:
-  explicit ClientWatch(const httplib::Request& req)
-      : fd_(req.ssl != nullptr         ? SSL_get_fd(req.ssl)
-            : tl_connection != nullptr ? tl_connection->socket
-                                       : -1) {}
+  explicit ClientWatch(const httplib::Request& /*req*/)
+      : fd_(tl_connection != nullptr ? tl_connection->socket : -1) {}
 
   bool HungUp() const {
     if (fd_ < 0) return false;  // not known: cannot tell
@@ -634,25 +641,34 @@ class ClientWatch {
   const int fd_;
 };
 
+// Tells the client that the connection ends after `res`, and ends it.
+void CloseAfter(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  if (tl_connection != nullptr) tl_connection->close_after_response = true;
+}
+
 // When the connection's request broke its budget, answers with the status that says so (408 or
-// 431; the connection is closed after it) and returns true.
-bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout) {
+// 431, counted in `metrics`; the connection is closed after it) and returns true.
+bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout,
+                    ServerMetrics* metrics) {
   if (tl_connection == nullptr) return false;
   const RequestBudget::Exceeded exceeded = tl_connection->budget.exceeded;
   if (exceeded == RequestBudget::Exceeded::kNo) return false;
   if (exceeded == RequestBudget::Exceeded::kDeadline) {
-    SendError({absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
-                                                        request_read_timeout.count(),
-                                                        " ms (the HTTP request read timeout)")),
-               ""},
-              res, 408);
+    Refuse(metrics,
+           {absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
+                                                     request_read_timeout.count(),
+                                                     " ms (the HTTP request read timeout)")),
+            ""},
+           res, 408);
   } else {
-    SendError({absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
-                                                       RequestBudget::kMaxHeadBytes, " bytes")),
-               ""},
-              res, 431);
+    Refuse(metrics,
+           {absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
+                                                    RequestBudget::kMaxHeadBytes, " bytes")),
+            ""},
+           res, 431);
   }
-  res.set_header("Connection", "close");
+  CloseAfter(res);
   return true;
 }
 
@@ -661,52 +677,45 @@ void AwaitRequest(std::chrono::milliseconds timeout) {
   if (tl_connection == nullptr) return;
   tl_connection->budget = RequestBudget{
       .deadline = std::chrono::steady_clock::now() + timeout, .reading = true, .in_head = true};
+  tl_connection->close_after_response = false;
 }
 // The head was read (the request is being routed): head bytes are no longer counted.
 void HeadRead() {
   if (tl_connection != nullptr) tl_connection->budget.in_head = false;
 }
+// Whether the request being answered was refused before routing (its head was never complete).
+bool RefusedBeforeRouting() { return tl_connection != nullptr && tl_connection->budget.in_head; }
 // The whole request was read: the handler may take as long as it needs.
 void RequestRead() {
   if (tl_connection != nullptr) tl_connection->budget.reading = false;
 }
 
-// A socket stream that enforces the RequestBudget (otherwise as httplib's own: a read waits at
-// most the read timeout, a write the write timeout; a 4 KiB read buffer, since httplib reads a
-// head a byte at a time).
+// A connection's stream, plain or TLS, that enforces the RequestBudget (otherwise as httplib's
+// own: a read waits at most the read timeout, a write the write timeout; a 4 KiB read buffer,
+// since httplib reads a head a byte at a time). A TLS connection's socket is non-blocking, so
+// that no SSL_read waits past the deadline for the rest of a record trickled a byte at a time;
+// its head bytes are counted decrypted.
 class BudgetedSocketStream : public httplib::Stream {
  public:
-  BudgetedSocketStream(int sock, RequestBudget* budget, std::chrono::milliseconds read_timeout,
+  // `ssl`: the connection's TLS session (its handshake done), null for plain HTTP.
+  BudgetedSocketStream(int sock, SSL* ssl, RequestBudget* budget,
+                       std::chrono::milliseconds read_timeout,
                        std::chrono::milliseconds write_timeout)
-      : sock_(sock), budget_(budget), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+      : sock_(sock),
+        ssl_(ssl),
+        budget_(budget),
+        read_timeout_(read_timeout),
+        write_timeout_(write_timeout) {}
 
   bool is_readable() const override { return Readable(read_timeout_); }
   // Whether a byte can be read without waiting longer than `timeout`.
   bool Readable(std::chrono::milliseconds timeout) const {
-    return begin_ < end_ || Poll(POLLIN, timeout);
+    return begin_ < end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0) || Poll(POLLIN, timeout);
   }
   bool is_writable() const override { return Poll(POLLOUT, write_timeout_); }
   ssize_t read(char* ptr, size_t size) override {
     if (begin_ == end_) {
-      std::chrono::milliseconds wait = read_timeout_;
-      if (budget_->reading) {
-        // Rounded up: a poll cut short of the deadline would fail the read without saying why.
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-            budget_->deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
-          return -1;
-        }
-        wait = std::min(wait, left);
-      }
-      if (!Poll(POLLIN, wait)) {
-        // Nothing came: the read timeout, or the request's deadline if that came first.
-        if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
-          budget_->exceeded = RequestBudget::Exceeded::kDeadline;
-        }
-        return -1;
-      }
-      const ssize_t n = TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
+      const ssize_t n = Fill();
       if (n <= 0) return n;
       begin_ = 0;
       end_ = static_cast<size_t>(n);
@@ -724,10 +733,24 @@ class BudgetedSocketStream : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
   ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) return -1;
-    const ssize_t n = TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
-    if (n > 0) wrote_ = true;
-    return n;
+    if (ssl_ == nullptr) {
+      if (!is_writable()) return -1;
+      const ssize_t n = TEMP_FAILURE_RETRY(::send(sock_, ptr, size, MSG_NOSIGNAL));
+      if (n > 0) wrote_ = true;
+      return n;
+    }
+    if (size == 0) return 0;
+    const int len = static_cast<int>(std::min<size_t>(size, 1 << 30));
+    for (;;) {  // a write that would block is retried with the same arguments, as OpenSSL asks
+      const int n = SSL_write(ssl_, ptr, len);
+      if (n > 0) {
+        wrote_ = true;
+        return n;
+      }
+      const int err = SSL_get_error(ssl_, n);
+      if (err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ) return -1;
+      if (!Poll(err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN, write_timeout_)) return -1;
+    }
   }
   // Whether anything was written since the last call (a request's response, or part of it).
   bool TakeWrote() { return std::exchange(wrote_, false); }
@@ -740,6 +763,41 @@ class BudgetedSocketStream : public httplib::Stream {
   int socket() const override { return sock_; }
 
  private:
+  // Reads what comes next into buf_, waiting at most the read timeout for each byte of the
+  // socket and never past the request's deadline: the bytes read, 0 at the end of the stream,
+  // -1 on an error or a timeout (budget_->exceeded says if it was the deadline).
+  ssize_t Fill() {
+    short events = POLLIN;
+    for (;;) {
+      if (ssl_ == nullptr || SSL_pending(ssl_) == 0 || events != POLLIN) {
+        std::chrono::milliseconds wait = read_timeout_;
+        if (budget_->reading) {
+          // Rounded up: a poll cut short of the deadline would fail the read without saying why.
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+              budget_->deadline - std::chrono::steady_clock::now());
+          if (left.count() <= 0) {
+            budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+            return -1;
+          }
+          wait = std::min(wait, left);
+        }
+        if (!Poll(events, wait)) {
+          // Nothing came: the read timeout, or the request's deadline if that came first.
+          if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
+            budget_->exceeded = RequestBudget::Exceeded::kDeadline;
+          }
+          return -1;
+        }
+      }
+      if (ssl_ == nullptr) return TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
+      const int n = SSL_read(ssl_, buf_, sizeof buf_);
+      if (n > 0) return n;
+      const int err = SSL_get_error(ssl_, n);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;  // the client's close_notify
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return -1;
+      events = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;  // a part of a record came
+    }
+  }
   bool Poll(short events, std::chrono::milliseconds timeout) const {
     pollfd p{sock_, events, 0};
     return TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(timeout.count()))) > 0;
@@ -758,6 +816,7 @@ class BudgetedSocketStream : public httplib::Stream {
   }
 
   const int sock_;
+  SSL* const ssl_;
   RequestBudget* budget_;
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds write_timeout_;
@@ -765,90 +824,6 @@ class BudgetedSocketStream : public httplib::Stream {
   size_t begin_ = 0;
   size_t end_ = 0;
   bool wrote_ = false;
-};
-
-// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
-// library): a burst of new connections (hundreds of streams opened at once) would overflow it and
-// the kernel would drop SYNs, which clients retry only after a second. listen() again on the bound
-// socket raises the backlog (the kernel caps it at net.core.somaxconn).
-template <typename Base>  // httplib::Server or httplib::SSLServer
-class Backlogged : public Base {
- public:
-  using Base::Base;
-  bool RaiseBacklog(int backlog) { return ::listen(this->svr_sock_, backlog) == 0; }
-  // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
-  // loop runs): a start that fails after the bind must not keep the port.
-  void CloseUnlistened() {
-    const socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
-    if (sock != INVALID_SOCKET) ::close(sock);
-  }
-};
-
-// The plain HTTP server, its connections read through BudgetedSocketStream. Its keep-alive loop
-// is httplib's (Server::process_and_close_socket, which cannot be called from here): wait up to
-// the keep-alive timeout for a request, as long as the server runs, then process it.
-class BudgetedServer : public Backlogged<httplib::Server> {
- public:
-  explicit BudgetedServer(std::chrono::milliseconds request_read_timeout)
-      : request_read_timeout_(request_read_timeout) {}
-
- private:
-  bool process_and_close_socket(socket_t sock) override {
-    using std::chrono::microseconds;
-    using std::chrono::milliseconds;
-    using std::chrono::seconds;
-    PlainConnection connection{.socket = sock};
-    tl_connection = &connection;
-    const RequestBudget& budget = connection.budget;
-    BudgetedSocketStream strm(sock, &connection.budget,
-                              std::chrono::duration_cast<milliseconds>(
-                                  seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
-                              std::chrono::duration_cast<milliseconds>(
-                                  seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
-    bool ok = true;
-    // As httplib's loop: at most keep_alive_max_count_ requests, the last told Connection: close
-    // (the TLS server's connections keep the same count).
-    for (size_t left = keep_alive_max_count_; ok && left > 0 && NextRequestArrives(strm); --left) {
-      AwaitRequest(request_read_timeout_);
-      bool closed = false;
-      ok = process_request(strm, /*close_connection=*/left == 1, closed, nullptr);
-      // What follows a request that broke its budget is not a request.
-      if (budget.exceeded != RequestBudget::Exceeded::kNo) {
-        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
-        break;
-      }
-      if (closed) break;
-      (void)strm.TakeWrote();
-    }
-    tl_connection = nullptr;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
-    return ok;
-  }
-  // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
-  // response: the client is told why here, as the error handler tells it for a head or body.
-  void AnswerBudgetExceeded(BudgetedSocketStream& strm) const {
-    httplib::Response res;
-    if (!BudgetExceeded(res, request_read_timeout_)) return;
-    const std::string response = absl::StrCat(
-        "HTTP/1.1 ", res.status,
-        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
-        "\r\nContent-Type: ", res.get_header_value("Content-Type"),
-        "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
-    (void)strm.write(response.data(), response.size());  // the connection is closed either way
-  }
-  // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait.
-  bool NextRequestArrives(const BudgetedSocketStream& strm) const {
-    const auto end =
-        std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
-    while (svr_sock_ != INVALID_SOCKET) {
-      if (strm.Readable(std::chrono::milliseconds(10))) return true;
-      if (std::chrono::steady_clock::now() >= end) return false;
-    }
-    return false;
-  }
-
-  const std::chrono::milliseconds request_read_timeout_;
 };
 
 // The connections' threads. httplib's own ThreadPool starts its threads in its constructor on the
@@ -881,6 +856,18 @@ class HttpThreadPool : public httplib::TaskQueue {
     }
     cv_.notify_one();
   }
+  // Called by a thread whose connection is idle between requests: true when a connection waits
+  // for a thread and no other idle thread has already left its connection for it; the caller
+  // then closes its own and takes it. Idle keep-alive connections on every thread would
+  // otherwise keep new clients waiting up to the keep-alive timeout (nginx and Apache's event
+  // MPM also close idle keep-alive connections first when connections are short).
+  bool YieldToQueued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (jobs_.size() <= yielding_) return false;
+    ++yielding_;
+    tl_yielding_ = true;
+    return true;
+  }
   // Runs the queued jobs, then joins every thread. Idempotent (httplib calls it, then deletes).
   void shutdown() override {
     {
@@ -900,6 +887,7 @@ class HttpThreadPool : public httplib::TaskQueue {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        if (std::exchange(tl_yielding_, false)) --yielding_;  // this thread takes a job now
         cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
         if (jobs_.empty()) return;  // shut down
         fn = std::move(jobs_.front());
@@ -913,8 +901,164 @@ class HttpThreadPool : public httplib::TaskQueue {
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
+  size_t yielding_ = 0;  // threads that left an idle connection for a queued one (YieldToQueued)
+  static thread_local bool tl_yielding_;  // this thread is one of them
   std::vector<std::thread> threads_;
 };
+thread_local bool HttpThreadPool::tl_yielding_ = false;
+
+struct SslCtxFree {
+  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+};
+using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
+using SslPtr = std::unique_ptr<SSL, SslFree>;
+
+// The HTTP API's server, plain or TLS, its connections read through BudgetedSocketStream, so
+// that both have the request budget and the idle-connection handling. Its keep-alive loop is
+// httplib's (Server::process_and_close_socket, and SSLServer's, which cannot be called from
+// here): wait up to the keep-alive timeout for a request, as long as the server runs, then
+// process it. TLS is done here rather than by httplib's SSLServer, whose blocking SSL_read
+// would wait for a record trickled a byte at a time past any deadline.
+class BudgetedServer : public httplib::Server {
+ public:
+  // `pool` (which runs the connections) must outlive the server's connections; `tls`: the TLS
+  // context of an HTTPS server, null for plain HTTP.
+  // `metrics` (may be null) counts the refusals the server answers itself.
+  BudgetedServer(std::chrono::milliseconds request_read_timeout, HttpThreadPool* pool,
+                 SslCtxPtr tls, ServerMetrics* metrics)
+      : request_read_timeout_(request_read_timeout),
+        pool_(pool),
+        tls_(std::move(tls)),
+        metrics_(metrics) {}
+
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the
+  // library): a burst of new connections (hundreds of streams opened at once) would overflow it
+  // and the kernel would drop SYNs, which clients retry only after a second. listen() again on
+  // the bound socket raises the backlog (the kernel caps it at net.core.somaxconn).
+  bool RaiseBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+  // Closes a bound socket nobody listens on yet (httplib's stop() does nothing before its accept
+  // loop runs): a start that fails after the bind must not keep the port.
+  void CloseUnlistened() {
+    const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    Connection connection{.socket = sock};
+    tl_connection = &connection;
+    bool ok = false;
+    bool yielded = false;
+    if (tls_ == nullptr) {
+      ok = Serve(nullptr, connection.budget, &yielded);
+    } else if (SslPtr ssl = Handshake(sock); ssl != nullptr) {
+      ok = Serve(ssl.get(), connection.budget, &yielded);
+      // close_notify (not waiting for the client's), except on an idle connection given up for
+      // a queued one: a client that finds close_notify unread on its idle connection takes it
+      // as still open, sends its next request and fails (httplib's SSLClient does), where a bare
+      // end of stream makes it reconnect.
+      if (ok && !yielded) (void)SSL_shutdown(ssl.get());
+    }
+    tl_connection = nullptr;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+  // The connection's requests, as httplib's loop: at most keep_alive_max_count_, the last told
+  // Connection: close. `yielded`: the connection was given up, idle, for a queued one.
+  bool Serve(SSL* ssl, RequestBudget& budget, bool* yielded) {
+    using std::chrono::microseconds;
+    using std::chrono::milliseconds;
+    using std::chrono::seconds;
+    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget,
+                              std::chrono::duration_cast<milliseconds>(
+                                  seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
+                              std::chrono::duration_cast<milliseconds>(
+                                  seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
+    const auto setup = [ssl](httplib::Request& req) { req.ssl = ssl; };
+    bool ok = true;
+    for (size_t left = keep_alive_max_count_;
+         ok && left > 0 && NextRequestArrives(strm, /*idle=*/left < keep_alive_max_count_, yielded);
+         --left) {
+      AwaitRequest(request_read_timeout_);
+      bool closed = false;
+      ok = process_request(strm, /*close_connection=*/left == 1, closed, setup);
+      // What follows a request that broke its budget is not a request.
+      if (budget.exceeded != RequestBudget::Exceeded::kNo) {
+        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
+        break;
+      }
+      if (closed || tl_connection->close_after_response) break;
+      (void)strm.TakeWrote();
+    }
+    return ok;
+  }
+  // The TLS handshake, on the now non-blocking socket, within the request read timeout (a
+  // client that trickles its handshake is a slowloris too); null if it failed or took longer.
+  SslPtr Handshake(int sock) const {
+    if (::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) return nullptr;
+    SslPtr ssl(SSL_new(tls_.get()));
+    if (ssl == nullptr || SSL_set_fd(ssl.get(), sock) != 1) return nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + request_read_timeout_;
+    for (;;) {
+      const int r = SSL_accept(ssl.get());
+      if (r == 1) return ssl;
+      const int err = SSL_get_error(ssl.get(), r);
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return nullptr;
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{sock, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+      if (left.count() <= 0 ||
+          TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(left.count()))) <= 0) {
+        return nullptr;
+      }
+    }
+  }
+  // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
+  // response: the client is told why here, as the error handler tells it for a head or body.
+  void AnswerBudgetExceeded(BudgetedSocketStream& strm) const {
+    httplib::Response res;
+    if (!BudgetExceeded(res, request_read_timeout_, metrics_)) return;
+    const std::string response = absl::StrCat(
+        "HTTP/1.1 ", res.status,
+        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
+        "\r\nContent-Type: ", res.get_header_value("Content-Type"),
+        "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
+    (void)strm.write(response.data(), response.size());  // the connection is closed either way
+  }
+  // Polls in short steps so that stop() (which invalidates the listening socket) ends the wait,
+  // and so does a connection waiting for a thread when this one is `idle` (it has served a
+  // request: a new connection's first request is not given up for another's; `yielded` says so).
+  bool NextRequestArrives(const BudgetedSocketStream& strm, bool idle, bool* yielded) const {
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    while (svr_sock_ != INVALID_SOCKET) {
+      if (strm.Readable(std::chrono::milliseconds(10))) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
+      if (idle && pool_->YieldToQueued()) {
+        *yielded = true;
+        return false;
+      }
+    }
+    return false;
+  }
+
+  const std::chrono::milliseconds request_read_timeout_;
+  HttpThreadPool* const pool_;
+  const SslCtxPtr tls_;
+  ServerMetrics* const metrics_;
+};
+
+// The methods httplib routes (others it refuses with 400 after routing: TRACE, CONNECT).
+bool IsServedMethod(absl::string_view method) {
+  for (absl::string_view m : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+    if (method == m) return true;
+  }
+  return false;
+}
 
 // The values of a request's Authorization headers (httplib compares header names
 // case-insensitively).
@@ -935,14 +1079,13 @@ struct OpenAiHttpServer::Impl {
   std::shared_ptr<const ServedEngine> served;
   int64_t started_unix_s = 0;
   std::atomic<uint64_t> next_id{0};
-  std::unique_ptr<httplib::Server> http;  // a Backlogged<> one
-  std::function<bool(int)> raise_backlog;
-  std::function<void()> close_unlistened;
+  std::unique_ptr<BudgetedServer> http;
   std::thread listener;
   bool stopped = false;
   std::unique_ptr<const Cors> cors;
 
-  absl::Status Create();
+  // `pool` runs the connections (and yields idle ones to queued ones).
+  absl::Status Create(HttpThreadPool* pool);
   void Routes();
   // A CORS preflight from an allowed origin: answers it (204) and returns true.
   bool Preflight(const httplib::Request& req, httplib::Response& res) const;
@@ -965,23 +1108,17 @@ struct OpenAiHttpServer::Impl {
 };
 
 // A plain or a TLS server, as the options ask.
-absl::Status OpenAiHttpServer::Impl::Create() {
+absl::Status OpenAiHttpServer::Impl::Create(HttpThreadPool* pool) {
   const Security* security = options.security.get();
-  if (security == nullptr || !security->tls()) {
-    auto plain = std::make_unique<BudgetedServer>(options.request_read_timeout);
-    raise_backlog = [s = plain.get()](int backlog) { return s->RaiseBacklog(backlog); };
-    close_unlistened = [s = plain.get()] { s->CloseUnlistened(); };
-    http = std::move(plain);
-    return absl::OkStatus();
+  SslCtxPtr tls;
+  if (security != nullptr && security->tls()) {
+    tls.reset(SSL_CTX_new(TLS_server_method()));
+    if (tls == nullptr || !security->ConfigureServerContext(tls.get())) {
+      return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
+    }
   }
-  auto tls = std::make_unique<Backlogged<httplib::SSLServer>>(
-      [security](SSL_CTX& ctx) { return security->ConfigureServerContext(&ctx); });
-  if (!tls->is_valid()) {
-    return absl::InternalError("cannot set up the HTTP API's TLS context (OpenSSL)");
-  }
-  raise_backlog = [s = tls.get()](int backlog) { return s->RaiseBacklog(backlog); };
-  close_unlistened = [s = tls.get()] { s->CloseUnlistened(); };
-  http = std::move(tls);
+  http =
+      std::make_unique<BudgetedServer>(options.request_read_timeout, pool, std::move(tls), metrics);
   return absl::OkStatus();
 }
 
@@ -990,8 +1127,7 @@ bool OpenAiHttpServer::Impl::Authorized(const httplib::Request& req, httplib::Re
   const std::vector<std::string> values = AuthorizationValues(req);
   const absl::Status s = options.security->CheckAuthorization({values.begin(), values.end()});
   if (s.ok()) return true;
-  if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
-  SendError({s, ""}, res);
+  Refuse(metrics, {s, ""}, res);
   // RFC 6750: a missing token gets the bare challenge, a wrong one says invalid_token.
   res.set_header("WWW-Authenticate", values.empty()
                                          ? "Bearer realm=\"neupims\""
@@ -1074,17 +1210,25 @@ void OpenAiHttpServer::Impl::Routes() {
   for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics"}) {
     AllowOnly(path, "GET, HEAD");
   }
-  // Unknown paths and httplib's own refusals, as OpenAI error objects.
+  // Unknown paths and httplib's own refusals, as OpenAI error objects, counted.
   http->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (BudgetExceeded(res, options.request_read_timeout)) return;
+    if (BudgetExceeded(res, options.request_read_timeout, metrics)) return;
     const int status = res.status;
     std::string what = absl::StrCat(req.method, " ", req.path, ": HTTP ", status);
-    if (status == 413 &&
-        absl::StartsWith(req.get_header_value("Content-Type"),
-                         "application/x-www-form-urlencoded") &&
-        req.get_header_value<uint64_t>("Content-Length") <=
-            static_cast<uint64_t>(options.max_body_bytes)) {
+    if (status == 400 && RefusedBeforeRouting()) {
+      // httplib could not read the head: the request line or a header line is malformed or over
+      // its 8 KiB line limit. What follows on the connection is not the start of a request.
+      absl::StrAppend(&what, ": the request line or a header line is malformed or over 8192 bytes");
+      CloseAfter(res);
+    } else if (status == 400 && !IsServedMethod(req.method)) {
+      absl::StrAppend(&what, ": method ", req.method,
+                      " is not supported (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS are)");
+    } else if (status == 413 &&
+               absl::StartsWith(req.get_header_value("Content-Type"),
+                                "application/x-www-form-urlencoded") &&
+               req.get_header_value<uint64_t>("Content-Length") <=
+                   static_cast<uint64_t>(options.max_body_bytes)) {
       // Only the generation routes read bodies themselves (ReadBody); elsewhere httplib's form
       // limit applies.
       absl::StrAppend(&what,
@@ -1095,11 +1239,12 @@ void OpenAiHttpServer::Impl::Routes() {
                       " bytes (--max-message-bytes)");
     }
     // httplib's own status (413, 414...) whatever the error type says; `code` repeats it.
-    SendError({status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""},
-              res, status);
+    Refuse(metrics,
+           {status == 404 ? absl::NotFoundError(what) : absl::InvalidArgumentError(what), ""}, res,
+           status);
   });
   http->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";
         try {
           std::rethrow_exception(ep);
@@ -1107,16 +1252,17 @@ void OpenAiHttpServer::Impl::Routes() {
           what = e.what();
         } catch (...) {
         }
-        SendError({absl::InternalError(what), ""}, res);
+        Refuse(metrics, {absl::InternalError(what), ""}, res);
       });
 }
 
 void OpenAiHttpServer::Impl::AllowOnly(const std::string& pattern, const std::string& allowed) {
-  auto refuse = [allowed](const httplib::Request& req, httplib::Response& res) {
-    SendError({absl::InvalidArgumentError(absl::StrCat(
-                   req.method, " ", req.path, ": method not allowed (allowed: ", allowed, ")")),
-               ""},
-              res, 405);
+  auto refuse = [allowed, metrics = metrics](const httplib::Request& req, httplib::Response& res) {
+    Refuse(metrics,
+           {absl::InvalidArgumentError(absl::StrCat(
+                req.method, " ", req.path, ": method not allowed (allowed: ", allowed, ")")),
+            ""},
+           res, 405);
     res.set_header("Allow", allowed);
   };
   if (!absl::StrContains(allowed, "GET")) http->Get(pattern, refuse);  // HEAD comes with GET
@@ -1134,10 +1280,11 @@ void OpenAiHttpServer::Impl::Models(httplib::Response& res) const {
 // GET /v1/models/{id}: OpenAI's "retrieve model".
 void OpenAiHttpServer::Impl::Model(const std::string& id, httplib::Response& res) const {
   if (id != served->model.name) {
-    SendError({absl::NotFoundError(absl::StrCat("model '", id, "' is not served here (serving '",
-                                                served->model.name, "')")),
-               "model"},
-              res);
+    Refuse(metrics,
+           {absl::NotFoundError(absl::StrCat("model '", id, "' is not served here (serving '",
+                                             served->model.name, "')")),
+            "model"},
+           res);
     return;
   }
   res.set_content(ModelJson().dump(), kJson);
@@ -1170,8 +1317,7 @@ bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
                                       const httplib::ContentReader& content, std::string* body,
                                       httplib::Response& res) const {
   const auto refuse = [&](int http_status, const absl::Status& s, std::string param) {
-    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(s.code()));
-    SendError({s, std::move(param)}, res, http_status);
+    Refuse(metrics, {s, std::move(param)}, res, http_status);
     // The rest of the body is left unread: the connection cannot carry another request.
     res.set_header("Connection", "close");
     return false;
@@ -1198,10 +1344,7 @@ bool OpenAiHttpServer::Impl::ReadBody(const httplib::Request& req,
                                                           " bytes (--max-message-bytes)")),
                   "");
   }
-  if (!read && BudgetExceeded(res, options.request_read_timeout)) {
-    if (metrics != nullptr) metrics->OnRequestError("DEADLINE_EXCEEDED");
-    return false;
-  }
+  if (!read && BudgetExceeded(res, options.request_read_timeout, metrics)) return false;
   if (!read) {
     return refuse(400, absl::InvalidArgumentError("the request body could not be read"), "");
   }
@@ -1218,8 +1361,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
           ? std::optional<ApiError>(BadField("body", "is not valid JSON"))
           : ParseBody(api, body, *served, runner->tokenizer(), /*default_seed=*/n, &p);
   if (bad.has_value()) {
-    if (metrics != nullptr) metrics->OnRequestError(absl::StatusCodeToString(bad->status.code()));
-    SendError(*bad, res);
+    Refuse(metrics, *bad, res);
     return;
   }
   ResponseShape shape;
@@ -1355,11 +1497,11 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   im.started_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  RETURN_IF_ERROR(im.Create());
   // The pool first: a start that cannot get its threads has bound nothing yet. httplib asks for
   // the queue once, on the listener thread, and owns it from then on (shutdown, delete).
   ASSIGN_OR_RETURN(std::unique_ptr<HttpThreadPool> pool,
                    HttpThreadPool::Start(static_cast<size_t>(std::max(1, options.threads))));
+  RETURN_IF_ERROR(im.Create(pool.get()));
   im.http->new_task_queue = [pool = std::make_shared<std::unique_ptr<HttpThreadPool>>(std::move(
                                  pool))]() -> httplib::TaskQueue* { return pool->release(); };
   im.http->set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
@@ -1392,8 +1534,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot serve HTTP on ", options.bind_address, ":",
                                                options.port, " (in use or not permitted)"));
   }
-  if (!im.raise_backlog(4096)) {
-    im.close_unlistened();
+  if (!im.http->RaiseBacklog(4096)) {
+    im.http->CloseUnlistened();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
                                                s->port_, " with a larger backlog"));
   }
@@ -1408,7 +1550,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
         *ended = true;
       });
   if (!listener.ok()) {
-    im.close_unlistened();
+    im.http->CloseUnlistened();
     return listener.status();
   }
   im.listener = *std::move(listener);

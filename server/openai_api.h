@@ -11,12 +11,13 @@
 // OpenAI's error object {"error": {"message", "type", "param", "code"}}.
 //
 // Threads: httplib serves each connection on a thread of its pool (`threads`), so that many
-// streams can be open at once. A stream's thread waits for its request's output, which the engine
-// thread hands over as token ids (RequestSink); the stream's thread formats and writes the SSE
-// chunks, everything that arrived since its last write in one write. A write that fails (the
-// client went away) aborts the request in the engine, which frees its KV blocks, as a gRPC cancel
-// does. Without output there is nothing to write, so a client that leaves while its request is
-// still queued is noticed at the request's first token.
+// streams can be open at once. A connection idle between requests gives its thread up to a
+// connection waiting for one (it is closed; its client reconnects). A stream's thread waits for its
+// request's output, which the engine thread hands over as token ids (RequestSink); the stream's
+// thread formats and writes the SSE chunks, everything that arrived since its last write in one
+// write. A write that fails (the client went away) aborts the request in the engine, which frees
+// its KV blocks, as a gRPC cancel does. Without output there is nothing to write, so a client that
+// leaves while its request is still queued is noticed at the request's first token.
 //
 // Security (security.h): with TLS the API is served over HTTPS (mutual TLS with a client CA);
 // with a token every route but /health answers 401, an OpenAI error object and
@@ -58,10 +59,10 @@ struct HttpOptions {
   // thread at most this long per write. cpp-httplib's own default, set here on purpose.
   std::chrono::milliseconds write_timeout{5000};
   // The longest a connection may take to deliver a request, head and body, from its first byte
-  // (before it, a connection waits at most the 5 s keep-alive timeout, then is closed; plain
-  // HTTP only). cpp-httplib's read timeout (5 s) applies to each read alone, so a client that
-  // trickles a byte a second (slowloris) would hold a thread for good; past this it is answered
-  // 408 and the connection is closed.
+  // (before it, a connection waits at most the 5 s keep-alive timeout, then is closed; over TLS
+  // the handshake has this long too). cpp-httplib's read timeout (5 s) applies to each read
+  // alone, so a client that trickles a byte a second (slowloris) would hold a thread for good;
+  // past this it is answered 408 and the connection is closed. HTTP and HTTPS alike.
   std::chrono::milliseconds request_read_timeout{10000};
   // SO_SNDBUF of every connection (the kernel doubles it); 0: the kernel's autotuning, which on
   // a loopback or LAN connection lets a client that does not read hold up to tcp_wmem's maximum

@@ -200,6 +200,16 @@ void ReadCorsOptions(ConfigObject& root, CorsOptions* c) {
   ReadCorsList(root, "allowed_methods", CheckCorsMethod, &c->allowed_methods);
   ReadCorsList(root, "allowed_headers", CheckCorsHeader, &c->allowed_headers);
   c->allow_credentials = root.OptionalBool("allow_credentials", c->allow_credentials);
+  // Without an allowed origin no CORS header is sent: the other keys would be ignored silently.
+  if (c->allowed_origins.empty()) {
+    for (const char* key : {"allowed_methods", "allowed_headers", "allow_credentials"}) {
+      if (root.Has(key)) {
+        root.Error(key,
+                   "needs allowed_origins (--allowed-origins): without an allowed origin no "
+                   "CORS header is sent");
+      }
+    }
+  }
 }
 
 // Reads every field of a server config document into `o`.

@@ -40,6 +40,7 @@ namespace neupims::server {
 namespace {
 
 using nlohmann::json;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -1307,6 +1308,118 @@ TEST_F(OpenAiApiTest, AHeadWithoutEndIsCutOffAtOneMebibyte) {
   close(fd);
   EXPECT_LT(sent, kLimit);
   EXPECT_EQ(Get("/v1/models").status, 200);
+}
+
+// Idle keep-alive connections on every thread do not starve a new client: a thread whose
+// connection waits between requests while another connection waits for a thread closes its own
+// (as nginx and Apache's event MPM do) and takes the new one. Before, the new client waited for
+// httplib's 5 s keep-alive timeout. The idle clients' next requests reconnect, as HTTP clients
+// do on a closed keep-alive connection.
+TEST_F(OpenAiApiTest, IdleKeepAliveConnectionsOnEveryThreadDoNotStarveANewClient) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 2;
+  StartServer(o);
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  for (int i = 0; i < o.http_threads; ++i) {
+    idle.push_back(std::make_unique<httplib::Client>("127.0.0.1", *server_->http_port()));
+    idle.back()->set_keep_alive(true);
+    httplib::Result r = idle.back()->Get("/v1/models");
+    ASSERT_TRUE(r) << static_cast<int>(r.error());
+    ASSERT_EQ(r->status, 200);
+  }
+  // Both threads now wait on their idle connections (for up to 5 s). The new client gives up
+  // after 3 s, well before they would have timed out.
+  httplib::Client fresh("127.0.0.1", *server_->http_port());
+  fresh.set_read_timeout(3, 0);
+  httplib::Result r = fresh.Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (auto& c : idle) {
+    httplib::Result again = c->Get("/health");
+    ASSERT_TRUE(again) << static_cast<int>(again.error());
+    EXPECT_EQ(again->status, 200);
+  }
+}
+
+// What the server answers on a fresh connection to `request` (sent whole, then the client's side
+// shut down), read until the server closes it or 10 s pass.
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::string received;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    shutdown(fd, SHUT_WR);
+    char buf[4096];
+    pollfd p{fd, POLLIN, 0};
+    while (poll(&p, 1, 10000) > 0) {
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      received.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return received;
+}
+
+// The error object of the one response in `raw` (status line, headers, JSON body).
+json RawErrorObject(const std::string& raw) {
+  const size_t body = raw.find("\r\n\r\n");
+  if (body == std::string::npos) return json::object();
+  const json j = json::parse(raw.substr(body + 4), nullptr, false);
+  return j.is_object() && j.contains("error") ? j["error"] : json::object();
+}
+
+// Refusals before a route is found (httplib's own 400s and 404s, a 408 or 431 of the head) are
+// counted in neupims:request_errors_total by their code, as every other refusal of the API, and
+// answered with the API's error object, whose message says what was wrong: before, none was
+// counted, and a header line over httplib's 8 KiB or a TRACE was told only "HTTP 400" (the rest
+// of the long line then read as a second request, refused again).
+TEST_F(OpenAiApiTest, RefusalsBeforeRoutingAreCountedAndExplained) {
+  ServerOptions o = FastOptions();
+  o.http_request_read_timeout = std::chrono::milliseconds(500);
+  StartServer(o);
+  const int port = *server_->http_port();
+  const auto count = [this](const std::string& code) {
+    const HttpResult m = Get("/metrics");
+    EXPECT_EQ(m.status, 200);
+    for (const testing_util::Sample& sample : testing_util::ParsePrometheus(m.body)) {
+      if (sample.name == "neupims:request_errors_total" && sample.labels.at("code") == code) {
+        return sample.value;
+      }
+    }
+    return 0.0;
+  };
+  const std::string long_line =
+      "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(9000, 'a') + "\r\n\r\n";
+  const std::string trace = RawExchange(port, "TRACE /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string header = RawExchange(port, long_line);
+  EXPECT_THAT(trace, StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(RawErrorObject(trace).value("message", ""),
+              AllOf(HasSubstr("TRACE"), HasSubstr("not supported")))
+      << trace;
+  EXPECT_THAT(header, StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(RawErrorObject(header).value("message", ""), HasSubstr("8192 bytes")) << header;
+  // One answer, and the connection closed: the rest of the line is not taken for a request.
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(header, "HTTP/1.1 ")).size(), 2u) << header;
+  EXPECT_EQ(count("INVALID_ARGUMENT"), 2);
+  // A request line that does not come within the deadline: 408, counted.
+  TricklingClient line(port, "GET /v1/mod", std::string(60, 'e'), absl::Milliseconds(100));
+  ASSERT_TRUE(line.ClosedByServerWithin(absl::Seconds(30)));
+  EXPECT_THAT(line.received(), StartsWith("HTTP/1.1 408"));
+  EXPECT_EQ(count("DEADLINE_EXCEEDED"), 1);
+  // An unknown path: 404, counted.
+  EXPECT_EQ(Get("/v2/nothing").status, 404);
+  EXPECT_EQ(count("NOT_FOUND"), 1);
+  // A method a route does not take (405, found by routing): counted as well.
+  httplib::Result del = Client().Delete("/v1/models");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  EXPECT_EQ(count("INVALID_ARGUMENT"), 3);
 }
 
 // ---- Models, metrics.

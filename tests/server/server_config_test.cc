@@ -255,6 +255,22 @@ TEST(LoadServerConfig, ReadsTheCorsListsAndRefusesBadItemsNamingTheFileAndTheKey
   }
 }
 
+// The CORS keys beyond allowed_origins do nothing without an allowed origin (no CORS header is
+// sent then): a config that sets one without origins was silently ignored; now it is refused.
+TEST(LoadServerConfig, CorsKeysWithoutAllowedOriginsAreRefusedNamingTheKey) {
+  ServerOptions o;
+  for (const auto& [text, key] :
+       {std::pair{R"({"allowed_methods": ["GET"]})", "allowed_methods"},
+        std::pair{R"({"allowed_headers": ["Content-Type"]})", "allowed_headers"},
+        std::pair{R"({"allow_credentials": true})", "allow_credentials"},
+        std::pair{R"({"allowed_origins": [], "allow_credentials": false})", "allow_credentials"}}) {
+    const absl::Status s = LoadText("server_config_cors_no_origins.json", text, &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr(key), HasSubstr("needs allowed_origins")))
+        << text;
+  }
+}
+
 // An unknown model or device and a misspelt bind address were refused only when the server
 // started, by messages naming neither the config file nor the field. (A well-spelt host name that
 // does not resolve is still refused at start: reading the file does no DNS lookup.)

@@ -1,13 +1,23 @@
 // TLS, mutual TLS and the bearer token on the real server::Server: gRPC clients (the generated
 // stub, generic stubs for health and reflection) and cpp-httplib HTTPS clients, against a CA and
 // certificates made for the test by the `openssl` command (test_pki.h).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -39,6 +49,7 @@ using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 constexpr char kToken[] = "tls-test-token-0123456789";
 
@@ -168,6 +179,79 @@ std::string UnauthenticatedCount(const std::string& text) {
   }
   return "";
 }
+
+// A raw TLS client (OpenSSL, the server's certificate not checked: only the server's handling of
+// the connection is under test) that completes the handshake, sends `head`, then `trickle` one
+// byte (one TLS record) every `interval`, until the server closes the connection or `trickle`
+// runs out. Everything runs on its own thread: an SSL object is not shared between threads.
+class TlsTrickler {
+ public:
+  TlsTrickler(int port, std::string head, std::string trickle, absl::Duration interval) {
+    std::signal(SIGPIPE, SIG_IGN);  // a write to the closed connection must fail, not kill
+    thread_ = std::thread([=, this] { Run(port, head, trickle, interval); });
+  }
+  ~TlsTrickler() {
+    stop_ = true;
+    thread_.join();
+  }
+  // Waits (at most `timeout`) for the client to end; true if the server closed the connection
+  // before the trickle ran out.
+  bool ClosedByServerWithin(absl::Duration timeout) const {
+    const absl::Time end = absl::Now() + timeout;
+    while (!done_ && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+    return closed_by_server_;
+  }
+  bool handshake_done() const { return handshake_done_; }
+  // What the server sent (read it once ClosedByServerWithin has returned true).
+  const std::string& received() const { return received_; }
+
+ private:
+  void Run(int port, const std::string& head, const std::string& trickle, absl::Duration interval) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+        SSL_connect(ssl) == 1) {
+      handshake_done_ = true;
+      bool open = head.empty() || SSL_write(ssl, head.data(), static_cast<int>(head.size())) > 0;
+      for (size_t i = 0; open && i < trickle.size() && !stop_; ++i) {
+        open = SSL_write(ssl, &trickle[i], 1) == 1;
+        pollfd p{fd, POLLIN, 0};
+        if (open && poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(interval))) > 0) {
+          open = ReadUntilClosed(ssl, fd);
+        }
+      }
+      closed_by_server_ = !open;
+    }
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+    done_ = true;
+  }
+  // Reads what the server sent; false once it has closed the connection (or broken it).
+  bool ReadUntilClosed(SSL* ssl, int fd) {
+    char buf[4096];
+    for (;;) {
+      const int n = SSL_read(ssl, buf, sizeof buf);
+      if (n <= 0) return false;
+      received_.append(buf, static_cast<size_t>(n));
+      pollfd p{fd, POLLIN, 0};
+      if (SSL_pending(ssl) == 0 && poll(&p, 1, 100) <= 0) return true;
+    }
+  }
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<bool> closed_by_server_{false};
+  std::atomic<bool> handshake_done_{false};
+  std::string received_;
+};
 
 class TlsTest : public ::testing::Test {
  protected:
@@ -554,6 +638,78 @@ TEST_F(TlsTest, AStarOriginIsStarUnlessCredentialsAreAllowed) {
   EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://any.example");
   EXPECT_EQ(r->get_header_value("Access-Control-Allow-Credentials"), "true");
   EXPECT_EQ(r->get_header_value("Vary"), "Origin");
+}
+
+// ---- Hostile HTTPS clients: the same request budget and idle-connection handling as plain HTTP
+// (OpenAiApiTest's tests of each).
+
+TEST_F(TlsTest, HttpsClientsTricklingARequestAreAnswered408AndOthersAreServed) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;  // one per trickler: without the deadline nobody else is served
+  o.http_request_read_timeout = std::chrono::milliseconds(1000);
+  StartServer(o);
+  const int port = *server_->http_port();
+  // 60 bytes, one every 250 ms, would hold each thread for 15 s.
+  TlsTrickler head(port, "GET /v1/models HTTP/1.1\r\nHost: x\r\n", std::string(60, 'a'),
+                   absl::Milliseconds(250));
+  TlsTrickler body(port,
+                   "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                   "application/json\r\nContent-Length: 100\r\n\r\n",
+                   std::string(60, ' '), absl::Milliseconds(250));
+  absl::SleepFor(absl::Milliseconds(500));  // both hold their threads
+  httplib::Result r = HttpsClient()->Get("/v1/models");
+  ASSERT_TRUE(r) << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (const TlsTrickler* c : {&head, &body}) {
+    ASSERT_TRUE(c->ClosedByServerWithin(absl::Seconds(30)));
+    EXPECT_THAT(c->received(), StartsWith("HTTP/1.1 408"));
+    EXPECT_THAT(c->received(), HasSubstr("not delivered within 1000 ms"));
+    EXPECT_THAT(c->received(), HasSubstr("Connection: close"));
+  }
+}
+
+TEST_F(TlsTest, AnHttpsHeadWithoutEndIsCutOffAtOneMebibyte) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);  // only the size may end it
+  StartServer(o);
+  // 64 MiB of 1 KB header lines in one write: it fails when the server closes the connection
+  // (before, the server took all of it, and the write succeeded).
+  std::string head = "GET /v1/models HTTP/1.1\r\nHost: x\r\n";
+  head.reserve(size_t{65} << 20);
+  while (head.size() < (size_t{64} << 20)) {
+    absl::StrAppend(&head, "X-", head.size(), ": ", std::string(1000, 'a'), "\r\n");
+  }
+  TlsTrickler flood(*server_->http_port(), std::move(head), "", absl::ZeroDuration());
+  EXPECT_TRUE(flood.ClosedByServerWithin(absl::Seconds(60)));
+  httplib::Result r = HttpsClient()->Get("/v1/models");
+  ASSERT_TRUE(r) << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(TlsTest, IdleHttpsKeepAliveConnectionsOnEveryThreadDoNotStarveANewClient) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  StartServer(o);
+  std::vector<std::unique_ptr<httplib::SSLClient>> idle;
+  for (int i = 0; i < o.http_threads; ++i) {
+    idle.push_back(HttpsClient());
+    idle.back()->set_keep_alive(true);
+    httplib::Result r = idle.back()->Get("/v1/models");
+    ASSERT_TRUE(r) << static_cast<int>(r.error());
+    ASSERT_EQ(r->status, 200);
+  }
+  // Both threads wait on their idle connections (for up to 5 s); the new client gives up after
+  // 3 s.
+  std::unique_ptr<httplib::SSLClient> fresh = HttpsClient();
+  fresh->set_read_timeout(3, 0);
+  httplib::Result r = fresh->Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (auto& c : idle) {
+    httplib::Result again = c->Get("/health");
+    ASSERT_TRUE(again) << static_cast<int>(again.error());
+    EXPECT_EQ(again->status, 200);
+  }
 }
 
 // ---- Start-up checks

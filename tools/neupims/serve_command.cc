@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/option_ranges.h"
 #include "engine/cnn/plan.h"
 #include "server/server.h"
@@ -260,6 +261,17 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     }
     if (f->config.empty() || given("--allow-credentials")) {
       o.cors.allow_credentials = f->cors.allow_credentials;
+    }
+    // Without an allowed origin (flag or config) no CORS header is sent: the other CORS flags
+    // would be ignored silently.
+    for (const char* flag : {"--allowed-methods", "--allowed-headers", "--allow-credentials"}) {
+      if (given(flag) && o.cors.allowed_origins.empty()) {
+        *exit_code = ReportError(absl::InvalidArgumentError(
+            absl::StrCat(flag,
+                         " needs --allowed-origins (config \"allowed_origins\"): without an "
+                         "allowed origin no CORS header is sent")));
+        return;
+      }
     }
     if (f->config.empty() || given("--cnn-model")) o.cnn.models = SplitCommaList(f->cnn.models);
     if (f->config.empty() || given("--cnn-cluster")) o.cnn.cluster = f->cnn.cluster;

@@ -2,6 +2,7 @@
 // checked by the shared rules (option range table, ReadInputFile, strict JSON) and refused with
 // a message naming the flag or file, never a crash or a silently wrong run.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -147,6 +148,20 @@ TEST(InputChecks, ServeCorsFlagsAreCheckedNamingTheFlag) {
   }
   EXPECT_THAT(RunCli(absl::StrCat(serve, "--allowed-origins http://ui.example/")).out,
               HasSubstr("no path or trailing slash"));
+}
+
+// --allowed-methods, --allowed-headers and --allow-credentials do nothing without an allowed
+// origin: they were silently ignored, now they are refused naming the flag.
+TEST(InputChecks, ServeCorsSubFlagsNeedAllowedOrigins) {
+  const std::string serve = "serve --port 0 --metrics-port -1 --http-port -1 ";
+  for (const char* flag :
+       {"--allowed-methods GET", "--allowed-headers Content-Type", "--allow-credentials"}) {
+    const CliOutput o = RunCli(absl::StrCat(serve, flag));
+    EXPECT_EQ(o.status, 2) << flag << "\n" << o.out;
+    const std::string name =
+        std::string(absl::string_view(flag).substr(0, std::strcspn(flag, " ")));
+    EXPECT_THAT(o.out, HasSubstr(name + " needs --allowed-origins")) << o.out;
+  }
 }
 
 TEST(InputChecks, ADirectoryAsAConfigFileSaysSo) {
