@@ -710,14 +710,20 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
     GraphSlot& slot = GraphFor(topology, &found);
     graph_ = &slot.graph;
     if (found) {
-      StageGraph::Patcher patch(graph_);
+      // Cached layers are never changed or freed (layer_cache_ holds them in nodes), so the
+      // same pointer means the same chain ops as the last walk wrote.
+      const std::array<bool, 2> kept = {stage_layer_[0] == slot.chain_layers[0],
+                                        stage_layer_[1] == slot.chain_layers[1]};
+      StageGraph::Patcher patch(graph_, kept);
       WalkGraph(patch, serialized, sim_layers, last_stage);
       NEUPIMS_CHECK_MSG(patch.done(), "a patch walk of the same topology covers every node");
       ++graph_patched_;
+      for (int s = 0; s < 2; ++s) chains_kept_ += kept[s] && stage_layer_[s] != nullptr ? 1 : 0;
     } else {
       WalkGraph(*graph_, serialized, sim_layers, last_stage);
       slot.topology = topology;
     }
+    slot.chain_layers = stage_layer_;
     const bool blocked = options_.mode.pim_attention && !options_.mode.dual_row_buffers;
     schedule_.makespan_ns = graph_->Schedule(blocked, options_.device.stage_barriers);
     // Measured whenever the interior layers exist, not only when this stage extrapolates: the

@@ -141,6 +141,8 @@ class IterationModel {
   // Of those, the graphs that were patched (the previous graph's topology, new durations and
   // costs) rather than built.
   int64_t graphs_patched() const { return graph_patched_; }
+  // Sub-batch chains a patch passed over, their layer's ops being in the graph already.
+  int64_t chains_kept() const { return chains_kept_; }
   // List-scheduler calls of all the graphs kept so far, by how they were answered
   // (ListScheduler: lean replay, checked replay, event loop).
   struct ListScheduleCalls {
@@ -346,11 +348,14 @@ class IterationModel {
   struct GraphSlot {
     StageGraph graph;
     std::optional<TopologyKey> topology;  // the topology `graph` holds, once built
+    // The costed layers whose ops the graph's chain nodes hold (the last walk's stage_layer_):
+    // a patch with the same layer passes over that sub-batch's chains (Patcher's chains_kept).
+    std::array<const CostedLayer*, 2> chain_layers{};
     int64_t last_used = 0;
   };
   std::array<GraphSlot, 4> graphs_;
   StageGraph* graph_ = &graphs_[0].graph;  // the graph last built or patched
-  int64_t graph_uses_ = 0, graph_patched_ = 0;
+  int64_t graph_uses_ = 0, graph_patched_ = 0, chains_kept_ = 0;
   // The slot holding `topology`, with `*found` true, or else the least recently used slot.
   GraphSlot& GraphFor(const TopologyKey& topology, bool* found);
   std::array<SubBatchAttention, 2> attention_;

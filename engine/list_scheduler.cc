@@ -91,15 +91,20 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
                           uint64_t shape) {
   ++calls_;
   // Blocked mode couples the PIM and systolic lanes' free times; it always runs the loop.
-  Memory* memory = blocked ? nullptr : Find(nodes.size(), barriers);
-  if (memory != nullptr) {
-    memory->last_used = calls_;
+  // Otherwise every remembered order of this node count is tried, the most recently used
+  // first: a graph whose durations cross back and forth alternates between a few orders.
+  std::array<Memory*, kMemories> found{};
+  const int count = blocked ? 0 : Find(nodes.size(), barriers, &found);
+  for (int c = 0; c < count; ++c) {
+    Memory* memory = found[c];
     double makespan = 0;
     if (shape != 0 && memory->shape == shape && Lean(nodes, *memory, &makespan)) {
+      memory->last_used = calls_;
       ++lean_replays_;
       return makespan;
     }
     if (Replay(nodes, memory->order, barriers, &makespan)) {
+      memory->last_used = calls_;
       ++checked_replays_;
       if (shape != 0 && !barriers) Prove(nodes, memory, shape);
       return makespan;
@@ -107,28 +112,39 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
   }
   ++event_loop_runs_;
   const double makespan = RunEventLoop(nodes, blocked, barriers);
-  // Every node started (a DAG): remember the order, in place of a failed one or else of the
-  // least recently used.
+  // Every node started (a DAG): remember the order in place of the least recently used one
+  // (an order that failed here is kept while slots remain: the durations may cross back).
   if (blocked || order_.size() != nodes.size()) return makespan;
-  if (memory == nullptr) {
-    memory = &*std::min_element(
-        memories_.begin(), memories_.end(),
-        [](const Memory& a, const Memory& b) { return a.last_used < b.last_used; });
-    memory->barriers = barriers;
-    memory->last_used = calls_;
+  Memory* memory = &*std::min_element(
+      memories_.begin(), memories_.end(),
+      [](const Memory& a, const Memory& b) { return a.last_used < b.last_used; });
+  // A tie's backoff carries over from the order this one replaces for the same node count (ties
+  // come from equal durations, which outlast an order); a slot of another size starts afresh.
+  if (count > 0 && memory != found[0]) {
+    memory->skip = found[0]->skip;
+    memory->backoff = found[0]->backoff;
+  } else if (count == 0 || memory->order.size() != nodes.size()) {
+    memory->skip = memory->backoff = 0;
   }
+  memory->barriers = barriers;
+  memory->last_used = calls_;
   memory->order.swap(order_);
-  // A new order: no proof, no ancestor sets yet (a tie's backoff stays: ties come from equal
-  // durations, which outlast an order).
+  // A new order: no proof, no ancestor sets yet.
   memory->shape = memory->ancestors_shape = 0;
   return makespan;
 }
 
-ListScheduler::Memory* ListScheduler::Find(size_t n, bool barriers) {
+int ListScheduler::Find(size_t n, bool barriers, std::array<Memory*, kMemories>* found) {
+  int count = 0;
   for (Memory& m : memories_) {
-    if (m.last_used > 0 && m.order.size() == n && m.barriers == barriers) return &m;
+    if (m.last_used == 0 || m.order.size() != n || m.barriers != barriers) continue;
+    // Insertion by last use, descending (at most kMemories entries).
+    int at = count++;
+    for (; at > 0 && (*found)[at - 1]->last_used < m.last_used; --at)
+      (*found)[at] = (*found)[at - 1];
+    (*found)[at] = &m;
   }
-  return nullptr;
+  return count;
 }
 
 // Takes the nodes in a remembered start order and checks, by induction over it, that the event

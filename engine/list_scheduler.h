@@ -10,9 +10,10 @@
 //     the PIM computes progresses at `dur_ns / dur_shared_ns` of full speed until the PIM frees
 //     the channels, then at full speed.
 //
-// Replay: the start order of the last few event-loop calls is remembered (one per node count;
-// a graph whose shape repeats with new durations usually starts its nodes in the same order).
-// Unless blocked, a call first replays the remembered order of its node count in one pass:
+// Replay: the start orders of the last few event-loop calls are remembered (a graph whose shape
+// repeats with new durations usually starts its nodes in one of a few orders). Unless blocked,
+// a call first replays the remembered orders of its node count, the most recent first, each in
+// one pass:
 // each node starts when both its dependencies and its lane are done, and the pass checks that
 // the greedy would have made each decision (no better-priority node of the lane was ready by
 // then, no node of the lane was ready while it idled, the order starts each node once after
@@ -148,8 +149,9 @@ class ListScheduler {
   };
 
   double RunEventLoop(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers);
-  // The memory of a call with `n` nodes, or null.
-  Memory* Find(size_t n, bool barriers);
+  static constexpr int kMemories = 4;
+  // The memories of calls with `n` nodes, the most recently used first; returns their count.
+  int Find(size_t n, bool barriers, std::array<Memory*, kMemories>* found);
   // Replays `order` on `nodes`; false (nodes' times unspecified) if the greedy would decide
   // otherwise.
   bool Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int> order, bool barriers,
@@ -166,8 +168,9 @@ class ListScheduler {
   std::vector<int> user_begin_, users_, waiting_;
   std::vector<int> stage_left_;                    // barriers: nodes of each stage not yet retired
   std::array<std::vector<int>, kNumLanes> ready_;  // per lane
-  // A few graph sizes alternate (decode and prefill stages on one model): one memory each.
-  std::array<Memory, 4> memories_;
+  // A few graph sizes alternate (decode and prefill stages on one model), and a graph's order
+  // alternates between a few as its durations cross: the last few orders, of any sizes.
+  std::array<Memory, kMemories> memories_;
   std::vector<int> order_;  // the event loop's start order
   // Replay scratch: each node's retire point (after one slot for DepList::kNone), each lane's
   // decisions (room for n per lane).

@@ -232,12 +232,21 @@ class StageGraph {
 // branches); done() tells whether the walk covered every node.
 class StageGraph::Patcher {
  public:
-  explicit Patcher(StageGraph* graph) : g_(graph) {}
+  // `chains_kept[s]`: the caller's promise that sub-batch s's AddChain calls pass the same
+  // CostedOp objects, unchanged, as the walk that last built or patched the graph (a decode
+  // batch whose token count repeats: its layer's ops are one cached object). Those chains'
+  // nodes hold these ops already and are passed over; only the attention nodes are rewritten.
+  explicit Patcher(StageGraph* graph, std::array<bool, 2> chains_kept = {false, false})
+      : g_(graph), chains_kept_(chains_kept) {}
   void Clear(bool /*interleaved: part of the topology*/) { next_ = 0; }
   void AddChain(absl::Span<const CostedOp> ops, int s, int layer, Phase phase) {
     // next_ <= the node count always: one bound for the chain, and one place for all its nodes
     // (the compiler keeps it out of the loop).
     NEUPIMS_CHECK_MSG(ops.size() <= g_->sched_.size() - next_, "a patch walk of the same topology");
+    if (chains_kept_[s]) {
+      next_ += ops.size();
+      return;
+    }
     for (const CostedOp& op : ops) Write(OpNode(op, s, layer, phase));
   }
   void BeginAttention(int s) { branched_[s] = false; }
@@ -291,6 +300,7 @@ class StageGraph::Patcher {
   }
 
   StageGraph* g_;
+  std::array<bool, 2> chains_kept_;
   size_t next_ = 0;
   std::array<bool, 2> branched_{};
 };

@@ -762,6 +762,42 @@ TEST(IterationModel, PatchedGraphEqualsAFreshBuild) {
   }
 }
 
+// A patch passes over a sub-batch's chains when its token count (its costed layer) is the one
+// the graph's last walk wrote: decode stages whose sizes repeat among few values, with new
+// context lengths each time and the topology alternating (one or two sub-batches, so a graph is
+// patched again after another graph's walks), must equal a fresh build node for node.
+TEST(IterationModel, PatchKeepingTheChainsOfARepeatedLayerEqualsAFreshBuild) {
+  std::mt19937_64 rng(20261128);
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (const auto& [mode_name, pp] :
+       {std::pair{"neupims", 1}, {"npu+pim", 1}, {"npu-only", 1}, {"neupims", 2}}) {
+    SCOPED_TRACE(::testing::Message() << mode_name << " pp " << pp);
+    std::unique_ptr<IterationModel> m = MakeModel(mode_name, nullptr, pp);
+    ASSERT_NE(m, nullptr);
+    for (int step = 0; step < 40; ++step) {
+      SCOPED_TRACE(step);
+      IterationInput in;
+      const int sizes[2] = {std::array{3, 5}[uniform(0, 1)], std::array{0, 3, 4}[uniform(0, 2)]};
+      for (int s = 0; s < 2; ++s) {
+        for (int i = 0; i < sizes[s]; ++i) {
+          in.sub_batches[s].push_back({uniform(1, 1500), uniform(0, 31)});
+        }
+      }
+      std::unique_ptr<IterationModel> fresh = MakeModel(mode_name, nullptr, pp);
+      ASSERT_NE(fresh, nullptr);
+      absl::StatusOr<IterationCost> got = m->Run(in);
+      absl::StatusOr<IterationCost> want = fresh->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectSameCost(*got, *want);
+      ExpectSameGraph(m->stage_graph(), fresh->stage_graph());
+    }
+    // Chains were kept, and chains were rewritten (a patch with a new token count).
+    EXPECT_GT(m->chains_kept(), 5);
+    EXPECT_LT(m->chains_kept(), 2 * m->graphs_patched() - 5);
+  }
+}
+
 // Local prefills: the attention ops of prompt lengths seen before (alone or in other lists)
 // come from the per-length cache, in prompt order; the stage must equal a fresh model's, which
 // lowers the whole list. An invalid prompt still fails with the lowering's message.

@@ -377,6 +377,28 @@ TEST(ListScheduler, BlockedModeNeverReplays) {
   EXPECT_EQ(s.event_loop_runs(), 3);
 }
 
+// A graph whose durations cross back and forth alternates between start orders: X (after A)
+// and Y (after B) share the vector lane, and whichever becomes ready first starts first. Each
+// order is found by the event loop once and then replayed, checked or lean, from its own
+// memory, with the event loop's times; a third node count in between keeps its own memory.
+TEST(ListScheduler, AlternatingOrdersAreEachReplayedFromTheirOwnMemory) {
+  auto graph = [](double a, double b) {
+    return std::vector<ScheduleNode>{N(Lane::kSystolic, 0, a), N(Lane::kInterconnect, 1, b),
+                                     N(Lane::kVector, 2, 1, {0}), N(Lane::kVector, 3, 1, {1})};
+  };
+  ListScheduler s;
+  for (int i = 0; i < 20; ++i) {
+    const std::string where = "call " + std::to_string(i);
+    std::vector<ScheduleNode> nodes = i % 2 == 0 ? graph(1 + i * 1e-3, 2) : graph(2, 1 + i * 1e-3);
+    ExpectTheEventLoops(&s, &nodes, false, 7, where);
+    std::vector<ScheduleNode> other = {N(Lane::kPim, 0, 1 + i), N(Lane::kVector, 1, 2, {0})};
+    ExpectTheEventLoops(&s, &other, false, 9, where + " other");
+  }
+  // Two orders of four nodes and one of two.
+  EXPECT_EQ(s.event_loop_runs(), 3);
+  EXPECT_EQ(s.replays(), 37);
+}
+
 // A systolic node's duration jumps at dur_ns == 0 when dur_shared_ns > 0 and the PIM is busy
 // (rate 0: the shared duration, whatever the PIM has left), so no drift bound covers a move
 // away from 0: the lean replay refuses it (a move of 1e-6 ns moves B's end by 8 ns).
