@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
@@ -254,17 +255,28 @@ TEST_F(PeerAcceptanceTest, ABrowserPageOnAnotherOriginCallsTheApiWithCors) {
   };
   const fs::path token = fs::path(::testing::TempDir()) / "cors_browser_token";
   std::ofstream(token) << kToken << "\n";
-  // The API as localhost, the page as 127.0.0.1: two origins.
+  // The API as localhost, the page as 127.0.0.1: two origins. Chromium dumps the DOM when its
+  // virtual-time budget runs out, which under load (rarely, about once in 40 runs) came before
+  // the page's script had written anything: the page still says "pending", a result of the
+  // harness's timing, not of the server. Only that is loaded again (at most three times), each
+  // time with a profile of its own; any answer the script did write is checked as it is.
   auto load_page = [&](const Server& server) {
-    return RunCommand(
-        absl::StrCat("timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run "
-                     "--disable-background-networking --disable-component-update --disable-sync "
-                     "--user-data-dir='",
-                     ::testing::TempDir(),
-                     "/cors_chromium' --virtual-time-budget=15000 "
-                     "--dump-dom 'http://127.0.0.1:",
-                     page_port, "/?api=http://localhost:", *server.http_port(), "&token=", kToken,
-                     "' 2>/dev/null"));
+    CommandResult seen;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      const fs::path profile =
+          fs::path(::testing::TempDir()) / absl::StrCat("cors_chromium_", ::getpid(), "_", attempt);
+      fs::remove_all(profile);
+      seen = RunCommand(absl::StrCat(
+          "timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run "
+          "--disable-background-networking --disable-component-update --disable-sync "
+          "--user-data-dir='",
+          profile.string(),
+          "' --virtual-time-budget=15000 --dump-dom 'http://127.0.0.1:", page_port,
+          "/?api=http://localhost:", *server.http_port(), "&token=", kToken, "' 2>/dev/null"));
+      fs::remove_all(profile);
+      if (!absl::StrContains(seen.output, "<pre id=\"out\">pending</pre>")) break;
+    }
+    return seen;
   };
   ServerOptions o = Options(Pacing::kFast);
   o.security.auth_token_file = token.string();
