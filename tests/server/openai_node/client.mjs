@@ -76,8 +76,9 @@ assert.deepEqual(usage, {prompt_tokens: 19, completion_tokens: 9, total_tokens: 
 // A bad request (n > 1) is the SDK's typed error with status 400 and OpenAI's error fields.
 await assert.rejects(
     client.completions.create({model, prompt: 'x', max_tokens: 4, n: 2}), (e) => {
-      assert.ok(e instanceof OpenAI.APIError, 'APIError');
-      assert.ok(e instanceof OpenAI.BadRequestError, 'BadRequestError');
+      const seen = `${e.constructor.name} ${e.status} ${e.message}`;
+      assert.ok(e instanceof OpenAI.APIError, `APIError, got ${seen}`);
+      assert.ok(e instanceof OpenAI.BadRequestError, `BadRequestError, got ${seen}`);
       assert.equal(e.status, 400);
       assert.equal(e.param, 'n');
       assert.equal(e.type, 'invalid_request_error');
