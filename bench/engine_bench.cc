@@ -4,6 +4,7 @@
 // Run: build/release/bench/engine_bench --benchmark_repetitions=5
 // --benchmark_report_aggregates_only
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -12,6 +13,7 @@
 #include "benchmark/benchmark.h"
 #include "engine/engine.h"
 #include "engine/iteration_model.h"
+#include "scheduler/request.h"
 
 namespace neupims::engine {
 namespace {
@@ -28,21 +30,30 @@ std::unique_ptr<IterationModel> Model(int mode) {
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-IterationInput Batch(int batch, bool two_sub_batches, int channels) {
+// A decode batch as the engine passes it: the scheduler's requests, read in place by the model.
+struct Batch {
+  std::vector<scheduler::Request> requests;
+  std::array<std::vector<const scheduler::Request*>, 2> lists;
+  IterationInput in;
+};
+
+void FillBatch(int batch, bool two_sub_batches, int channels, Batch* b) {
   std::mt19937_64 rng(7);
   std::lognormal_distribution<double> len(6.3, 0.8);  // median ~545 tokens
-  IterationInput in;
+  b->requests.resize(batch);                          // sized before any pointer into it is taken
   for (int i = 0; i < batch; ++i) {
-    const int64_t seq = std::clamp<int64_t>(static_cast<int64_t>(len(rng)), 1, 2000);
-    in.sub_batches[two_sub_batches ? i % 2 : 0].push_back({seq, i % channels});
+    scheduler::Request& r = b->requests[i];
+    r.prompt_tokens = std::clamp<int64_t>(static_cast<int64_t>(len(rng)), 1, 2000);
+    r.channel = i % channels;
+    b->lists[two_sub_batches ? i % 2 : 0].push_back(&r);
   }
-  return in;
+  for (int s = 0; s < 2; ++s) b->in.decode[s] = b->lists[s];
 }
 
 // The model of mode state.range(0) and a batch of state.range(1) requests on its channels
 // (two sub-batches in NeuPIMs mode from 256 requests); null, with the benchmark skipped, when
 // the model cannot be created.
-std::unique_ptr<IterationModel> SetUp(benchmark::State& state, IterationInput* in) {
+std::unique_ptr<IterationModel> SetUp(benchmark::State& state, Batch* b) {
   const int mode = static_cast<int>(state.range(0));
   const int batch = static_cast<int>(state.range(1));
   std::unique_ptr<IterationModel> m = Model(mode);
@@ -50,14 +61,15 @@ std::unique_ptr<IterationModel> SetUp(benchmark::State& state, IterationInput* i
     state.SkipWithError("cannot create the model");
     return nullptr;
   }
-  *in = Batch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels);
+  FillBatch(batch, mode == 0 && batch >= 256, m->options().device.hbm.org.channels, b);
   return m;
 }
 
 void BM_DecodeIteration(benchmark::State& state) {
-  IterationInput in;
-  std::unique_ptr<IterationModel> m = SetUp(state, &in);
+  Batch b;
+  std::unique_ptr<IterationModel> m = SetUp(state, &b);
   if (m == nullptr) return;
+  const IterationInput& in = b.in;
   const int batch = static_cast<int>(state.range(1));
   if (!m->Run(in).ok()) {  // warm the caches
     state.SkipWithError("iteration failed");
@@ -76,23 +88,17 @@ void BM_DecodeIteration(benchmark::State& state) {
 // softmax width cross their steps as in a real run, so most iterations build and schedule their
 // graph (BM_DecodeIteration repeats one input, whose schedule is replayed after the first run).
 void BM_DecodeIterationGrowing(benchmark::State& state) {
-  IterationInput start;
-  std::unique_ptr<IterationModel> m = SetUp(state, &start);
+  Batch b;
+  std::unique_ptr<IterationModel> m = SetUp(state, &b);
   if (m == nullptr) return;
-  IterationInput in = start;
+  const IterationInput& in = b.in;
   int step = 0;
   const int64_t built_before = m->schedules_built();
   for (auto _ : state) {
     auto c = m->Run(in);
     benchmark::DoNotOptimize(c);
-    if (++step == 48) {
-      step = 0;
-      in = start;
-    } else {
-      for (auto& sb : in.sub_batches) {
-        for (DecodeItem& d : sb) ++d.seq_len;
-      }
-    }
+    step = (step + 1) % 48;
+    for (scheduler::Request& r : b.requests) r.generated = step;
   }
   state.counters["scheduled_fraction"] =
       static_cast<double>(m->schedules_built() - built_before) /

@@ -374,22 +374,15 @@ absl::Status Engine::MaybeStartIteration() {
     RETURN_IF_ERROR(DispatchPrefill());
   }
   IterationInput& in = iteration_input_;  // reused: no allocation in steady state
-  for (int s = 0; s < 2; ++s) {
-    // The scheduler reserved this iteration's slot: the KV cache holds the whole context
-    // (kv_->TokensOf(id) == context_tokens(), without a lookup per request). Written by index
-    // into the resized list (a push_back per request reloaded the vector's ends each time).
-    const std::vector<Request*>& batch = out.sub_batch[s];
-    in.sub_batches[s].resize(batch.size());
-    DecodeItem* items = in.sub_batches[s].data();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      items[i] = {batch[i]->context_tokens(), batch[i]->channel};
-    }
-  }
+  // The model reads the scheduler's lists in place (out lives until EndIteration). The scheduler
+  // reserved this iteration's slot: the KV cache holds each request's whole context
+  // (kv_->TokensOf(id) == context_tokens(), which the model reads, without a lookup).
+  for (int s = 0; s < 2; ++s) in.decode[s] = out.sub_batch[s];
   in.prefill_prompts.clear();
   if (local) {
     for (Request* r : out.prefill) in.prefill_prompts.push_back(r->context_tokens());
   }
-  if (in.sub_batches[0].empty() && in.sub_batches[1].empty() && in.prefill_prompts.empty()) {
+  if (in.decode[0].empty() && in.decode[1].empty() && in.prefill_prompts.empty()) {
     return absl::OkStatus();  // nothing to run until an arrival or a prefill completes
   }
   in.record_timeline = stats_.iterations < timeline_iterations_;

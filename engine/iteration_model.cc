@@ -39,38 +39,44 @@ double AllReduceNs(const LinkSpec& link, int tp, double bytes) {
   return steps * (link.latency_ns + bytes / tp / link.gb_per_s);
 }
 
-// Busiest channel's MHA load over the mean, over both sub-batches (1 without PIM work).
-double ChannelImbalance(const std::vector<double>& sb0, const std::vector<double>& sb1) {
+// Busiest channel's MHA load over the mean, over both sub-batches (1 without PIM work). An
+// empty sub-batch's loads are not read (AccumulateAttention leaves them as they were): it adds
+// +0.0 to every channel, which changes no load (each is a sum from +0.0 of nonnegative times).
+double ChannelImbalance(const std::array<SubBatchAttention, 2>& a, int channels) {
+  const bool both = a[0].requests > 0 && a[1].requests > 0;
+  if (!both && a[0].requests == 0 && a[1].requests == 0) return 1.0;
+  const std::vector<double>& first = a[0].requests > 0 ? a[0].mha_ch : a[1].mha_ch;
   double max_load = 0, sum = 0;
-  for (size_t ch = 0; ch < sb0.size(); ++ch) {
-    const double l = sb0[ch] + sb1[ch];
+  for (int ch = 0; ch < channels; ++ch) {
+    const double l = both ? first[ch] + a[1].mha_ch[ch] : first[ch];
     max_load = std::max(max_load, l);
     sum += l;
   }
-  return sum > 0 ? max_load / (sum / static_cast<double>(sb0.size())) : 1.0;
+  return sum > 0 ? max_load / (sum / static_cast<double>(channels)) : 1.0;
 }
 
 // Splits each sub-batch into `pp` micro-batches, every channel's requests spread round-robin
-// (the remainder rotating across micro-batches).
-void SplitMicroBatches(const std::array<std::vector<DecodeItem>, 2>& sub_batches, int pp,
-                       int channels, std::vector<std::vector<DecodeItem>>* per_channel_scratch,
-                       std::vector<std::array<std::vector<DecodeItem>, 2>>* out) {
+// (the remainder rotating across micro-batches). The lists are reused: sized once, cleared.
+void SplitMicroBatches(const std::array<DecodeBatch, 2>& sub_batches, int pp, int channels,
+                       std::vector<std::vector<const scheduler::Request*>>* per_channel_scratch,
+                       std::vector<std::array<std::vector<const scheduler::Request*>, 2>>* out) {
   out->resize(pp);
   for (auto& mb : *out) {
     mb[0].clear();
     mb[1].clear();
   }
-  std::vector<std::vector<DecodeItem>>& per_channel = *per_channel_scratch;
+  std::vector<std::vector<const scheduler::Request*>>& per_channel = *per_channel_scratch;
   per_channel.resize(channels);
   for (int s = 0; s < 2; ++s) {
+    if (sub_batches[s].empty()) continue;
     for (auto& c : per_channel) c.clear();
-    for (const DecodeItem& d : sub_batches[s]) {
-      per_channel[std::clamp(d.channel, 0, channels - 1)].push_back(d);
+    for (const scheduler::Request* r : sub_batches[s]) {
+      per_channel[std::clamp(r->channel, 0, channels - 1)].push_back(r);
     }
     int turn = 0;
-    for (const std::vector<DecodeItem>& reqs : per_channel) {
-      for (const DecodeItem& d : reqs) {
-        (*out)[turn][s].push_back(d);
+    for (const std::vector<const scheduler::Request*>& reqs : per_channel) {
+      for (const scheduler::Request* r : reqs) {
+        (*out)[turn][s].push_back(r);
         turn = (turn + 1) % pp;
       }
     }
@@ -346,7 +352,7 @@ void IterationModel::ResetAttention(int64_t requests, bool zero_channels,
 // loop stops at the first request whose length is not in the lane cache (a predictable branch),
 // and SumAttention adds that request with AddUncached and resumes.
 template <bool kCountInstructions>
-size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t begin, size_t end,
+size_t IterationModel::SumLaneRun(DecodeBatch items, size_t begin, size_t end,
                                   AttentionSums* sums) {
   const uint32_t channels = static_cast<uint32_t>(channel_ns_.size());
   const uint64_t cached_below = attention_cached_.size();
@@ -360,18 +366,20 @@ size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t beg
   // set by every request, whether to spill it at the loop's exit.
   static_assert(kCommandVectors == 3);
   V4i commands0{}, commands1{}, commands2{};
-  // Raw pointers: a Span's operator[] checks its bound on every request.
-  const DecodeItem* const first = items.data();
-  const DecodeItem* d = first + begin;
-  for (const DecodeItem* const last = first + end; d < last; ++d) {
-    const uint64_t len = static_cast<uint64_t>(d->seq_len);
-    const uint32_t ch = static_cast<uint32_t>(d->channel);
+  // Raw pointers: a Span's operator[] checks its bound on every request. The requests are the
+  // scheduler's, read in place (no copy of the batch per iteration).
+  const scheduler::Request* const* const first = items.data();
+  const scheduler::Request* const* r = first + begin;
+  for (const scheduler::Request* const* const last = first + end; r < last; ++r) {
+    const int64_t seq_len = (*r)->context_tokens();
+    const uint64_t len = static_cast<uint64_t>(seq_len);
+    const uint32_t ch = static_cast<uint32_t>((*r)->channel);
     // A channel out of range also leaves (AddUncached clamps it): cheaper than clamping here.
     if (len >= cached_below || cached[len] != kCostedInLanes || ch >= channels) [[unlikely]] {
       break;
     }
     const AttentionLanes& c = lanes[len];
-    total_seq += d->seq_len;
+    total_seq += seq_len;
     channel_ns[ch] += c.ns;
     if constexpr (kCountInstructions) channel_instructions[ch] += c.instructions;
     work += c.work;
@@ -387,14 +395,15 @@ size_t IterationModel::SumLaneRun(absl::Span<const DecodeItem> items, size_t beg
   for (int v = 0; v < kCommandVectors; ++v) {
     for (int k = 0; k < 4; ++k) sums->commands[4 * v + k] += commands[v][k];
   }
-  return static_cast<size_t>(d - first);
+  return static_cast<size_t>(r - first);
 }
 
 template <bool kCountInstructions>
-absl::Status IterationModel::AddUncached(const DecodeItem& d, AttentionSums* sums) {
-  ASSIGN_OR_RETURN(const AttentionCost* c, AttentionRef(d.seq_len));
-  const int ch = std::clamp(d.channel, 0, options_.device.hbm.org.channels - 1);
-  sums->total_seq += d.seq_len;
+absl::Status IterationModel::AddUncached(const scheduler::Request& r, AttentionSums* sums) {
+  const int64_t seq_len = r.context_tokens();
+  ASSIGN_OR_RETURN(const AttentionCost* c, AttentionRef(seq_len));
+  const int ch = std::clamp(r.channel, 0, options_.device.hbm.org.channels - 1);
+  sums->total_seq += seq_len;
   channel_ns_[ch] += V2d{c->logit_ns, c->attend_ns};
   if constexpr (kCountInstructions) {
     channel_instructions_[ch] += V2d{c->logit_instructions, c->attend_instructions};
@@ -406,8 +415,7 @@ absl::Status IterationModel::AddUncached(const DecodeItem& d, AttentionSums* sum
 }
 
 template <bool kCountInstructions>
-absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
-                                          HwCost* cost) {
+absl::Status IterationModel::SumAttention(DecodeBatch items, SubBatchAttention* a, HwCost* cost) {
   const size_t channels = channel_ns_.size();
   std::fill(channel_ns_.begin(), channel_ns_.end(), V2d{});
   if constexpr (kCountInstructions) {
@@ -417,7 +425,7 @@ absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, Su
   for (size_t i = 0; i < items.size();) {
     const size_t stop = std::min(items.size(), i + static_cast<size_t>(kLaneChunk));
     i = SumLaneRun<kCountInstructions>(items, i, stop, &sums);
-    if (i < stop) RETURN_IF_ERROR(AddUncached<kCountInstructions>(items[i++], &sums));
+    if (i < stop) RETURN_IF_ERROR(AddUncached<kCountInstructions>(*items[i++], &sums));
   }
   // Every channel's entry written (ResetAttention left them unzeroed); the busy time summed in
   // channel order as before. Without instruction counts (the issue scope is unlimited) each span
@@ -454,12 +462,21 @@ absl::Status IterationModel::SumAttention(absl::Span<const DecodeItem> items, Su
   return absl::OkStatus();
 }
 
-absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> items,
-                                                 SubBatchAttention* a, HwCost* cost) {
+absl::Status IterationModel::AccumulateAttention(DecodeBatch items, SubBatchAttention* a,
+                                                 HwCost* cost) {
+  if (items.empty()) {
+    // Nothing to sum: no graph node reads an empty sub-batch's channels, and ChannelImbalance
+    // passes over them, so they are neither sized nor written.
+    a->requests = a->total_seq = 0;
+    a->logit_ns = a->attend_ns = 0;
+    a->cost = HwCost{};
+    a->serial_logit_ns = a->serial_context_ns = 0;
+    return absl::OkStatus();
+  }
   const bool pim = options_.mode.pim_attention;
   ResetAttention(static_cast<int64_t>(items.size()), /*zero_channels=*/!pim, a);
   if (!pim) {
-    for (const DecodeItem& d : items) a->total_seq += d.seq_len;
+    for (const scheduler::Request* r : items) a->total_seq += r->context_tokens();
     if (options_.device.npu.attention_mapping == hw::AttentionMapping::kSerialGemv) {
       AccumulateSerialGemvAttention(items, a);
     }
@@ -475,18 +492,17 @@ absl::Status IterationModel::AccumulateAttention(absl::Span<const DecodeItem> it
 }
 
 // One request and one head at a time (hw::SerialGemvHeadCycles).
-void IterationModel::AccumulateSerialGemvAttention(absl::Span<const DecodeItem> items,
-                                                   SubBatchAttention* a) const {
+void IterationModel::AccumulateSerialGemvAttention(DecodeBatch items, SubBatchAttention* a) const {
   const double heads_ns = static_cast<double>(dims_.num_heads) * npu_ns_per_cycle_;
-  for (const DecodeItem& d : items) {
+  for (const scheduler::Request* r : items) {
     const hw::SerialGemvHead h =
-        hw::SerialGemvHeadCycles(options_.device.npu, d.seq_len, dims_.head_dim);
+        hw::SerialGemvHeadCycles(options_.device.npu, r->context_tokens(), dims_.head_dim);
     a->serial_logit_ns += static_cast<double>(h.logit) * heads_ns;
     a->serial_context_ns += static_cast<double>(h.context) * heads_ns;
   }
 }
 
-absl::Status IterationModel::CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
+absl::Status IterationModel::CostStage(const std::array<DecodeBatch, 2>& sb,
                                        absl::Span<const int64_t> prompts) {
   const SystemMode& mode = options_.mode;
   int64_t prompt_tokens = 0;
@@ -679,9 +695,10 @@ void IterationModel::WalkGraph(G& g, bool serialized, int sim_layers, bool last_
   }
 }
 
-absl::StatusOr<IterationCost> IterationModel::RunStage(
-    const std::array<absl::Span<const DecodeItem>, 2>& sb, absl::Span<const int64_t> prompts,
-    int micro_batch, bool full_timeline, int layers) {
+absl::StatusOr<IterationCost> IterationModel::RunStage(const std::array<DecodeBatch, 2>& sb,
+                                                       absl::Span<const int64_t> prompts,
+                                                       int micro_batch, bool full_timeline,
+                                                       int layers) {
   const int L = layers > 0 ? layers : layers_per_device_;
   // A single-layer study leaves the LM head out; every stage of the symmetric pipeline is
   // costed alike.
@@ -692,7 +709,7 @@ absl::StatusOr<IterationCost> IterationModel::RunStage(
   IterationCost cost;
   for (int s = 0; s < 2; ++s) RETURN_IF_ERROR(AccumulateAttention(sb[s], &attention_[s], &cost));
   for (int64_t& c : cost.pim_commands) c *= L;
-  cost.channel_imbalance = ChannelImbalance(attention_[0].mha_ch, attention_[1].mha_ch);
+  cost.channel_imbalance = ChannelImbalance(attention_, options_.device.hbm.org.channels);
 
   RETURN_IF_ERROR(CostStage(sb, prompts));
   const bool serialized = !options_.mode.sub_batch_interleaving && !sb[1].empty();
@@ -754,8 +771,30 @@ absl::StatusOr<IterationCost> IterationModel::Run(const IterationInput& input) {
 }
 
 bool IterationModel::IsPrefillOnly(const IterationInput& input) {
-  return input.sub_batches[0].empty() && input.sub_batches[1].empty() &&
-         !input.prefill_prompts.empty() && !input.record_timeline;
+  return input.sub_batches[0].empty() && input.sub_batches[1].empty() && input.decode[0].empty() &&
+         input.decode[1].empty() && !input.prefill_prompts.empty() && !input.record_timeline;
+}
+
+absl::StatusOr<std::array<DecodeBatch, 2>> IterationModel::ItemsAsRequests(
+    const IterationInput& input) {
+  if (!input.decode[0].empty() || !input.decode[1].empty()) {
+    return absl::InvalidArgumentError(
+        "an iteration's decoding requests are either read in place or given by value, not both");
+  }
+  // Sized before any pointer into it is taken.
+  items_as_requests_.resize(input.sub_batches[0].size() + input.sub_batches[1].size());
+  size_t next = 0;
+  for (int s = 0; s < 2; ++s) {
+    item_batches_[s].clear();
+    for (const DecodeItem& d : input.sub_batches[s]) {
+      scheduler::Request& r = items_as_requests_[next++];
+      r.prompt_tokens = d.seq_len;
+      r.generated = 0;
+      r.channel = d.channel;
+      item_batches_[s].push_back(&r);
+    }
+  }
+  return std::array<DecodeBatch, 2>{item_batches_[0], item_batches_[1]};
 }
 
 absl::StatusOr<const IterationCost*> IterationModel::RunPrefill(const IterationInput& input) {
@@ -788,12 +827,15 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
   // sum of the stage times plus the pipeline's activation hand-offs (NeuPIMs sec. 7.1).
   // Micro-batches split every channel's requests evenly (Algorithm 3 generalised to pp parts,
   // rotating which part gets the remainder), so each micro-batch keeps every PIM channel busy.
-  absl::InlinedVector<std::array<absl::Span<const DecodeItem>, 2>, 4> micro(pp);
+  std::array<DecodeBatch, 2> decode = input.decode;  // the engine's path: read in place
+  if (!input.sub_batches[0].empty() || !input.sub_batches[1].empty()) {
+    ASSIGN_OR_RETURN(decode, ItemsAsRequests(input));
+  }
+  absl::InlinedVector<std::array<DecodeBatch, 2>, 4> micro(pp);
   if (pp == 1) {
-    micro[0] = {input.sub_batches[0], input.sub_batches[1]};
+    micro[0] = decode;
   } else {
-    SplitMicroBatches(input.sub_batches, pp, options_.device.hbm.org.channels, &micro_channels_,
-                      &micro_);
+    SplitMicroBatches(decode, pp, options_.device.hbm.org.channels, &micro_channels_, &micro_);
     for (int mb = 0; mb < pp; ++mb) micro[mb] = {micro_[mb][0], micro_[mb][1]};
   }
   IterationCost total;
@@ -820,7 +862,7 @@ absl::StatusOr<IterationCost> IterationModel::RunUncached(const IterationInput& 
     total.duration_ns += (pp - 1) * options_.interconnect.TransferNs(bytes);
   }
   for (int s = 0; s < 2; ++s) {
-    total.sub_batch_sizes[s] = static_cast<int64_t>(input.sub_batches[s].size());
+    total.sub_batch_sizes[s] = static_cast<int64_t>(decode[s].size());
   }
   // Group energy: the per-device dynamic energy of every device, static NPU power and DRAM
   // background of every device for the whole iteration.

@@ -57,6 +57,7 @@
 #include "hw/registry.h"
 #include "models/lowering.h"
 #include "models/model_config.h"
+#include "scheduler/request.h"
 
 namespace neupims::engine {
 
@@ -77,15 +78,24 @@ struct IterationModelOptions {
   LinkSpec interconnect;
 };
 
-// A decoding request in this iteration.
+// A decoding request in this iteration, by value (inputs built by hand: tests, benchmarks,
+// `neupims step`).
 struct DecodeItem {
   int64_t seq_len = 1;  // tokens in its KV cache, including the newest
   int channel = 0;
 };
 
+// One sub-batch's decoding requests read in place, as the scheduler lists them: the model reads
+// each request's context_tokens() (its KV cache, including the newest token) and channel, and
+// nothing else. The engine's path: no copy of the batch per iteration.
+using DecodeBatch = absl::Span<const scheduler::Request* const>;
+
 struct IterationInput {
-  std::array<std::vector<DecodeItem>, 2> sub_batches;  // [1] empty without interleaving
-  std::vector<int64_t> prefill_prompts;                // local prefills (joined to sub-batch 0)
+  // The decoding requests of each sub-batch ([1] empty without interleaving): either `decode`,
+  // read in place (valid for the call of Run), or `sub_batches`, by value; not both.
+  std::array<DecodeBatch, 2> decode;
+  std::array<std::vector<DecodeItem>, 2> sub_batches;
+  std::vector<int64_t> prefill_prompts;  // local prefills (joined to sub-batch 0)
   bool record_timeline = false;
   int layers = 0;  // decoder layers to run: 0 = all of the device's, else exactly this many
 };
@@ -199,17 +209,15 @@ class IterationModel {
   absl::StatusOr<const AttentionCost*> AttentionRef(int64_t seq_len);
 
   // The attention work of sub-batch `items` (PIM modes) into `a`; adds its commands to `cost`.
-  void AccumulateSerialGemvAttention(absl::Span<const DecodeItem> items,
-                                     SubBatchAttention* a) const;
-  absl::Status AccumulateAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a,
-                                   HwCost* cost);
+  void AccumulateSerialGemvAttention(DecodeBatch items, SubBatchAttention* a) const;
+  absl::Status AccumulateAttention(DecodeBatch items, SubBatchAttention* a, HwCost* cost);
   // AccumulateAttention's parts: `a` emptied for `requests` requests (the per-channel arrays
   // sized, and zeroed only if `zero_channels`: SumAttention writes every entry); the
   // per-request sums, with the channels' MHA loads and busy time (and, without instruction
   // counts, the logit and attend spans).
   void ResetAttention(int64_t requests, bool zero_channels, SubBatchAttention* a) const;
   template <bool kCountInstructions>
-  absl::Status SumAttention(absl::Span<const DecodeItem> items, SubBatchAttention* a, HwCost* cost);
+  absl::Status SumAttention(DecodeBatch items, SubBatchAttention* a, HwCost* cost);
   // The hot loop's view of one cached length's AttentionCost: the fields SumAttention adds,
   // paired in 16-byte lanes (a pair adds as its two doubles would, lane by lane), the command
   // counts as int32 (at most kMaxLaneCommands each, so that kLaneChunk requests' sums fit).
@@ -237,15 +245,14 @@ class IterationModel {
   // stopped. Makes no call: across a call GCC keeps the sums in memory (every vector register
   // is caller-saved).
   template <bool kCountInstructions>
-  size_t SumLaneRun(absl::Span<const DecodeItem> items, size_t begin, size_t end,
-                    AttentionSums* sums);
+  size_t SumLaneRun(DecodeBatch items, size_t begin, size_t end, AttentionSums* sums);
   // Fills `lanes` from `c`: kCostedInLanes, or kCostedWide (lanes untouched) when a command
   // count does not fit.
   static uint8_t ToLanes(const AttentionCost& c, AttentionLanes* lanes);
   // Adds one request SumLaneRun stopped at: a length not costed yet (costed now), beyond the
   // cache or with counts too large for the lanes, or a channel out of range (clamped).
   template <bool kCountInstructions>
-  absl::Status AddUncached(const DecodeItem& d, AttentionSums* sums);
+  absl::Status AddUncached(const scheduler::Request& r, AttentionSums* sums);
   // What determines a stage's schedule: the graph's shape and every node's duration.
   struct ScheduleKey {
     std::array<const CostedLayer*, 2> layer{};  // each sub-batch's costed layer (by tokens)
@@ -259,8 +266,7 @@ class IterationModel {
   };
   // Costs the ops of one micro-batch's stage: stage_layer_, softmax_, npu_attention_,
   // prefill_costed_ (attention_ already accumulated).
-  absl::Status CostStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
-                         absl::Span<const int64_t> prompts);
+  absl::Status CostStage(const std::array<DecodeBatch, 2>& sb, absl::Span<const int64_t> prompts);
   // prefill_costed_: the attention ops of every prompt, in prompt order.
   absl::Status CostPrefillAttention(absl::Span<const int64_t> prompts);
   // The costed attention ops of one prompt (models::PrefillAttentionOps), names interned.
@@ -303,9 +309,12 @@ class IterationModel {
   static bool IsPrefillOnly(const IterationInput& input);
   absl::StatusOr<IterationCost> RunUncached(const IterationInput& input);
   // One pipeline stage for one micro-batch.
-  absl::StatusOr<IterationCost> RunStage(const std::array<absl::Span<const DecodeItem>, 2>& sb,
+  absl::StatusOr<IterationCost> RunStage(const std::array<DecodeBatch, 2>& sb,
                                          absl::Span<const int64_t> prompts, int micro_batch,
                                          bool full_timeline, int layers);
+  // The input's DecodeItems as requests (items_as_requests_; valid until the next call), or
+  // InvalidArgument when it also gives `decode` lists.
+  absl::StatusOr<std::array<DecodeBatch, 2>> ItemsAsRequests(const IterationInput& input);
 
   IterationModelOptions options_;
   std::unique_ptr<hw::NpuModel> npu_;
@@ -375,10 +384,14 @@ class IterationModel {
   std::vector<CostedOp> prefill_costed_;  // the stage's local prefills' attention ops
   // Each prompt length's costed attention ops (names interned; at most max_seq_len entries).
   absl::flat_hash_map<int64_t, std::vector<CostedOp>> prompt_attention_;
-  std::array<CostedOp, 2> softmax_;                            // per sub-batch
-  std::array<std::array<CostedOp, 2>, 2> npu_attention_;       // npu-only: [s] logit, context
-  std::vector<std::array<std::vector<DecodeItem>, 2>> micro_;  // pp > 1 micro-batches
-  std::vector<std::vector<DecodeItem>> micro_channels_;        // their per-channel split
+  std::array<CostedOp, 2> softmax_;                       // per sub-batch
+  std::array<std::array<CostedOp, 2>, 2> npu_attention_;  // npu-only: [s] logit, context
+  // pp > 1: the micro-batches and the per-channel split they are dealt from (reused).
+  std::vector<std::array<std::vector<const scheduler::Request*>, 2>> micro_;
+  std::vector<std::vector<const scheduler::Request*>> micro_channels_;
+  // An input's DecodeItems as requests (context_tokens() = seq_len) and their lists (reused).
+  std::vector<scheduler::Request> items_as_requests_;
+  std::array<std::vector<const scheduler::Request*>, 2> item_batches_;
 };
 
 }  // namespace neupims::engine

@@ -1,6 +1,7 @@
 #include "engine/iteration_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "hw/device.h"
 #include "models/model_config.h"
 #include "scheduler/batching.h"
+#include "scheduler/request.h"
 
 namespace neupims::engine {
 namespace {
@@ -680,6 +682,72 @@ IterationInput RandomStage(std::mt19937_64& rng) {
   if (no_decode && in.prefill_prompts.empty()) in.sub_batches[0].push_back({100, 3});
   if (no_decode) in.record_timeline = true;
   return in;
+}
+
+// `items`' decoding requests as the scheduler holds them (each length split into prompt and
+// generated tokens), and an input that reads them in place.
+struct InPlaceInput {
+  std::vector<scheduler::Request> requests;
+  std::array<std::vector<const scheduler::Request*>, 2> lists;
+  IterationInput input;
+};
+void ReadInPlace(const IterationInput& items, InPlaceInput* out) {
+  out->input = items;
+  out->requests.clear();
+  out->requests.reserve(items.sub_batches[0].size() + items.sub_batches[1].size());
+  for (int s = 0; s < 2; ++s) {
+    out->lists[s].clear();
+    for (const DecodeItem& d : items.sub_batches[s]) {
+      scheduler::Request& r = out->requests.emplace_back();
+      r.generated = d.seq_len / 3;
+      r.prompt_tokens = d.seq_len - r.generated;
+      r.channel = d.channel;
+      out->lists[s].push_back(&r);
+    }
+    out->input.sub_batches[s].clear();
+    out->input.decode[s] = out->lists[s];
+  }
+}
+
+// The engine passes the scheduler's request lists, read in place; tests and `neupims step` pass
+// DecodeItems. Over random stages (one, two or no sub-batches, prefills, timelines) and both
+// pipeline splits, the two forms of the same batch must give the same bits on every mode.
+TEST(IterationModel, DecodeListsReadInPlaceEqualTheirCopies) {
+  for (const char* mode : {"npu-only", "npu+pim", "neupims"}) {
+    for (const int pp : {1, 2}) {
+      SCOPED_TRACE(absl::StrCat(mode, " pp ", pp));
+      std::unique_ptr<IterationModel> copies = MakeModel(mode, nullptr, pp);
+      std::unique_ptr<IterationModel> in_place = MakeModel(mode, nullptr, pp);
+      ASSERT_NE(copies, nullptr);
+      ASSERT_NE(in_place, nullptr);
+      std::mt19937_64 rng(pp);
+      InPlaceInput requests;
+      for (int step = 0; step < 40; ++step) {
+        SCOPED_TRACE(step);
+        const IterationInput in = RandomStage(rng);
+        ReadInPlace(in, &requests);
+        absl::StatusOr<IterationCost> want = copies->Run(in);
+        absl::StatusOr<IterationCost> got = in_place->Run(requests.input);
+        ASSERT_TRUE(want.ok()) << want.status();
+        ASSERT_TRUE(got.ok()) << got.status();
+        ExpectSameCost(*got, *want);
+        EXPECT_EQ(got->sub_batch_sizes, want->sub_batch_sizes);
+        EXPECT_EQ(got->timeline.size(), want->timeline.size());
+      }
+    }
+  }
+}
+
+TEST(IterationModel, AnInputWithBothDecodeFormsIsRejected) {
+  std::unique_ptr<IterationModel> m = MakeModel("neupims");
+  ASSERT_NE(m, nullptr);
+  IterationInput in;
+  in.sub_batches[0] = {{300, 1}};
+  InPlaceInput requests;
+  ReadInPlace(in, &requests);
+  requests.input.sub_batches[1] = {{200, 2}};
+  absl::StatusOr<IterationCost> cost = m->Run(requests.input);
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kInvalidArgument) << cost.status();
 }
 
 // The patch walk's per-node check: a walk of another topology with the same node count must stop
