@@ -130,8 +130,8 @@ class ListScheduler {
     uint64_t room = 0;
   };
   static constexpr uint64_t kNonZeroRoom = (uint64_t{1} << 63) - 2;
-  // A comparison the proof rests on: position a's retire point below (a `strict` list) or not
-  // above (a non-strict list) position b's; -1 is the origin.
+  // A comparison the proof rests on: position a's retire point below (Memory::below) or not
+  // above (Memory::not_above) position b's; -1 is the origin.
   struct Comparison {
     int a = -1, b = -1;
   };
