@@ -118,14 +118,6 @@ double ListScheduler::Run(absl::Span<ScheduleNode> nodes, bool blocked, bool bar
   Memory* memory = &*std::min_element(
       memories_.begin(), memories_.end(),
       [](const Memory& a, const Memory& b) { return a.last_used < b.last_used; });
-  // A tie's backoff carries over from the order this one replaces for the same node count (ties
-  // come from equal durations, which outlast an order); a slot of another size starts afresh.
-  if (count > 0 && memory != found[0]) {
-    memory->skip = found[0]->skip;
-    memory->backoff = found[0]->backoff;
-  } else if (count == 0 || memory->order.size() != nodes.size()) {
-    memory->skip = memory->backoff = 0;
-  }
   memory->barriers = barriers;
   memory->last_used = calls_;
   memory->order.swap(order_);
@@ -250,84 +242,83 @@ bool ListScheduler::Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int>
 
 // Lean replay: the argument.
 //
-// Fix the graph's structure (the caller's `shape`: node count, priorities, stages, dependencies)
-// and the order. Replay (above) is then a fixed computation on the durations: a node's start is
-// the time of the max of its candidates' retire points (its dependencies', its lane's last
-// node's, the origin's), its end that start plus Duration, and the checks compare such points.
-// Prove, after a checked replay that passed, records for each position in the order which
-// candidate was the max (its `source`: the start is that position's end) and the smallest slack,
-// in ns, of every comparison whose outcome the proof needs:
-//   - each start's max: every other candidate below the source;
-//   - the order: each decision's point not above the next one's (same pass and lane rank
-//     allowed);
-//   - idling: a node's ready point not below the point at which its lane last started a node
-//     after idling;
-//   - priorities: a node's ready point above the point of its lane's latest earlier decision
-//     with a worse or equal priority (found with a per-lane stack of decreasing priorities).
-// Each compared value is a retire point of some position (or the origin). A comparison needs no
-// slack when its outcome holds for any non-negative durations: the two sides are the same
-// position's point (equal: the outcome is the one recorded, pass and lane rank included), or one
-// side's position is an ancestor of the other's in the replay (a dependency or the lane's
-// previous node, transitively: along such an edge retire points strictly increase, a
-// zero-duration node retiring in the next pass). Otherwise the slack is the difference of the
-// two sides' times, and 0 when they are equal (an exact tie between unrelated positions: no lean
-// replay until a checked replay proves again without one).
+// Fix the graph's structure (the caller's `shape`: node count, priorities, stages, dependencies),
+// the lanes and the order. Replay (above) is then a fixed computation on the durations whose
+// outcome is decided by comparisons of retire points (a time and a pass; -1 below is the
+// origin): a node's ready point is the max of its dependencies' points, its start point the max
+// of that and its lane's last point, and each check compares such points. Prove, after a checked
+// replay that passed, records for each position k which candidate was the max (its `source`; a
+// tie with the lane's last point takes the lane: the lane did not idle) and the comparisons
+// whose outcomes the checks need, each as the proof saw it:
+//   - the ready point: every other dependency's point not above the chosen one's (rs, its value);
+//   - the start's max: the lane's last point below (strict) or not above rs's (lp against rs),
+//     or rs's not above the lane's when the lane is the source; the lane idled exactly when
+//     the source is rs;
+//   - the order: the previous decision's start not above this one's (below, when this lane
+//     does not decide after the previous one's in a pass);
+//   - idling: the start of the lane's latest decision after idling (m) not above rs's point;
+//   - priorities: the start of the lane's latest earlier decision with a worse or equal priority
+//     (w, found with a per-lane stack of decreasing priorities) below rs's point.
+// A comparison that holds for any durations is left out: the two sides are the same position
+// (not above), or one side's position is an ancestor of the other's (a dependency or the lane's
+// previous node, transitively: along such an edge retire points strictly increase as long as
+// each end is at least its start, a zero-duration node retiring in the next pass), or m or w is
+// rs or an ancestor of it (its start is below its own point).
 //
-// Bound: with durations d_i and shared durations s_i (systolic nodes only), every time in the
-// replay moves by at most B = sum |delta d_i| + sum |delta s_i|: a max moves by at most the most
-// any argument moves, and an end t + Duration moves by at most max(|delta t|, |delta pim_end|) +
-// |delta d| + |delta s| (Duration is d plus (1 - d/s) times pim_end - t clamped to [0, s]: a
-// convex combination of t and pim_end in the clamped range, continuous for d > 0, with
-// derivatives in d and s within [0, 1]; at d = 0 the rate is 0 and Duration is s whatever
-// pim_end, a jump, so Lean refuses a systolic node whose d is 0 now and was not in the proof or
-// the other way round), so by induction over the order by the sum of the deltas so far. Rounding
-// adds at most a few units in the last place of the largest time per node and evaluation;
-// (span + B) * n * 2^-45 covers that with room to spare. If 2 (B + that) is below the slack,
-// every comparison that needs slack keeps its outcome (each side moved by less than half of
-// it), so the checked replay on the new durations would pass with the same sources, and its
-// start is each source's end: what Lean computes, with the same floating-point operations in
-// the same order, hence the same bits. Lean also requires every duration >= 0 (B alone allows
-// a negative one), each node's lane to be the proof's, and each node to end where it starts
-// exactly when it did in the proof (a zero-duration node's retire point is a second pass, and
-// a third pass is refused). Anything else runs the checked replay, which proves again.
+// Lean runs the order with each start at its source's point, the end t + Duration with the
+// same floating-point operations as Replay, the retire point as Replay makes it, and Replay's
+// range check on each end (finite, not below its start; each node ends at its start exactly
+// when it did in the proof, so every pass is the proof's and none is a third); then it
+// evaluates the recorded comparisons on the new points. If all hold, by induction over the
+// order every ready point and start point is Replay's (the sources are the maxes; ties give
+// the same value), every check of Replay passes (the order and priority checks are the recorded
+// comparisons or hold by ancestry; a decision that did not idle in the proof does not idle now,
+// so the lane's latest start after idling is at most m's and the recorded idling comparison
+// implies Replay's), so the checked replay would pass with these times: Lean's times are
+// Replay's, which are the event loop's. Any failed comparison runs the checked replay, which
+// proves again. Nothing bounds how far the durations moved.
 bool ListScheduler::Lean(absl::Span<ScheduleNode> nodes, const Memory& memory, double* makespan) {
+  static_assert(kNonZeroRoom == (uint64_t{1} << 63) - 2);
   const size_t n = nodes.size();
   if (memory.steps.size() != n) return false;
-  ends_.resize(n + 1);
-  double* end_at = ends_.data() + 1;  // per position; end_at[-1]: the origin
-  end_at[-1] = 0;
+  points_.resize(n + 1);
+  Point* point = points_.data() + 1;  // per position; point[-1]: the origin
+  point[-1] = At(0, 1);
   const LeanStep* step = memory.steps.data();
   const int* order = memory.order.data();
   ScheduleNode* node_at = nodes.data();
-  // The drift only grows: a pass whose drift already exceeds half the slack stops early.
-  const double half_slack = memory.slack / 2;
-  double drift = 0, min_dur = 0, pim_end = 0, span = 0;
+  // The largest end's bits: ends are checked finite and non-negative at once (a negative end
+  // has the sign bit, infinity and NaN lie above the largest double), and for such ends the
+  // bits order as the values, so they also give the makespan.
+  uint64_t max_bits = 0;
+  double pim_end = 0;
   for (size_t k = 0; k < n; ++k) {
     const LeanStep& s = step[k];
     ScheduleNode& node = node_at[order[k]];
     if (node.lane != s.lane) return false;
-    const bool systolic = s.lane == Lane::kSystolic;
-    drift += std::fabs(node.dur_ns - s.dur_ns);
-    if (systolic) {
-      drift += std::fabs(node.dur_shared_ns - s.dur_shared_ns);
-      // Duration jumps at dur_ns == 0 (rate 0 takes the shared duration whatever pim_left).
-      if ((node.dur_ns == 0) != (s.dur_ns == 0)) return false;
-    }
-    min_dur = std::min(min_dur, node.dur_ns);
-    if (drift >= half_slack) return false;
-    const double t = end_at[s.source];
-    const double end = t + Duration(node, systolic, pim_end - t);
-    if ((end == t) != s.zero) return false;
+    const Point at = point[s.source];
+    const double t = TimeOf(at);
+    const double end = t + Duration(node, s.lane == Lane::kSystolic, pim_end - t);
+    // Replay's range check: for a finite end >= 0 the bits' difference is 0 exactly when the
+    // node ends where it starts, and wraps to 2^63 or more when it ends before its start; so
+    // it must be 0 for the proof's zero-duration nodes and in [1, 2^63 - 1] for the others
+    // (LeanStep::room).
+    const uint64_t end_bits = Bits(end), past = end_bits - (at >> 1);
+    if (past + s.zero - 1 > s.room) return false;
     node.start_ns = t;
     node.end_ns = end;
-    end_at[k] = end;
+    // Replay's retire point: a zero-duration node's start is a first pass (its source is not
+    // one: the proof had no third pass, and the zero nodes are the proof's), so At(t, 2).
+    point[k] = (end_bits << 1) + s.zero;
     if (s.lane == Lane::kPim) pim_end = end;
-    span = std::max(span, end);
+    max_bits = std::max(max_bits, end_bits);
   }
-  const double bound = drift + (memory.span + drift) * static_cast<double>(n) * 0x1p-45;
-  // NaN or infinite durations make the bound NaN or infinite: refused.
-  if (!(min_dur >= 0) || !(2 * bound < memory.slack * (1 - 0x1p-50))) return false;
-  *makespan = span;
+  if (max_bits > kMaxFiniteBits) return false;
+  bool held = true;
+  for (const Comparison& c : memory.not_above) held &= point[c.a] <= point[c.b];
+  for (const Comparison& c : memory.below) held &= point[c.a] < point[c.b];
+  if (!held) return false;
+  *makespan = TimeOf(max_bits << 1);
   return true;
 }
 
@@ -352,12 +343,6 @@ void ListScheduler::ComputeAncestors(absl::Span<const ScheduleNode> nodes, Memor
 }
 
 void ListScheduler::Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, uint64_t shape) {
-  // After a tie, prove again only after 1, 2, 4, ... 64 more checked replays: a graph whose
-  // parallel chains have equal durations ties at every call.
-  if (memory->skip > 0) {
-    --memory->skip;
-    return;
-  }
   const int n = static_cast<int>(nodes.size());
   const std::vector<int>& order = memory->order;
   position_.resize(n);
@@ -377,50 +362,55 @@ void ListScheduler::Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, 
   auto ancestor = [&](int a, int b) {
     if (b < 0) return false;
     if (a < 0) return true;
-    return (anc[static_cast<size_t>(b) * words + a / 64] >> (a % 64) & 1) != 0;
+    const unsigned bit = static_cast<unsigned>(a);
+    return (anc[static_cast<size_t>(b) * words + bit / 64] >> (bit % 64) & 1) != 0;
+  };
+  std::vector<Comparison>& not_above = memory->not_above;
+  std::vector<Comparison>& below = memory->below;
+  not_above.clear();
+  below.clear();
+  // Records "a's retire point below (strict) or not above b's" unless it holds for any durations.
+  // Inlined by force: GCC kept it out of line (a call per comparison, a fifth of Prove).
+  auto rest_on = [&](int a, int b, bool strict) __attribute__((always_inline)) {
+    if (a == b ? !strict : ancestor(a, b)) return;
+    (strict ? below : not_above).push_back({a, b});
   };
   points_.assign(n + 1, 0);
   Point* point = points_.data() + 1;  // retire point per position; point[-1]: the origin
-  ends_.resize(n + 1);
-  double* end_at = ends_.data() + 1;
   point[-1] = At(0, 1);
-  end_at[-1] = 0;
-  // The slack that keeps "a's retire point below (strict) or not above b's" for any durations
-  // within it.
-  auto margin = [&](int a, int b, bool strict) {
-    if (a == b) return strict ? 0.0 : std::numeric_limits<double>::infinity();
-    if (ancestor(a, b)) return std::numeric_limits<double>::infinity();
-    return std::max(0.0, end_at[b] - end_at[a]);
-  };
   memory->steps.resize(n);
+  LeanStep* steps = memory->steps.data();
   for (auto& w : worse_) w.clear();
   int lane_prev[kNumLanes] = {-1, -1, -1, -1}, idle[kNumLanes] = {-1, -1, -1, -1};
-  double slack = std::numeric_limits<double>::infinity(), span = 0;
   for (int k = 0; k < n; ++k) {
     const ScheduleNode& node = nodes[order[k]];
     const int lane = static_cast<int>(node.lane);
     // Replay's ready point and start point, with the positions they are the points of.
-    int ready_src = -1;
+    int rs = -1;
     for (int d : node.deps) {
       const int q = position_[d];
-      if (ready_src < 0 || point[q] > point[ready_src]) ready_src = q;
+      if (rs < 0 || point[q] > point[rs]) rs = q;
     }
+    for (int d : node.deps) rest_on(position_[d], rs, false);
     const int lp = lane_prev[lane];
-    const int source = point[lp] > point[ready_src] ? lp : ready_src;
-    // The start's max: every other candidate stays below the source.
-    for (int d : node.deps) slack = std::min(slack, margin(position_[d], source, false));
-    slack = std::min(slack, margin(lp, source, false));
-    // The order: the previous decision's point not above this one's.
+    // A tie takes the lane: the lane did not idle, and must not start idling (it would move
+    // the lane's latest start after idling up).
+    const int source = point[lp] >= point[rs] ? lp : rs;
+    if (source == lp) {
+      rest_on(rs, lp, false);
+    } else {
+      rest_on(lp, rs, false);  // if the lane stops idling here, its m only moves down
+    }
+    // The order: the previous decision's start not above this one's (below unless this lane
+    // decides later in a pass than the previous one's); an ancestor of k retired before k's
+    // start, so it also started before.
     if (k > 0 && !ancestor(k - 1, k)) {
-      slack = std::min(slack, margin(memory->steps[k - 1].source, source, false));
+      const int prev_lane = static_cast<int>(steps[k - 1].lane);
+      rest_on(steps[k - 1].source, source, kRank[lane] <= kRank[prev_lane]);
     }
-    // Idling: the ready point not below where the lane last started a node after idling. The
-    // ready point is at least ready_src's retire point; m, or an ancestor of ready_src, is
-    // below it for any durations.
+    // Idling: the ready point not below where the lane last started a node after idling.
     const int m = idle[lane];
-    if (m >= 0 && m != ready_src && !ancestor(m, ready_src)) {
-      slack = std::min(slack, margin(memory->steps[m].source, ready_src, false));
-    }
+    if (m >= 0 && m != rs && !ancestor(m, rs)) rest_on(steps[m].source, rs, false);
     // Priorities: the lane's latest earlier decision with a worse or equal priority started
     // below the ready point. The stack keeps the lane's decisions that can still be someone's
     // latest worse one: priorities decreasing towards the top.
@@ -428,34 +418,19 @@ void ListScheduler::Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, 
     while (!worse.empty() && worse.back().first < node.priority) worse.pop_back();
     if (!worse.empty()) {
       const int w = worse.back().second;
-      if (w != ready_src && !ancestor(w, ready_src)) {
-        slack = std::min(slack, margin(memory->steps[w].source, ready_src, true));
-      }
+      if (w != rs && !ancestor(w, rs)) rest_on(steps[w].source, rs, true);
       if (worse.back().first == node.priority) worse.pop_back();
     }
     worse.push_back({node.priority, k});
-    if (!(node.dur_ns >= 0)) slack = 0;
-    if (slack == 0) break;  // a tie: nothing to record
-    if (point[lp] < point[source]) idle[lane] = k;
+    if (source != lp) idle[lane] = k;
     // The retire point as Replay computes it.
     const Point at = point[source];
     const bool zero = Bits(node.end_ns) == Bits(node.start_ns);
     point[k] = zero ? at + 1 : At(node.end_ns, 1);
-    end_at[k] = node.end_ns;
     lane_prev[lane] = k;
-    span = std::max(span, node.end_ns);
-    memory->steps[k] = {node.dur_ns, node.dur_shared_ns, source, zero, node.lane};
+    steps[k] = {source, node.lane, zero, zero ? 0 : kNonZeroRoom};
   }
-  memory->span = span;
-  memory->slack = slack;
-  if (slack > 0) {
-    memory->shape = shape;
-    memory->backoff = 0;
-  } else {
-    memory->shape = 0;
-    memory->backoff = std::min(64, std::max(1, 2 * memory->backoff));
-    memory->skip = memory->backoff;
-  }
+  memory->shape = shape;
 }
 
 double ListScheduler::RunEventLoop(absl::Span<ScheduleNode> nodes, bool blocked, bool barriers) {

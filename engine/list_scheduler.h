@@ -22,10 +22,14 @@
 //
 // Lean replay: a caller that passes a `shape` (its promise that the graph's structure is that of
 // the previous calls with the same value) lets a successful checked replay also record, once,
-// how far its decisions were from flipping (the smallest slack of every comparison its proof
-// makes, and which candidate each start was the max of). A later call with the same shape whose
-// durations moved by less than half that slack in total replays without the per-node checks,
-// with the same floating-point operations (Lean in list_scheduler.cc has the argument).
+// the comparisons its decisions rest on: which candidate each start was the max of, and the few
+// comparisons of retire points that the checks above come down to (the lane's latest
+// worse-priority decision before the node's ready point, the lane's latest start after idling
+// not above it, the previous decision not after this one), each with the outcome the proof saw,
+// ties included. A later call with the same shape replays without the per-node checks and then
+// re-evaluates exactly those comparisons on the new times; any that fails runs the checked
+// replay (Lean in list_scheduler.cc has the argument). There is no bound on how far durations
+// may move: only the decisions must stay.
 //
 // Contract: deps index earlier nodes (a DAG in topological order). Reuses its scratch buffers
 // between calls (allocation-free in steady state); not thread-safe.
@@ -118,28 +122,33 @@ class ListScheduler {
  private:
   // What a lean replay takes from the checked replay that proved it, per position in the order.
   struct LeanStep {
-    double dur_ns = 0, dur_shared_ns = 0;  // the node's durations then
-    int source = -1;                       // the position whose end the node started at; -1: time 0
-    bool zero = false;  // it ended where it started (its retire point is a second pass)
+    int source = -1;  // the position whose retire point the node started at; -1: the origin
     Lane lane = Lane::kSystolic;
+    bool zero = false;  // it ended where it started (its retire point is a second pass)
+    // Lean's range check on end bits minus start bits (minus one unless zero): 0 for a zero
+    // node, kNonZeroRoom for the others.
+    uint64_t room = 0;
+  };
+  static constexpr uint64_t kNonZeroRoom = (uint64_t{1} << 63) - 2;
+  // A comparison the proof rests on: position a's retire point below (Memory::below) or not
+  // above (Memory::not_above) position b's; -1 is the origin.
+  struct Comparison {
+    int a = -1, b = -1;
   };
   // An event-loop call remembered for replay: the order its nodes started in.
   struct Memory {
     bool barriers = false;
     std::vector<int> order;
     int64_t last_used = 0;  // calls_ when last found or stored; 0: empty
-    // Lean replay (shape != 0): the proof's steps, its slack (ns) and makespan.
+    // Lean replay (shape != 0): the proof's steps and the comparisons it rests on.
     uint64_t shape = 0;
     std::vector<LeanStep> steps;
-    double slack = 0, span = 0;
+    std::vector<Comparison> not_above, below;
     // The order's ancestor sets (a bit per position for each position), valid for
     // `ancestors_shape` (0: not computed) and the lanes `ancestor_lanes`.
     uint64_t ancestors_shape = 0;
     std::vector<uint64_t> ancestors;
     std::vector<Lane> ancestor_lanes;
-    // After a proof that found a tie: checked replays to let pass before proving again, and the
-    // current wait (doubling up to 64).
-    int skip = 0, backoff = 0;
   };
   // A replayed decision of one lane: just after when it was taken (a point of Replay, plus 1),
   // and the node's priority.
@@ -157,11 +166,11 @@ class ListScheduler {
   bool Replay(absl::Span<ScheduleNode> nodes, absl::Span<const int> order, bool barriers,
               double* makespan);
   // After a successful checked replay of `memory` without barriers: records the proof a lean
-  // replay needs (LeanStep per position, slack), or none if some decision was a tie.
+  // replay needs (LeanStep per position, the comparisons its decisions rest on).
   void Prove(absl::Span<const ScheduleNode> nodes, Memory* memory, uint64_t shape);
   void ComputeAncestors(absl::Span<const ScheduleNode> nodes, Memory* memory);
-  // Replays memory's order from its proof without checks; false (nodes' times unspecified) if
-  // the durations moved too far for the proof.
+  // Replays memory's order from its proof without the per-node checks, then re-evaluates the
+  // proof's comparisons; false (nodes' times unspecified) if one fails.
   bool Lean(absl::Span<ScheduleNode> nodes, const Memory& memory, double* makespan);
 
   // Scratch, reused between calls.
@@ -176,9 +185,8 @@ class ListScheduler {
   // decisions (room for n per lane).
   std::vector<uint64_t> retire_;
   std::vector<Decision> decisions_;
-  // Prove and Lean scratch: each position's retire point and end.
+  // Prove and Lean scratch: each position's retire point.
   std::vector<uint64_t> points_;
-  std::vector<double> ends_;
   std::vector<int> position_;  // node -> position in the order
   // Prove: per lane, (priority, position) of the decisions that can still be a later node's
   // latest worse-priority one.
