@@ -857,13 +857,14 @@ class HttpThreadPool : public httplib::TaskQueue {
     cv_.notify_one();
   }
   // Called by a thread whose connection is idle between requests: true when a connection waits
-  // for a thread and no other idle thread has already left its connection for it; the caller
-  // then closes its own and takes it. Idle keep-alive connections on every thread would
+  // for a thread and neither a free thread (waiting for a job, or woken for one and not yet
+  // running it) nor another idle thread that already left its connection will take it; the
+  // caller then closes its own and takes it. Idle keep-alive connections on every thread would
   // otherwise keep new clients waiting up to the keep-alive timeout (nginx and Apache's event
   // MPM also close idle keep-alive connections first when connections are short).
   bool YieldToQueued() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (jobs_.size() <= yielding_) return false;
+    if (jobs_.size() <= yielding_ + waiting_) return false;
     ++yielding_;
     tl_yielding_ = true;
     return true;
@@ -888,7 +889,9 @@ class HttpThreadPool : public httplib::TaskQueue {
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (std::exchange(tl_yielding_, false)) --yielding_;  // this thread takes a job now
+        ++waiting_;
         cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+        --waiting_;
         if (jobs_.empty()) return;  // shut down
         fn = std::move(jobs_.front());
         jobs_.pop_front();
@@ -902,6 +905,7 @@ class HttpThreadPool : public httplib::TaskQueue {
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
   size_t yielding_ = 0;  // threads that left an idle connection for a queued one (YieldToQueued)
+  size_t waiting_ = 0;   // threads in Work's wait: each takes a job that enqueue() notifies
   static thread_local bool tl_yielding_;  // this thread is one of them
   std::vector<std::thread> threads_;
 };
