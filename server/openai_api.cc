@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -966,6 +967,9 @@ class BudgetedServer : public httplib::Server {
       // end of stream makes it reconnect.
       if (ok && !yielded) (void)SSL_shutdown(ssl.get());
     }
+    // OpenSSL keeps its errors per thread, and SSL_get_error reads them: what a failed handshake
+    // or a broken connection left must not make this thread's next connection fail.
+    if (tls_ != nullptr) ERR_clear_error();
     tl_connection = nullptr;
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
@@ -1001,7 +1005,9 @@ class BudgetedServer : public httplib::Server {
     return ok;
   }
   // The TLS handshake, on the now non-blocking socket, within the request read timeout (a
-  // client that trickles its handshake is a slowloris too); null if it failed or took longer.
+  // client that trickles its handshake is a slowloris too) and while the server runs (stop()
+  // does not wait for a client that never sends its ClientHello); null if it failed or took
+  // longer.
   SslPtr Handshake(int sock) const {
     if (::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) return nullptr;
     SslPtr ssl(SSL_new(tls_.get()));
@@ -1012,14 +1018,25 @@ class BudgetedServer : public httplib::Server {
       if (r == 1) return ssl;
       const int err = SSL_get_error(ssl.get(), r);
       if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return nullptr;
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      pollfd p{sock, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
-      if (left.count() <= 0 ||
-          TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(left.count()))) <= 0) {
+      if (!AwaitWhileRunning(sock, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) {
         return nullptr;
       }
     }
+  }
+  // Waits for `events` on `sock` until `deadline`, in short steps so that stop() (which
+  // invalidates the listening socket) ends the wait; false if it timed out or the server stopped.
+  bool AwaitWhileRunning(int sock, short events,
+                         std::chrono::steady_clock::time_point deadline) const {
+    while (svr_sock_ != INVALID_SOCKET) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{sock, events, 0};
+      const int n = TEMP_FAILURE_RETRY(
+          ::poll(&p, 1, static_cast<int>(std::min(left, kStopCheckInterval).count())));
+      if (n != 0) return n > 0;
+    }
+    return false;
   }
   // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
   // response: the client is told why here, as the error handler tells it for a head or body.
@@ -1040,7 +1057,7 @@ class BudgetedServer : public httplib::Server {
     const auto end =
         std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
     while (svr_sock_ != INVALID_SOCKET) {
-      if (strm.Readable(std::chrono::milliseconds(10))) return true;
+      if (strm.Readable(kStopCheckInterval)) return true;
       if (std::chrono::steady_clock::now() >= end) return false;
       if (idle && pool_->YieldToQueued()) {
         *yielded = true;
@@ -1049,6 +1066,10 @@ class BudgetedServer : public httplib::Server {
     }
     return false;
   }
+
+  // How often a connection's wait checks whether the server has stopped (and, idle, whether a
+  // queued connection needs its thread).
+  static constexpr std::chrono::milliseconds kStopCheckInterval{10};
 
   const std::chrono::milliseconds request_read_timeout_;
   HttpThreadPool* const pool_;
