@@ -610,6 +610,8 @@ struct RequestBudget {
   size_t head_bytes = 0;
   // Why the connection failed its budget (it is then closed after the error response).
   enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
+  // The 408 or 431 was made (and counted) once: a write of it that failed is not answered again.
+  bool refused = false;
 };
 
 // The connection this thread serves (BudgetedServer serves a connection on one thread from its
@@ -655,6 +657,7 @@ bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_re
   if (tl_connection == nullptr) return false;
   const RequestBudget::Exceeded exceeded = tl_connection->budget.exceeded;
   if (exceeded == RequestBudget::Exceeded::kNo) return false;
+  tl_connection->budget.refused = true;
   if (exceeded == RequestBudget::Exceeded::kDeadline) {
     Refuse(metrics,
            {absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
@@ -996,7 +999,9 @@ class BudgetedServer : public httplib::Server {
       ok = process_request(strm, /*close_connection=*/left == 1, closed, setup);
       // What follows a request that broke its budget is not a request.
       if (budget.exceeded != RequestBudget::Exceeded::kNo) {
-        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
+        // Not when the error handler answered and its write failed: the client is gone, and the
+        // refusal was counted once already.
+        if (!strm.TakeWrote() && !budget.refused) AnswerBudgetExceeded(strm);
         break;
       }
       if (closed || tl_connection->close_after_response) break;
