@@ -2,6 +2,7 @@
 // stub, generic stubs for health and reflection) and cpp-httplib HTTPS clients, against a CA and
 // certificates made for the test by the `openssl` command (test_pki.h).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -311,16 +312,31 @@ class TlsTrickler {
     close(fd);
     done_ = true;
   }
-  // Reads what the server sent; false once it has closed the connection (or broken it).
+  // Reads what the server sent; false once it has closed the connection (or broken it). The
+  // socket is non-blocking meanwhile: a TLS 1.3 server's session tickets make it readable with
+  // no data to read, and a blocking SSL_read would then wait for the server's answer, ending the
+  // trickle after its first byte.
   bool ReadUntilClosed(SSL* ssl, int fd) {
+    const int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     char buf[4096];
+    bool open = true;
     for (;;) {
       const int n = SSL_read(ssl, buf, sizeof buf);
-      if (n <= 0) return false;
-      received_.append(buf, static_cast<size_t>(n));
+      if (n > 0) {
+        received_.append(buf, static_cast<size_t>(n));
+        continue;
+      }
       pollfd p{fd, POLLIN, 0};
-      if (SSL_pending(ssl) == 0 && poll(&p, 1, 100) <= 0) return true;
+      if (SSL_get_error(ssl, n) != SSL_ERROR_WANT_READ) {
+        open = false;
+      } else if (poll(&p, 1, 100) > 0) {
+        continue;
+      }
+      break;
     }
+    fcntl(fd, F_SETFL, flags);
+    return open;
   }
 
   std::thread thread_;
