@@ -596,6 +596,10 @@ class HttpRequestState : public RequestSink {
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
+// How often a connection's waits check whether the server has stopped (and, idle, whether a
+// queued connection needs its thread).
+constexpr std::chrono::milliseconds kStopCheckInterval{10};
+
 // What an HTTP connection (plain or TLS) may spend on delivering one request (HttpOptions::
 // request_read_timeout) and on its head. cpp-httplib's read timeout applies to each read alone and
 // its head has no size limit (each line is limited to 8 KiB, their number is not), so a client
@@ -608,8 +612,9 @@ struct RequestBudget {
   bool reading = false;  // a request (head or body) is being read: the deadline applies
   bool in_head = false;  // its head has not been routed yet: head bytes are counted
   size_t head_bytes = 0;
-  // Why the connection failed its budget (it is then closed after the error response).
-  enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
+  // Why the connection failed its budget (it is then closed after the error response);
+  // kStopped: the server stopped while the request was being delivered.
+  enum class Exceeded { kNo, kDeadline, kHeadBytes, kStopped } exceeded = Exceeded::kNo;
   // The 408 or 431 was made (and counted) once: a write of it that failed is not answered again.
   bool refused = false;
 };
@@ -650,8 +655,9 @@ void CloseAfter(httplib::Response& res) {
   if (tl_connection != nullptr) tl_connection->close_after_response = true;
 }
 
-// When the connection's request broke its budget, answers with the status that says so (408 or
-// 431, counted in `metrics`; the connection is closed after it) and returns true.
+// When the connection's request broke its budget, answers with the status that says so (408,
+// 431, or 503 when the server stopped; counted in `metrics`; the connection is closed after it)
+// and returns true.
 bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout,
                     ServerMetrics* metrics) {
   if (tl_connection == nullptr) return false;
@@ -665,6 +671,11 @@ bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_re
                                                      " ms (the HTTP request read timeout)")),
             ""},
            res, 408);
+  } else if (exceeded == RequestBudget::Exceeded::kStopped) {
+    Refuse(metrics,
+           {absl::UnavailableError("the server is stopping: the rest of the request was not read"),
+            ""},
+           res, 503);
   } else {
     Refuse(metrics,
            {absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
@@ -701,13 +712,16 @@ void RequestRead() {
 // its head bytes are counted decrypted.
 class BudgetedSocketStream : public httplib::Stream {
  public:
-  // `ssl`: the connection's TLS session (its handshake done), null for plain HTTP.
+  // `ssl`: the connection's TLS session (its handshake done), null for plain HTTP; `listener`:
+  // the server's listening socket, invalid once the server stops.
   BudgetedSocketStream(int sock, SSL* ssl, RequestBudget* budget,
+                       const std::atomic<socket_t>* listener,
                        std::chrono::milliseconds read_timeout,
                        std::chrono::milliseconds write_timeout)
       : sock_(sock),
         ssl_(ssl),
         budget_(budget),
+        listener_(listener),
         read_timeout_(read_timeout),
         write_timeout_(write_timeout) {}
 
@@ -785,9 +799,12 @@ class BudgetedSocketStream : public httplib::Stream {
           }
           wait = std::min(wait, left);
         }
-        if (!Poll(events, wait)) {
-          // Nothing came: the read timeout, or the request's deadline if that came first.
-          if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
+        if (!(budget_->reading ? PollWhileRunning(events, wait) : Poll(events, wait))) {
+          // Nothing came: the read timeout, or the request's deadline if that came first, or the
+          // server stopped.
+          if (budget_->reading && *listener_ == INVALID_SOCKET) {
+            budget_->exceeded = RequestBudget::Exceeded::kStopped;
+          } else if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
             budget_->exceeded = RequestBudget::Exceeded::kDeadline;
           }
           return -1;
@@ -806,6 +823,20 @@ class BudgetedSocketStream : public httplib::Stream {
     pollfd p{sock_, events, 0};
     return TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(timeout.count()))) > 0;
   }
+  // As Poll, in short steps and only while the server runs: a stop does not wait for a request
+  // trickled within every timeout, nor for the rest of one still coming (its client is told 503).
+  bool PollWhileRunning(short events, std::chrono::milliseconds timeout) const {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (*listener_ != INVALID_SOCKET) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (Poll(events, std::clamp(left, std::chrono::milliseconds(0), kStopCheckInterval))) {
+        return true;
+      }
+      if (left <= kStopCheckInterval) return false;
+    }
+    return false;
+  }
   void Address(int (*get)(int, sockaddr*, socklen_t*), std::string* ip, int* port) const {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -822,6 +853,7 @@ class BudgetedSocketStream : public httplib::Stream {
   const int sock_;
   SSL* const ssl_;
   RequestBudget* budget_;
+  const std::atomic<socket_t>* const listener_;
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds write_timeout_;
   char buf_[4096];
@@ -984,7 +1016,7 @@ class BudgetedServer : public httplib::Server {
     using std::chrono::microseconds;
     using std::chrono::milliseconds;
     using std::chrono::seconds;
-    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget,
+    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget, &svr_sock_,
                               std::chrono::duration_cast<milliseconds>(
                                   seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
                               std::chrono::duration_cast<milliseconds>(
@@ -1050,7 +1082,9 @@ class BudgetedServer : public httplib::Server {
     if (!BudgetExceeded(res, request_read_timeout_, metrics_)) return;
     const std::string response = absl::StrCat(
         "HTTP/1.1 ", res.status,
-        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
+        res.status == 408   ? " Request Timeout"
+        : res.status == 503 ? " Service Unavailable"
+                            : " Request Header Fields Too Large",
         "\r\nContent-Type: ", res.get_header_value("Content-Type"),
         "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
     (void)strm.write(response.data(), response.size());  // the connection is closed either way
@@ -1071,10 +1105,6 @@ class BudgetedServer : public httplib::Server {
     }
     return false;
   }
-
-  // How often a connection's wait checks whether the server has stopped (and, idle, whether a
-  // queued connection needs its thread).
-  static constexpr std::chrono::milliseconds kStopCheckInterval{10};
 
   const std::chrono::milliseconds request_read_timeout_;
   HttpThreadPool* const pool_;

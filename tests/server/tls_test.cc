@@ -867,6 +867,32 @@ TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
   }
 }
 
+// A client trickling its request (a byte every 100 ms: within every timeout for a minute) when
+// the server stops is told 503 and closed: the stop does not wait for the rest of its request.
+TEST_F(TlsTest, ShutdownDoesNotWaitForAnHttpsClientTricklingARequest) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);
+  StartServer(o);
+  TlsTrickler slow(*server_->http_port(), "GET /v1/models HTTP/1.1\r\nHost: x\r\n",
+                   std::string(600, 'a'), absl::Milliseconds(100));
+  for (const absl::Time end = absl::Now() + absl::Seconds(10);
+       !slow.handshake_done() && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(slow.handshake_done());
+  absl::SleepFor(absl::Milliseconds(300));  // its head is being read
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  const absl::Duration took = absl::Now() - start;
+  // Generous against the machine's load, far below the 60 s the trickle lasts.
+  EXPECT_LT(took, absl::Seconds(30));
+  std::printf("shutdown with a trickling HTTPS client: %.2f s\n", absl::ToDoubleSeconds(took));
+  ASSERT_TRUE(slow.ClosedByServerWithin(absl::Seconds(10)));
+  EXPECT_THAT(slow.received(), StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(slow.received(), HasSubstr("the server is stopping"));
+  EXPECT_THAT(slow.received(), HasSubstr("Connection: close"));
+}
+
 // An idle keep-alive connection is given up only for a connection no thread is about to take:
 // with a thread free, new clients one after another leave it open.
 TEST_F(TlsTest, AnIdleHttpsConnectionIsKeptWhileAThreadIsFree) {
