@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -595,6 +596,10 @@ class HttpRequestState : public RequestSink {
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first output was taken
 };
 
+// How often a connection's waits check whether the server has stopped (and, idle, whether a
+// queued connection needs its thread).
+constexpr std::chrono::milliseconds kStopCheckInterval{10};
+
 // What an HTTP connection (plain or TLS) may spend on delivering one request (HttpOptions::
 // request_read_timeout) and on its head. cpp-httplib's read timeout applies to each read alone and
 // its head has no size limit (each line is limited to 8 KiB, their number is not), so a client
@@ -607,8 +612,11 @@ struct RequestBudget {
   bool reading = false;  // a request (head or body) is being read: the deadline applies
   bool in_head = false;  // its head has not been routed yet: head bytes are counted
   size_t head_bytes = 0;
-  // Why the connection failed its budget (it is then closed after the error response).
-  enum class Exceeded { kNo, kDeadline, kHeadBytes } exceeded = Exceeded::kNo;
+  // Why the connection failed its budget (it is then closed after the error response);
+  // kStopped: the server stopped while the request was being delivered.
+  enum class Exceeded { kNo, kDeadline, kHeadBytes, kStopped } exceeded = Exceeded::kNo;
+  // The 408 or 431 was made (and counted) once: a write of it that failed is not answered again.
+  bool refused = false;
 };
 
 // The connection this thread serves (BudgetedServer serves a connection on one thread from its
@@ -647,13 +655,15 @@ void CloseAfter(httplib::Response& res) {
   if (tl_connection != nullptr) tl_connection->close_after_response = true;
 }
 
-// When the connection's request broke its budget, answers with the status that says so (408 or
-// 431, counted in `metrics`; the connection is closed after it) and returns true.
+// When the connection's request broke its budget, answers with the status that says so (408,
+// 431, or 503 when the server stopped; counted in `metrics`; the connection is closed after it)
+// and returns true.
 bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_read_timeout,
                     ServerMetrics* metrics) {
   if (tl_connection == nullptr) return false;
   const RequestBudget::Exceeded exceeded = tl_connection->budget.exceeded;
   if (exceeded == RequestBudget::Exceeded::kNo) return false;
+  tl_connection->budget.refused = true;
   if (exceeded == RequestBudget::Exceeded::kDeadline) {
     Refuse(metrics,
            {absl::DeadlineExceededError(absl::StrCat("the request was not delivered within ",
@@ -661,6 +671,11 @@ bool BudgetExceeded(httplib::Response& res, std::chrono::milliseconds request_re
                                                      " ms (the HTTP request read timeout)")),
             ""},
            res, 408);
+  } else if (exceeded == RequestBudget::Exceeded::kStopped) {
+    Refuse(metrics,
+           {absl::UnavailableError("the server is stopping: the rest of the request was not read"),
+            ""},
+           res, 503);
   } else {
     Refuse(metrics,
            {absl::InvalidArgumentError(absl::StrCat("the request line and headers are over ",
@@ -697,13 +712,16 @@ void RequestRead() {
 // its head bytes are counted decrypted.
 class BudgetedSocketStream : public httplib::Stream {
  public:
-  // `ssl`: the connection's TLS session (its handshake done), null for plain HTTP.
+  // `ssl`: the connection's TLS session (its handshake done), null for plain HTTP; `listener`:
+  // the server's listening socket, invalid once the server stops.
   BudgetedSocketStream(int sock, SSL* ssl, RequestBudget* budget,
+                       const std::atomic<socket_t>* listener,
                        std::chrono::milliseconds read_timeout,
                        std::chrono::milliseconds write_timeout)
       : sock_(sock),
         ssl_(ssl),
         budget_(budget),
+        listener_(listener),
         read_timeout_(read_timeout),
         write_timeout_(write_timeout) {}
 
@@ -781,9 +799,12 @@ class BudgetedSocketStream : public httplib::Stream {
           }
           wait = std::min(wait, left);
         }
-        if (!Poll(events, wait)) {
-          // Nothing came: the read timeout, or the request's deadline if that came first.
-          if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
+        if (!(budget_->reading ? PollWhileRunning(events, wait) : Poll(events, wait))) {
+          // Nothing came: the read timeout, or the request's deadline if that came first, or the
+          // server stopped.
+          if (budget_->reading && *listener_ == INVALID_SOCKET) {
+            budget_->exceeded = RequestBudget::Exceeded::kStopped;
+          } else if (budget_->reading && std::chrono::steady_clock::now() >= budget_->deadline) {
             budget_->exceeded = RequestBudget::Exceeded::kDeadline;
           }
           return -1;
@@ -802,6 +823,20 @@ class BudgetedSocketStream : public httplib::Stream {
     pollfd p{sock_, events, 0};
     return TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(timeout.count()))) > 0;
   }
+  // As Poll, in short steps and only while the server runs: a stop does not wait for a request
+  // trickled within every timeout, nor for the rest of one still coming (its client is told 503).
+  bool PollWhileRunning(short events, std::chrono::milliseconds timeout) const {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (*listener_ != INVALID_SOCKET) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (Poll(events, std::clamp(left, std::chrono::milliseconds(0), kStopCheckInterval))) {
+        return true;
+      }
+      if (left <= kStopCheckInterval) return false;
+    }
+    return false;
+  }
   void Address(int (*get)(int, sockaddr*, socklen_t*), std::string* ip, int* port) const {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -818,6 +853,7 @@ class BudgetedSocketStream : public httplib::Stream {
   const int sock_;
   SSL* const ssl_;
   RequestBudget* budget_;
+  const std::atomic<socket_t>* const listener_;
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds write_timeout_;
   char buf_[4096];
@@ -857,13 +893,14 @@ class HttpThreadPool : public httplib::TaskQueue {
     cv_.notify_one();
   }
   // Called by a thread whose connection is idle between requests: true when a connection waits
-  // for a thread and no other idle thread has already left its connection for it; the caller
-  // then closes its own and takes it. Idle keep-alive connections on every thread would
+  // for a thread and neither a free thread (waiting for a job, or woken for one and not yet
+  // running it) nor another idle thread that already left its connection will take it; the
+  // caller then closes its own and takes it. Idle keep-alive connections on every thread would
   // otherwise keep new clients waiting up to the keep-alive timeout (nginx and Apache's event
   // MPM also close idle keep-alive connections first when connections are short).
   bool YieldToQueued() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (jobs_.size() <= yielding_) return false;
+    if (jobs_.size() <= yielding_ + waiting_) return false;
     ++yielding_;
     tl_yielding_ = true;
     return true;
@@ -888,7 +925,9 @@ class HttpThreadPool : public httplib::TaskQueue {
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (std::exchange(tl_yielding_, false)) --yielding_;  // this thread takes a job now
+        ++waiting_;
         cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+        --waiting_;
         if (jobs_.empty()) return;  // shut down
         fn = std::move(jobs_.front());
         jobs_.pop_front();
@@ -902,6 +941,7 @@ class HttpThreadPool : public httplib::TaskQueue {
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
   size_t yielding_ = 0;  // threads that left an idle connection for a queued one (YieldToQueued)
+  size_t waiting_ = 0;   // threads in Work's wait: each takes a job that enqueue() notifies
   static thread_local bool tl_yielding_;  // this thread is one of them
   std::vector<std::thread> threads_;
 };
@@ -962,6 +1002,9 @@ class BudgetedServer : public httplib::Server {
       // end of stream makes it reconnect.
       if (ok && !yielded) (void)SSL_shutdown(ssl.get());
     }
+    // OpenSSL keeps its errors per thread, and SSL_get_error reads them: what a failed handshake
+    // or a broken connection left must not make this thread's next connection fail.
+    if (tls_ != nullptr) ERR_clear_error();
     tl_connection = nullptr;
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
@@ -973,7 +1016,7 @@ class BudgetedServer : public httplib::Server {
     using std::chrono::microseconds;
     using std::chrono::milliseconds;
     using std::chrono::seconds;
-    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget,
+    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget, &svr_sock_,
                               std::chrono::duration_cast<milliseconds>(
                                   seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
                               std::chrono::duration_cast<milliseconds>(
@@ -988,7 +1031,9 @@ class BudgetedServer : public httplib::Server {
       ok = process_request(strm, /*close_connection=*/left == 1, closed, setup);
       // What follows a request that broke its budget is not a request.
       if (budget.exceeded != RequestBudget::Exceeded::kNo) {
-        if (!strm.TakeWrote()) AnswerBudgetExceeded(strm);
+        // Not when the error handler answered and its write failed: the client is gone, and the
+        // refusal was counted once already.
+        if (!strm.TakeWrote() && !budget.refused) AnswerBudgetExceeded(strm);
         break;
       }
       if (closed || tl_connection->close_after_response) break;
@@ -997,7 +1042,9 @@ class BudgetedServer : public httplib::Server {
     return ok;
   }
   // The TLS handshake, on the now non-blocking socket, within the request read timeout (a
-  // client that trickles its handshake is a slowloris too); null if it failed or took longer.
+  // client that trickles its handshake is a slowloris too) and while the server runs (stop()
+  // does not wait for a client that never sends its ClientHello); null if it failed or took
+  // longer.
   SslPtr Handshake(int sock) const {
     if (::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) return nullptr;
     SslPtr ssl(SSL_new(tls_.get()));
@@ -1008,14 +1055,25 @@ class BudgetedServer : public httplib::Server {
       if (r == 1) return ssl;
       const int err = SSL_get_error(ssl.get(), r);
       if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return nullptr;
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      pollfd p{sock, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
-      if (left.count() <= 0 ||
-          TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(left.count()))) <= 0) {
+      if (!AwaitWhileRunning(sock, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) {
         return nullptr;
       }
     }
+  }
+  // Waits for `events` on `sock` until `deadline`, in short steps so that stop() (which
+  // invalidates the listening socket) ends the wait; false if it timed out or the server stopped.
+  bool AwaitWhileRunning(int sock, short events,
+                         std::chrono::steady_clock::time_point deadline) const {
+    while (svr_sock_ != INVALID_SOCKET) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{sock, events, 0};
+      const int n = TEMP_FAILURE_RETRY(
+          ::poll(&p, 1, static_cast<int>(std::min(left, kStopCheckInterval).count())));
+      if (n != 0) return n > 0;
+    }
+    return false;
   }
   // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
   // response: the client is told why here, as the error handler tells it for a head or body.
@@ -1024,7 +1082,9 @@ class BudgetedServer : public httplib::Server {
     if (!BudgetExceeded(res, request_read_timeout_, metrics_)) return;
     const std::string response = absl::StrCat(
         "HTTP/1.1 ", res.status,
-        res.status == 408 ? " Request Timeout" : " Request Header Fields Too Large",
+        res.status == 408   ? " Request Timeout"
+        : res.status == 503 ? " Service Unavailable"
+                            : " Request Header Fields Too Large",
         "\r\nContent-Type: ", res.get_header_value("Content-Type"),
         "\r\nContent-Length: ", res.body.size(), "\r\nConnection: close\r\n\r\n", res.body);
     (void)strm.write(response.data(), response.size());  // the connection is closed either way
@@ -1036,7 +1096,7 @@ class BudgetedServer : public httplib::Server {
     const auto end =
         std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
     while (svr_sock_ != INVALID_SOCKET) {
-      if (strm.Readable(std::chrono::milliseconds(10))) return true;
+      if (strm.Readable(kStopCheckInterval)) return true;
       if (std::chrono::steady_clock::now() >= end) return false;
       if (idle && pool_->YieldToQueued()) {
         *yielded = true;

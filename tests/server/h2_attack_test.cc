@@ -505,7 +505,12 @@ TEST_F(H2AttackTest, APingFloodIsEndedWithGoAwayAndBoundedMemory) {
 }
 
 // A client that opens a stream with a zero window and never sends WINDOW_UPDATE: the server
-// cannot send it a byte of DATA while the engine generates its tokens.
+// cannot send it a byte of DATA while the engine generates its tokens. Fast pacing cannot let the
+// stream finish before the window matters: the window is 0 from the client's SETTINGS, which
+// precede the call; gRPC holds the first message unwritten and never completes its write, so
+// every later token stays queued and the 65th overflows the buffer, long before the 2,000th (the
+// overflow is checked as each iteration's tokens are queued, at any pace). A stream that did
+// finish would fail the wait for the overflow below, not pass by chance.
 TEST_F(H2AttackTest, AZeroWindowClientIsCutAtTheStreamBufferAndOthersAreServed) {
   ServerOptions options;
   options.max_stream_buffer = 64;

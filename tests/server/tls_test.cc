@@ -2,6 +2,7 @@
 // stub, generic stubs for health and reflection) and cpp-httplib HTTPS clients, against a CA and
 // certificates made for the test by the `openssl` command (test_pki.h).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +37,7 @@
 #include "nlohmann/json.hpp"
 #include "server/server.h"
 #include "tests/server/grpc_bytes.h"
+#include "tests/server/server_test_util.h"
 #include "tests/server/test_pki.h"
 
 namespace neupims::server {
@@ -180,6 +183,82 @@ std::string UnauthenticatedCount(const std::string& text) {
   return "";
 }
 
+// A TCP connection to 127.0.0.1:port (the caller closes it); -1 if it failed.
+int ConnectTcp(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the peer has closed `fd` (end of stream or reset), waiting at most `timeout_ms`.
+bool ClosedByPeer(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0) return false;
+  char c;
+  return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+// A keep-alive HTTPS connection driven by hand (OpenSSL, the server's certificate not checked),
+// on the test's thread: whether the server keeps it open is what is under test.
+class RawHttpsConnection {
+ public:
+  explicit RawHttpsConnection(int port)
+      : fd_(ConnectTcp(port)), ctx_(SSL_CTX_new(TLS_client_method())), ssl_(SSL_new(ctx_)) {
+    SSL_set_fd(ssl_, fd_);
+    connected_ = fd_ >= 0 && SSL_connect(ssl_) == 1;
+  }
+  ~RawHttpsConnection() {
+    SSL_free(ssl_);
+    SSL_CTX_free(ctx_);
+    if (fd_ >= 0) close(fd_);
+  }
+  bool connected() const { return connected_; }
+  int fd() const { return fd_; }
+  // GET `path` on this connection; the status line, headers and body ("" if the connection
+  // failed). Bodies are read by their Content-Length.
+  std::string Get(const std::string& path) {
+    const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    if (SSL_write(ssl_, request.data(), static_cast<int>(request.size())) <= 0) return "";
+    std::string response;
+    char buf[4096];
+    for (;;) {
+      const size_t head_end = response.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t at = response.find("Content-Length: ");
+        const size_t length = at == std::string::npos ? 0 : std::stoul(response.substr(at + 16));
+        if (response.size() >= head_end + 4 + length) return response;
+      }
+      const int n = SSL_read(ssl_, buf, sizeof buf);
+      if (n <= 0) return "";
+      response.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  const int fd_;
+  SSL_CTX* const ctx_;
+  SSL* const ssl_;
+  bool connected_ = false;
+};
+
+// The sum of every sample named `name` in /metrics, read over `client`; -1 if it was not read.
+double MetricSum(httplib::SSLClient& client, const std::string& name) {
+  httplib::Result r = client.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  double sum = 0;
+  for (const testing_util::Sample& s : testing_util::ParsePrometheus(r->body)) {
+    if (s.name == name) sum += s.value;
+  }
+  return sum;
+}
+
 // A raw TLS client (OpenSSL, the server's certificate not checked: only the server's handling of
 // the connection is under test) that completes the handshake, sends `head`, then `trickle` one
 // byte (one TLS record) every `interval`, until the server closes the connection or `trickle`
@@ -233,16 +312,31 @@ class TlsTrickler {
     close(fd);
     done_ = true;
   }
-  // Reads what the server sent; false once it has closed the connection (or broken it).
+  // Reads what the server sent; false once it has closed the connection (or broken it). The
+  // socket is non-blocking meanwhile: a TLS 1.3 server's session tickets make it readable with
+  // no data to read, and a blocking SSL_read would then wait for the server's answer, ending the
+  // trickle after its first byte.
   bool ReadUntilClosed(SSL* ssl, int fd) {
+    const int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     char buf[4096];
+    bool open = true;
     for (;;) {
       const int n = SSL_read(ssl, buf, sizeof buf);
-      if (n <= 0) return false;
-      received_.append(buf, static_cast<size_t>(n));
+      if (n > 0) {
+        received_.append(buf, static_cast<size_t>(n));
+        continue;
+      }
       pollfd p{fd, POLLIN, 0};
-      if (SSL_pending(ssl) == 0 && poll(&p, 1, 100) <= 0) return true;
+      if (SSL_get_error(ssl, n) != SSL_ERROR_WANT_READ) {
+        open = false;
+      } else if (poll(&p, 1, 100) > 0) {
+        continue;
+      }
+      break;
     }
+    fcntl(fd, F_SETFL, flags);
+    return open;
   }
 
   std::thread thread_;
@@ -495,6 +589,34 @@ TEST_F(TlsTest, HttpsWithMutualTlsNeedsTheClientCertificate) {
   EXPECT_EQ(with->status, 200);
 }
 
+// A certificate signed by another CA fails the handshake: the request is never read, let alone
+// served. The thread that refused it serves the next connection (one thread: the same one),
+// whatever the failure left behind (OpenSSL keeps errors per thread).
+TEST_F(TlsTest, HttpsWithMutualTlsRefusesAClientCertificateFromAnotherCaAndServesTheNextClient) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/true, /*token=*/false);
+  o.http_threads = 1;
+  StartServer(o);
+  const json body = {{"prompt", "Hello"}, {"max_tokens", 3}, {"ignore_eos", true}};
+  for (int round = 0; round < 3; ++round) {
+    httplib::SSLClient rogue("127.0.0.1", *server_->http_port(), pki_->rogue_client_cert,
+                             pki_->rogue_client_key);
+    rogue.set_ca_cert_path(pki_->ca_cert.c_str());
+    rogue.enable_server_certificate_verification(true);
+    rogue.set_connection_timeout(10, 0);
+    rogue.set_read_timeout(10, 0);
+    httplib::Result refused = rogue.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_FALSE(refused) << "round " << round << ": served, status " << refused->status;
+    httplib::Result good = HttpsClient(/*client_cert=*/true)->Get("/v1/models");
+    ASSERT_TRUE(good) << "round " << round << ": transport error "
+                      << static_cast<int>(good.error());
+    EXPECT_EQ(good->status, 200);
+  }
+  // Not one of the completions reached the engine, nor was refused by the API (which counts).
+  auto client = HttpsClient(/*client_cert=*/true);
+  EXPECT_EQ(MetricSum(*client, "neupims:request_success_total"), 0);
+  EXPECT_EQ(MetricSum(*client, "neupims:request_errors_total"), 0);
+}
+
 // ---- CORS (cors.h), through the real HTTP server: a browser page on kUiOrigin calling the API
 
 constexpr char kUiOrigin[] = "http://ui.example:3000";
@@ -710,6 +832,85 @@ TEST_F(TlsTest, IdleHttpsKeepAliveConnectionsOnEveryThreadDoNotStarveANewClient)
     ASSERT_TRUE(again) << static_cast<int>(again.error());
     EXPECT_EQ(again->status, 200);
   }
+}
+
+// A client that connects and never sends its ClientHello holds a thread in the handshake for up
+// to the request read timeout; stopping the server must not wait for it (as it does not for an
+// idle keep-alive connection).
+TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);
+  StartServer(o);
+  std::vector<int> silent;
+  for (int i = 0; i < o.http_threads; ++i) {
+    silent.push_back(ConnectTcp(*server_->http_port()));
+    ASSERT_GE(silent.back(), 0);
+  }
+  // Both threads now wait for a ClientHello: a real client is not served meanwhile.
+  absl::SleepFor(absl::Milliseconds(300));
+  auto waiting = HttpsClient();
+  waiting->set_connection_timeout(1, 0);
+  waiting->set_read_timeout(1, 0);
+  httplib::Result r = waiting->Get("/health");
+  EXPECT_FALSE(r) << "served while both threads wait for a handshake: status " << r->status;
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  const absl::Duration took = absl::Now() - start;
+  // Generous against the machine's load, far below the 120 s the handshakes could wait.
+  EXPECT_LT(took, absl::Seconds(30));
+  std::printf("shutdown with %zu silent HTTPS clients: %.2f s\n", silent.size(),
+              absl::ToDoubleSeconds(took));
+  for (int fd : silent) {
+    EXPECT_TRUE(ClosedByPeer(fd, 10000)) << "the server kept the silent connection";
+    close(fd);
+  }
+}
+
+// A client trickling its request (a byte every 100 ms: within every timeout for a minute) when
+// the server stops is told 503 and closed: the stop does not wait for the rest of its request.
+TEST_F(TlsTest, ShutdownDoesNotWaitForAnHttpsClientTricklingARequest) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);
+  StartServer(o);
+  TlsTrickler slow(*server_->http_port(), "GET /v1/models HTTP/1.1\r\nHost: x\r\n",
+                   std::string(600, 'a'), absl::Milliseconds(100));
+  for (const absl::Time end = absl::Now() + absl::Seconds(10);
+       !slow.handshake_done() && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(slow.handshake_done());
+  absl::SleepFor(absl::Milliseconds(300));  // its head is being read
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  const absl::Duration took = absl::Now() - start;
+  // Generous against the machine's load, far below the 60 s the trickle lasts.
+  EXPECT_LT(took, absl::Seconds(30));
+  std::printf("shutdown with a trickling HTTPS client: %.2f s\n", absl::ToDoubleSeconds(took));
+  ASSERT_TRUE(slow.ClosedByServerWithin(absl::Seconds(10)));
+  EXPECT_THAT(slow.received(), StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(slow.received(), HasSubstr("the server is stopping"));
+  EXPECT_THAT(slow.received(), HasSubstr("Connection: close"));
+}
+
+// An idle keep-alive connection is given up only for a connection no thread is about to take:
+// with a thread free, new clients one after another leave it open.
+TEST_F(TlsTest, AnIdleHttpsConnectionIsKeptWhileAThreadIsFree) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  StartServer(o);
+  RawHttpsConnection idle(*server_->http_port());
+  ASSERT_TRUE(idle.connected());
+  ASSERT_THAT(idle.Get("/health"), StartsWith("HTTP/1.1 200"));
+  for (int i = 0; i < 40; ++i) {
+    httplib::Result r = HttpsClient()->Get("/v1/models");
+    ASSERT_TRUE(r) << i << ": transport error " << static_cast<int>(r.error());
+    EXPECT_EQ(r->status, 200);
+    // The free thread is back waiting for a connection before the next one comes.
+    absl::SleepFor(absl::Milliseconds(50));
+    ASSERT_FALSE(ClosedByPeer(idle.fd(), 0)) << "the idle connection was closed at client " << i;
+  }
+  EXPECT_THAT(idle.Get("/health"), StartsWith("HTTP/1.1 200"));
 }
 
 // ---- Start-up checks
