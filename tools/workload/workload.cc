@@ -327,7 +327,9 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthDataset(TableReader& table,
   // need (no shrink_to_fit, which would copy every pair).
   std::vector<LengthPair> pairs;
   pairs.reserve(table.LinesLeftBound());
-  auto add = [&filter, &local, &pairs](int64_t prompt, int64_t output) {
+  // The filter by value: a reference's max_seq_len could be any int64_t the pairs' stores
+  // write, so it was loaded again for every row.
+  auto add = [filter, &local, &pairs](int64_t prompt, int64_t output) {
     if (Keep(filter, prompt, output, local)) {
       pairs.push_back(LengthPair{.prompt_tokens = prompt, .output_tokens = output});
     }
