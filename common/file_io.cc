@@ -78,7 +78,8 @@ absl::StatusOr<InputBytes> ReadUpTo(const std::string& path, int64_t limit) {
 }  // namespace
 
 InputBytes::InputBytes(absl::string_view text) {
-  std::memcpy(Reserve(text.size()), text.data(), text.size());
+  char* const at = Reserve(text.size());
+  if (!text.empty()) std::memcpy(at, text.data(), text.size());  // an empty view may be null
   Commit(text.size());
 }
 
