@@ -41,7 +41,7 @@ absl::Status CheckIsAFile(const std::string& path) {
 
 // At most `limit` + 1 bytes of `path` (all of it when `limit` < 0): one more than the cap tells
 // the caller the file is over it without reading an endless stream to its end.
-absl::StatusOr<std::string> ReadUpTo(const std::string& path, int64_t limit) {
+absl::StatusOr<InputBytes> ReadUpTo(const std::string& path, int64_t limit) {
   RETURN_IF_ERROR(CheckIsAFile(path));
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
@@ -50,21 +50,23 @@ absl::StatusOr<std::string> ReadUpTo(const std::string& path, int64_t limit) {
     return ErrnoError(error, path, "cannot open");
   }
   const size_t max = limit < 0 ? std::string().max_size() : static_cast<size_t>(limit) + 1;
-  // In one read when the size is known (a regular file: no copies as the string grows), then in
+  // In one read when the size is known (a regular file: no copies as the buffer grows), then in
   // chunks for whatever follows (a pipe, a file that grew).
-  std::string data;
+  InputBytes data;
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
-  size_t n = 0;
   if (!ec && size > 0) {
-    data.resize(std::min<size_t>(static_cast<size_t>(size), max));
-    n = std::fread(data.data(), 1, data.size(), file);
-    data.resize(n);
+    const size_t want = std::min<size_t>(static_cast<size_t>(size), max);
+    data.Commit(std::fread(data.Reserve(want), 1, want, file));
   }
-  char buffer[1 << 16];
+  // Through a buffer on the stack: the read that finds a regular file's end must not grow (and
+  // copy) the buffer the first read filled exactly.
+  char chunk[1 << 16];
+  size_t n = 0;
   while (data.size() < max &&
-         (n = std::fread(buffer, 1, std::min(sizeof(buffer), max - data.size()), file)) > 0) {
-    data.append(buffer, n);
+         (n = std::fread(chunk, 1, std::min(sizeof(chunk), max - data.size()), file)) > 0) {
+    std::memcpy(data.Reserve(n), chunk, n);
+    data.Commit(n);
   }
   const bool failed = std::ferror(file) != 0;
   const int error = errno;
@@ -75,9 +77,41 @@ absl::StatusOr<std::string> ReadUpTo(const std::string& path, int64_t limit) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) { return ReadUpTo(path, -1); }
+InputBytes::InputBytes(absl::string_view text) {
+  char* const at = Reserve(text.size());
+  if (!text.empty()) std::memcpy(at, text.data(), text.size());  // an empty view may be null
+  Commit(text.size());
+}
 
-absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes) {
+char* InputBytes::Reserve(size_t n) {
+  if (capacity_ - size_ <= n) {  // room for n bytes and the NUL
+    // Doubling keeps a read in chunks linear; the first read of a regular file fits exactly.
+    const size_t capacity = std::max(size_ + n + 1, 2 * capacity_);
+    std::unique_ptr<char[]> grown(new char[capacity]);
+    if (size_ > 0) std::memcpy(grown.get(), data_.get(), size_);
+    data_ = std::move(grown);
+    capacity_ = capacity;
+  }
+  return data_.get() + size_;
+}
+
+void InputBytes::Commit(size_t k) {
+  size_ += k;
+  data_[size_] = '\0';
+}
+
+void InputBytes::RemovePrefix(size_t n) {
+  std::memmove(data_.get(), data_.get() + n, size_ - n);
+  size_ -= n;
+  data_[size_] = '\0';
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const InputBytes data, ReadUpTo(path, -1));
+  return std::string(data.view());
+}
+
+absl::StatusOr<InputBytes> ReadInputBytes(const std::string& path, int64_t max_bytes) {
   if (path.empty()) return absl::InvalidArgumentError("no file name given (empty path)");
   RETURN_IF_ERROR(CheckIsAFile(path));
   std::error_code ec;
@@ -87,14 +121,19 @@ absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_b
                                                    " bytes, over the limit of ", max_bytes,
                                                    " bytes for this kind of input"));
   }
-  ASSIGN_OR_RETURN(std::string data, ReadUpTo(path, max_bytes));
+  ASSIGN_OR_RETURN(InputBytes data, ReadUpTo(path, max_bytes));
   if (static_cast<int64_t>(data.size()) > max_bytes) {  // a pipe or a file that grew
     return absl::InvalidArgumentError(absl::StrCat(path, ": file is over the limit of ", max_bytes,
                                                    " bytes for this kind of input"));
   }
-  if (absl::StartsWith(data, "\xEF\xBB\xBF")) data.erase(0, 3);
+  if (absl::StartsWith(data.view(), "\xEF\xBB\xBF")) data.RemovePrefix(3);
   if (data.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
   return data;
+}
+
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes) {
+  ASSIGN_OR_RETURN(const InputBytes data, ReadInputBytes(path, max_bytes));
+  return std::string(data.view());
 }
 
 absl::Status WriteFile(const std::string& path, absl::string_view contents) {

@@ -13,13 +13,16 @@
 namespace neupims {
 
 absl::StatusOr<TableReader> TableReader::Open(const std::string& path, char delimiter) {
-  ASSIGN_OR_RETURN(std::string contents, ReadInputFile(path, kMaxDataFileBytes));
+  ASSIGN_OR_RETURN(InputBytes contents, ReadInputBytes(path, kMaxDataFileBytes));
   return TableReader(path, std::move(contents), delimiter);
 }
 
-TableReader::TableReader(std::string path, std::string contents, char delimiter)
+TableReader::TableReader(std::string path, absl::string_view contents, char delimiter)
+    : TableReader(std::move(path), InputBytes(contents), delimiter) {}
+
+TableReader::TableReader(std::string path, InputBytes contents, char delimiter)
     : path_(std::move(path)), contents_(std::move(contents)), delimiter_(delimiter) {
-  if (absl::StartsWith(contents_, "\xEF\xBB\xBF")) pos_ = 3;
+  if (absl::StartsWith(contents_.view(), "\xEF\xBB\xBF")) pos_ = 3;
 }
 
 bool TableReader::NextRow(std::vector<absl::string_view>* fields) {

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
 #include "common/swar.h"
 
 namespace neupims {
@@ -32,8 +33,10 @@ class TableReader {
  public:
   // Reads the whole file (ReadFile's errors: NotFound when missing, each naming the path).
   static absl::StatusOr<TableReader> Open(const std::string& path, char delimiter);
-  // A table from text already in memory; `path` is what errors call it.
-  TableReader(std::string path, std::string contents, char delimiter);
+  // A table from text already in memory (copied); `path` is what errors call it.
+  TableReader(std::string path, absl::string_view contents, char delimiter);
+  // A table of a file's bytes (ReadInputBytes'), taken over without a copy.
+  TableReader(std::string path, InputBytes contents, char delimiter);
 
   TableReader(TableReader&&) = default;
   TableReader& operator=(TableReader&&) = default;
@@ -45,7 +48,7 @@ class TableReader {
   // The one line rule of the project's delimited inputs: a line ends at LF or at the end of the
   // file, and one CR before that end is not part of it (CRLF files, a CR at the very end).
   // In memory a line is followed by its LF, the CR dropped before it, or the NUL after the
-  // contents (std::string's), never by a digit: parsers of numbers may read that one byte.
+  // contents (InputBytes'), never by a digit: parsers of numbers may read that one byte.
   // Inline: the length datasets have 391k lines of ~7 bytes, so the LF is looked for in the
   // line's first 8 bytes as one word (swar.h) before memchr takes the rest.
   bool NextLine(absl::string_view* line) {
@@ -80,9 +83,7 @@ class TableReader {
   // The number of the line last returned (1-based; 0 before the first).
   int64_t line_number() const { return line_number_; }
   // The text of the line last returned.
-  absl::string_view line() const {
-    return absl::string_view(contents_).substr(line_start_, line_size_);
-  }
+  absl::string_view line() const { return contents_.view().substr(line_start_, line_size_); }
   const std::string& path() const { return path_; }
   size_t size_bytes() const { return contents_.size(); }
   // At least the number of lines NextLine has left to return (LFs left, plus one), for
@@ -127,7 +128,7 @@ class TableReader {
 
   // The first byte at or after p that is not a decimal digit, with the digits' value in *value
   // (exact for up to 19 digits; callers refuse longer runs). Stops at the NUL after the contents
-  // at the latest (std::string's), so it needs no end check per digit.
+  // at the latest (InputBytes'), so it needs no end check per digit.
   static const char* Digits(const char* p, uint64_t* value) {
     // Two digits a step where both are (most counts have 2 to 4): one test of the pair's end,
     // and v * 100 + (10 * a + b) instead of two dependent steps.
@@ -149,8 +150,8 @@ class TableReader {
   }
 
   std::string path_;
-  std::string contents_;
-  size_t pos_ = 0;  // offset of the next line in contents_ (an offset survives a move)
+  InputBytes contents_;  // followed by a NUL (InputBytes')
+  size_t pos_ = 0;       // offset of the next line in contents_ (an offset survives a move)
   char delimiter_;
   int64_t line_number_ = 0;
   size_t line_start_ = 0, line_size_ = 0;  // the line last returned

@@ -118,6 +118,50 @@ TEST(ReadInputFile, RefusesAFileOverTheCapBeforeReadingIt) {
   std::filesystem::remove(path);
 }
 
+// TableReader reads through ReadInputBytes: the same bytes, checks and errors as ReadInputFile,
+// and the NUL after the bytes that the reader's digit loops stop at.
+TEST(ReadInputBytes, GivesReadInputFilesBytesFollowedByANul) {
+  const std::string path = TempPath("read_input_bytes.tsv");
+  for (const std::string& contents : {std::string("a\tb\n1\t2\n"),
+                                      std::string("\xEF\xBB\xBF"
+                                                  "a,b\n3,4"),
+                                      std::string("x\0y\n", 4), std::string(70'000, '7')}) {
+    ASSERT_TRUE(WriteFile(path, contents).ok());
+    const absl::StatusOr<InputBytes> bytes = ReadInputBytes(path, 100'000);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(bytes->view(), ReadInputFile(path, 100'000).value_or("?"));
+    EXPECT_EQ(bytes->data()[bytes->size()], '\0');
+  }
+  ASSERT_TRUE(WriteFile(path, "\xEF\xBB\xBF").ok());
+  EXPECT_EQ(ReadInputBytes(path, 100).status(), ReadInputFile(path, 100).status());
+  ASSERT_TRUE(WriteFile(path, std::string(101, ' ')).ok());
+  EXPECT_EQ(ReadInputBytes(path, 100).status(), ReadInputFile(path, 100).status());
+  std::filesystem::remove(path);
+  EXPECT_EQ(ReadInputBytes(path, 100).status(), ReadInputFile(path, 100).status());
+}
+
+// Reads in chunks (pipes) grow the buffer: every byte written stays, and the NUL follows them.
+TEST(InputBytes, KeepsEveryCommittedByteAndTheNulAfterThem) {
+  InputBytes bytes;
+  EXPECT_TRUE(bytes.empty());
+  EXPECT_EQ(bytes.data()[0], '\0');
+  std::string expected;
+  for (size_t step = 0; step < 40; ++step) {
+    const size_t room = (step * 7919) % 5000;
+    const size_t used = room - room / 3;
+    char* at = bytes.Reserve(room);
+    for (size_t i = 0; i < used; ++i) at[i] = static_cast<char>('a' + (step + i) % 26);
+    expected.append(at, used);
+    bytes.Commit(used);
+    ASSERT_EQ(bytes.view(), expected) << step;
+    ASSERT_EQ(bytes.data()[bytes.size()], '\0') << step;
+  }
+  bytes.RemovePrefix(3);
+  EXPECT_EQ(bytes.view(), expected.substr(3));
+  EXPECT_EQ(bytes.data()[bytes.size()], '\0');
+  EXPECT_EQ(InputBytes("copy").view(), "copy");
+}
+
 // /dev/zero and /dev/urandom never end: reading one as a config or a dataset used to grow the
 // string until memory ran out (std::bad_alloc, SIGABRT). A device is no file.
 TEST(ReadInputFile, RefusesACharacterDeviceAtOnceNamingIt) {

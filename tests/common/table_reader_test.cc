@@ -163,6 +163,11 @@ TEST(TableReader, TakeCountPairsTakesTwoCountsALineAndStopsBeforeAnyOtherLine) {
   absl::string_view line;
   ASSERT_TRUE(stop.NextLine(&line));
   EXPECT_EQ(stop.Error("bad").message(), "s.tsv:3: bad");
+  // A sign before either count is the general path's, as is a line without its second count at
+  // the very end.
+  TableReader signs("p.tsv", "+1\t2\n1\t+2\n3\t4\n5\t", '\t');
+  EXPECT_THAT(FastWalk(signs),
+              ElementsAre("'+1\t2'@1", "'1\t+2'@2", "3,4", "'5\t'@4", "end '5\t'@4"));
   // A delimiter that is a digit takes nothing: every line is the general path's.
   TableReader digit("d.tsv", "10203\n", '0');
   EXPECT_THAT(FastWalk(digit), ElementsAre("'10203'@1", "end '10203'@1"));

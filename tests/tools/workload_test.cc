@@ -331,6 +331,25 @@ TEST(LengthDataset, WrongFieldCountAndNegativeValuesAreErrors) {
               HasSubstr(absl::StrCat(negative, ":2: input_toks")));
 }
 
+// Lines the fast path leaves to the general reader keep its errors, naming the line and field:
+// a leading '+', a count past int64_t, an empty field, a third column (after fast rows).
+TEST(LengthDataset, SignsOverflowsEmptyFieldsAndExtraColumnsAreErrorsNamingLineAndField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"+12\t3", ":3: input_toks '+12' is not a non-negative integer"},
+      {"12\t+3", ":3: output_toks '+3' is not a non-negative integer"},
+      {"99999999999999999999\t3", ":3: input_toks '99999999999999999999' is not a"},
+      {"12\t", ":3: output_toks '' is not a non-negative integer"},
+      {"12\t3\t4", ":3: expected 2 tab-separated fields"},
+  };
+  for (const auto& [row, error] : cases) {
+    const std::string path =
+        WriteTemp("edge_error.tsv", absl::StrCat("input_toks\toutput_toks\n1\t2\r\n", row, "\n"));
+    EXPECT_THAT(LoadLengthDataset(path, LengthFilter{}, nullptr).status().message(),
+                HasSubstr(absl::StrCat(path, error)))
+        << row;
+  }
+}
+
 TEST(LengthDataset, WrongHeaderIsAnError) {
   const std::string path = WriteTemp("header.tsv", "prompt\toutput\n1\t2\n");
   absl::StatusOr<std::vector<LengthPair>> pairs = LoadLengthDataset(path, LengthFilter{}, nullptr);
