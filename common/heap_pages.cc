@@ -50,8 +50,7 @@ absl::Status PrepareHugePageHeap(size_t expected_bytes) {
   std::free(block);
   // The top pad back to glibc's default for later growth (the range below is advised once).
   mallopt(M_TOP_PAD, 128 << 10);
-  if (block == nullptr || at < old_break - kHugePageBytes || at >= new_break ||
-      new_break <= old_break) {
+  if (block == nullptr || at >= new_break || new_break <= old_break) {
     return absl::FailedPreconditionError("the heap is not at the program break");
   }
   // Past the 2 MiB extent holding the old break and the headers just above it.
