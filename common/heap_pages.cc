@@ -62,6 +62,15 @@ absl::Status PrepareHugePageHeap(size_t expected_bytes) {
     return absl::Status(absl::ErrnoToStatusCode(error),
                         absl::StrCat("madvise(MADV_HUGEPAGE) of the heap: ", std::strerror(error)));
   }
+  // The free top starts where `block` did, below `begin`: one allocation up to `begin`, never
+  // freed, so that the run's allocations start in the advised range instead of filling the
+  // 4 KiB pages below it first. Only its header is written (on a page already touched).
+  static void* spacer = nullptr;
+  spacer = std::malloc(begin - at + 64);
+  if (reinterpret_cast<uintptr_t>(spacer) != at) {  // not where the top was: no use
+    std::free(spacer);
+    spacer = nullptr;
+  }
   prepared.store(true);
   return absl::OkStatus();
 #else

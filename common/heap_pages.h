@@ -14,6 +14,8 @@
 //                                     ^ first 2 MiB boundary past the     ^ last boundary
 //                                       chunk headers malloc wrote          below the break
 //                                     [--------- madvise(MADV_HUGEPAGE) ---------]
+//              [------ spacer ------] (allocated, never freed or touched: allocations start
+//                                      on the huge pages)
 //
 // glibc's malloc is set to keep allocations up to 32 MiB in the heap (instead of one mmap each,
 // whose pages are faulted in afresh every time) and to keep the memory it frees.
