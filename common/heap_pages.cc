@@ -64,7 +64,8 @@ absl::Status PrepareHugePageHeap(size_t expected_bytes) {
   }
   // The free top starts where `block` did, below `begin`: one allocation up to `begin`, never
   // freed, so that the run's allocations start in the advised range instead of filling the
-  // 4 KiB pages below it first. Only its header is written (on a page already touched).
+  // 4 KiB pages below it first. Only its header is written (on a page already touched). Static:
+  // held for the process's life, and reachable for leak checkers.
   static void* spacer = nullptr;
   spacer = std::malloc(begin - at + 64);
   if (reinterpret_cast<uintptr_t>(spacer) != at) {  // not where the top was: no use

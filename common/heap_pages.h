@@ -32,9 +32,10 @@ namespace neupims {
 // touched) and advises the kernel to back that range with transparent huge pages. For batch runs
 // only: freed memory is not given back to the system until the process exits. Once per process:
 // a later call returns OK and changes nothing. Not thread-safe against other threads' mallocs.
-// Errors (the run works as before, only without the huge pages): FailedPrecondition when
-// malloc is not glibc's or its heap is not at the program break (the sanitizers' allocators),
-// or when mallopt refuses a setting; the errno of madvise (EINVAL: a kernel without THP).
+// Errors (the run works, only without the huge pages; malloc's settings above, once accepted,
+// stay): FailedPrecondition when malloc is not glibc's or its heap is not at the program break
+// (the sanitizers' allocators), or when mallopt refuses a setting; the errno of madvise (EINVAL:
+// a kernel without THP).
 absl::Status PrepareHugePageHeap(size_t expected_bytes);
 
 }  // namespace neupims
