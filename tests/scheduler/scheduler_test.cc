@@ -112,6 +112,20 @@ TEST(SchedulerAdd, RejectsRequestsThatAreNotWaitingAndDuplicates) {
   EXPECT_EQ(h.scheduler().waiting(), 1);
 }
 
+// Add takes the queue's end as its insert hint: a duplicate anywhere else, and a request that
+// belongs before the last one, take the search from the root.
+TEST(SchedulerAdd, RefusesADuplicateThatIsNotTheLastQueuedRequest) {
+  SchedulerOptions o = RoundRobinOptions();
+  o.max_batch = 3;
+  Harness h(o, 4, {100});
+  Request* first = h.Add(1, 4, 2, /*arrival=*/0);
+  h.Add(2, 4, 2, 10);
+  h.Add(3, 4, 2, 5);  // before 2 in wait order
+  EXPECT_EQ(h.scheduler().Add(first).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(h.scheduler().waiting(), 3);
+  EXPECT_THAT(Ids(h.Step(20).prefill), ElementsAre(1, 3, 2));
+}
+
 TEST(SchedulerAdmission, AdmitsFcfsByArrivalThenIdUpToMaxBatch) {
   SchedulerOptions o = RoundRobinOptions();
   o.max_batch = 3;
