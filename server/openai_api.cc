@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -867,10 +868,23 @@ class BudgetedSocketStream : public httplib::Stream {
 // already started still joinable, the process ends in std::terminate. This pool is started in
 // OpenAiHttpServer::Start (before anything is bound) and hands a refusal back as a Status, after
 // joining the threads it did start. Same queue discipline as httplib's (FIFO, drain on shutdown).
+//
+// It also keeps the connections parked by BudgetedServer: a new connection whose client has
+// sent nothing yet, while another connection waits for a thread, gives its thread up and is
+// watched by one thread (`poll` over all of them) until its first bytes arrive, then queued
+// again as a job; at its deadline it is closed. So a connection holds a thread only once its
+// client has sent something, as in an event-driven server (nginx, uvicorn): silent connections
+// no longer keep every other client waiting for their timeout.
 class HttpThreadPool : public httplib::TaskQueue {
  public:
   static absl::StatusOr<std::unique_ptr<HttpThreadPool>> Start(size_t n) {
     std::unique_ptr<HttpThreadPool> pool(new HttpThreadPool());
+    if (::pipe2(pool->wake_, O_NONBLOCK | O_CLOEXEC) != 0) {
+      const int error = errno;
+      pool->wake_[0] = pool->wake_[1] = -1;
+      return absl::UnavailableError(absl::StrCat(
+          "cannot make the HTTP connection watcher's wake-up pipe: ", std::strerror(error)));
+    }
     for (size_t i = 0; i < n; ++i) {
       absl::StatusOr<std::thread> t = StartThread(absl::StrCat("HTTP thread ", i + 1, " of ", n),
                                                   [p = pool.get()] { p->Work(); });
@@ -881,9 +895,16 @@ class HttpThreadPool : public httplib::TaskQueue {
       }
       pool->threads_.push_back(*std::move(t));
     }
+    ASSIGN_OR_RETURN(pool->watcher_, StartThread("the HTTP API's connection watcher",
+                                                 [p = pool.get()] { p->Watch(); }));
     return pool;
   }
-  ~HttpThreadPool() override { shutdown(); }
+  ~HttpThreadPool() override {
+    shutdown();
+    for (const int fd : wake_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
 
   void enqueue(std::function<void()> fn) override {
     {
@@ -900,17 +921,40 @@ class HttpThreadPool : public httplib::TaskQueue {
   // MPM also close idle keep-alive connections first when connections are short).
   bool YieldToQueued() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (jobs_.size() <= yielding_ + waiting_) return false;
+    if (!Pressed()) return false;
     ++yielding_;
     tl_yielding_ = true;
     return true;
   }
-  // Runs the queued jobs, then joins every thread. Idempotent (httplib calls it, then deletes).
+  // Called by a thread whose new connection has sent nothing yet (`sock`, its client's first
+  // bytes due by `deadline`): when a connection waits for a thread that no free or yielding
+  // thread will take, the watcher takes `sock` over and the caller's thread is free. `resume`
+  // is queued as a job once the socket is readable (data, end of stream or error); at the
+  // deadline, or when the pool shuts down first, the watcher closes the socket instead. False
+  // (nothing taken) when no connection waits or the pool is shutting down.
+  bool Park(int sock, std::chrono::steady_clock::time_point deadline,
+            std::function<void()> resume) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_ || !Pressed()) return false;
+      parked_.push_back({sock, deadline, std::move(resume)});
+      // Counted as YieldToQueued counts: this thread is on its way to the queued connection, so
+      // no other thread gives its connection up for the same one.
+      ++yielding_;
+      tl_yielding_ = true;
+    }
+    Wake();
+    return true;
+  }
+  // Closes the parked connections, runs the queued jobs, then joins every thread. Idempotent
+  // (httplib calls it, then deletes).
   void shutdown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       shutdown_ = true;
     }
+    Wake();
+    if (watcher_.joinable()) watcher_.join();
     cv_.notify_all();
     for (std::thread& t : threads_) {
       if (t.joinable()) t.join();
@@ -918,7 +962,85 @@ class HttpThreadPool : public httplib::TaskQueue {
   }
 
  private:
+  struct Parked {
+    int sock;
+    std::chrono::steady_clock::time_point deadline;
+    std::function<void()> resume;
+  };
+
   HttpThreadPool() = default;
+  // A connection waits for a thread that neither a free thread (waiting for a job, or woken
+  // for one and not yet running it) nor one that left its idle connection will take.
+  bool Pressed() const { return jobs_.size() > yielding_ + waiting_; }
+  void Wake() {
+    if (wake_[1] < 0) return;
+    const char byte = 0;
+    (void)!::write(wake_[1], &byte, 1);  // a full pipe already wakes the watcher
+  }
+  static void CloseConnection(int sock) {
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+  }
+  // The watcher: one poll over the wake-up pipe and every parked socket, until the soonest
+  // deadline; readable sockets are queued as jobs (in the order they were parked), expired ones
+  // closed. Only Park adds entries and only this thread removes them, so the first entries
+  // are the ones polled, in the same order.
+  void Watch() {
+    std::vector<pollfd> fds;
+    std::vector<int> expired;
+    for (;;) {
+      auto soonest = std::chrono::steady_clock::time_point::max();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (shutdown_) break;
+        fds.assign(1, pollfd{wake_[0], POLLIN, 0});
+        for (const Parked& p : parked_) {
+          fds.push_back(pollfd{p.sock, POLLIN, 0});
+          soonest = std::min(soonest, p.deadline);
+        }
+      }
+      int timeout_ms = -1;
+      if (soonest != std::chrono::steady_clock::time_point::max()) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            soonest - std::chrono::steady_clock::now());
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
+      }
+      (void)TEMP_FAILURE_RETRY(::poll(fds.data(), fds.size(), timeout_ms));
+      char drain[64];
+      while (::read(wake_[0], drain, sizeof drain) > 0) {
+      }
+      const auto now = std::chrono::steady_clock::now();
+      size_t resumed = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::vector<Parked> kept;
+        for (size_t i = 0; i < parked_.size(); ++i) {
+          Parked& p = parked_[i];
+          const bool polled = i + 1 < fds.size();
+          if (polled && fds[i + 1].revents != 0) {
+            jobs_.push_back(std::move(p.resume));
+            ++resumed;
+          } else if (p.deadline <= now) {
+            expired.push_back(p.sock);
+          } else {
+            kept.push_back(std::move(p));
+          }
+        }
+        parked_.swap(kept);
+      }
+      for (size_t i = 0; i < resumed; ++i) cv_.notify_one();
+      for (const int sock : expired) CloseConnection(sock);
+      expired.clear();
+    }
+    // Shutting down: the parked connections are closed, as a stop closes a connection still
+    // waiting for its first request.
+    std::vector<Parked> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(parked_);
+    }
+    for (const Parked& p : left) CloseConnection(p.sock);
+  }
   void Work() {
     for (;;) {
       std::function<void()> fn;
@@ -940,10 +1062,15 @@ class HttpThreadPool : public httplib::TaskQueue {
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
-  size_t yielding_ = 0;  // threads that left an idle connection for a queued one (YieldToQueued)
-  size_t waiting_ = 0;   // threads in Work's wait: each takes a job that enqueue() notifies
+  size_t waiting_ = 0;  // threads in Work's wait: each takes a job that enqueue() notifies
+  // Threads that left their connection for a queued one (an idle one closed, YieldToQueued; a
+  // silent new one parked, Park) and have not taken a job yet.
+  size_t yielding_ = 0;
   static thread_local bool tl_yielding_;  // this thread is one of them
+  std::vector<Parked> parked_;  // connections the watcher holds, in the order they were parked
+  int wake_[2] = {-1, -1};      // the watcher's wake-up pipe (read end, write end)
   std::vector<std::thread> threads_;
+  std::thread watcher_;
 };
 thread_local bool HttpThreadPool::tl_yielding_ = false;
 
@@ -988,13 +1115,34 @@ class BudgetedServer : public httplib::Server {
 
  private:
   bool process_and_close_socket(socket_t sock) override {
+    // The wait for a new connection's first bytes: up to the keep-alive timeout for a request
+    // on a plain connection, the request read timeout for a TLS client's handshake.
+    const auto first_bytes_timeout =
+        tls_ == nullptr ? std::chrono::milliseconds(std::chrono::seconds(keep_alive_timeout_sec_))
+                        : request_read_timeout_;
+    return ServeConnection(sock, std::chrono::steady_clock::now() + first_bytes_timeout);
+  }
+  // A connection from its accept (or its return from the watcher, with the same deadline for its
+  // client's first bytes) to its close.
+  bool ServeConnection(socket_t sock, std::chrono::steady_clock::time_point first_bytes_deadline) {
+    switch (AwaitFirstBytes(sock, first_bytes_deadline)) {
+      case FirstBytes::kParked:
+        return true;  // the pool's watcher holds the socket now
+      case FirstBytes::kNone:
+        // Nothing came before the deadline or the server stopped: closed, as before a request.
+        ::shutdown(sock, SHUT_RDWR);
+        ::close(sock);
+        return true;
+      case FirstBytes::kArrived:
+        break;
+    }
     Connection connection{.socket = sock};
     tl_connection = &connection;
     bool ok = false;
     bool yielded = false;
     if (tls_ == nullptr) {
       ok = Serve(nullptr, connection.budget, &yielded);
-    } else if (SslPtr ssl = Handshake(sock); ssl != nullptr) {
+    } else if (SslPtr ssl = Handshake(sock, first_bytes_deadline); ssl != nullptr) {
       ok = Serve(ssl.get(), connection.budget, &yielded);
       // close_notify (not waiting for the client's), except on an idle connection given up for
       // a queued one: a client that finds close_notify unread on its idle connection takes it
@@ -1041,15 +1189,14 @@ class BudgetedServer : public httplib::Server {
     }
     return ok;
   }
-  // The TLS handshake, on the now non-blocking socket, within the request read timeout (a
-  // client that trickles its handshake is a slowloris too) and while the server runs (stop()
-  // does not wait for a client that never sends its ClientHello); null if it failed or took
-  // longer.
-  SslPtr Handshake(int sock) const {
+  // The TLS handshake, on the now non-blocking socket, by `deadline` (the request read timeout
+  // after the accept: a client that trickles its handshake is a slowloris too) and while the
+  // server runs (stop() does not wait for a client that stops sending); null if it failed or
+  // took longer.
+  SslPtr Handshake(int sock, std::chrono::steady_clock::time_point deadline) const {
     if (::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) return nullptr;
     SslPtr ssl(SSL_new(tls_.get()));
     if (ssl == nullptr || SSL_set_fd(ssl.get(), sock) != 1) return nullptr;
-    const auto deadline = std::chrono::steady_clock::now() + request_read_timeout_;
     for (;;) {
       const int r = SSL_accept(ssl.get());
       if (r == 1) return ssl;
@@ -1074,6 +1221,29 @@ class BudgetedServer : public httplib::Server {
       if (n != 0) return n > 0;
     }
     return false;
+  }
+  enum class FirstBytes { kArrived, kParked, kNone };
+  // Waits for a new connection's first bytes (a request, a ClientHello, or the end of the
+  // stream) until `deadline`, in short steps so that stop() ends the wait. While it waits, a
+  // connection queued for a thread takes this one: the socket is parked with the pool's watcher
+  // (HttpThreadPool::Park), which queues ServeConnection again once the bytes arrive.
+  FirstBytes AwaitFirstBytes(int sock, std::chrono::steady_clock::time_point deadline) {
+    while (svr_sock_ != INVALID_SOCKET) {
+      const auto now = std::chrono::steady_clock::now();
+      pollfd p{sock, POLLIN, 0};
+      if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return FirstBytes::kArrived;
+      if (now >= deadline) return FirstBytes::kNone;
+      if (pool_->Park(sock, deadline,
+                      [this, sock, deadline] { ServeConnection(sock, deadline); })) {
+        return FirstBytes::kParked;
+      }
+      const auto step = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),
+                                 kStopCheckInterval);
+      if (TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(step.count()))) != 0) {
+        return FirstBytes::kArrived;
+      }
+    }
+    return FirstBytes::kNone;
   }
   // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
   // response: the client is told why here, as the error handler tells it for a head or body.

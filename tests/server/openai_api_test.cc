@@ -1341,6 +1341,51 @@ TEST_F(OpenAiApiTest, IdleKeepAliveConnectionsOnEveryThreadDoNotStarveANewClient
   }
 }
 
+// Connections that send nothing, twice as many as the HTTP threads, do not keep a new client
+// waiting for their keep-alive timeout (5 s; the client gives up after 3 s): each is parked with
+// the pool's watcher, without a thread, and served on its own socket once its request arrives.
+// Before, they held every thread and the new client was not served.
+TEST_F(OpenAiApiTest, FreshConnectionsThatSendNothingDoNotStarveANewClient) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 2;
+  StartServer(o);
+  const int port = *server_->http_port();
+  std::vector<int> silent;
+  for (int i = 0; i < 2 * o.http_threads; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    silent.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // the threads take the first two
+  httplib::Client fresh("127.0.0.1", port);
+  fresh.set_read_timeout(3, 0);
+  httplib::Result r = fresh.Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  // Each silent connection is still open and served when its request finally comes.
+  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  for (size_t i = 0; i < silent.size(); ++i) {
+    ASSERT_EQ(send(silent[i], request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()))
+        << "silent connection " << i;
+    std::string answer;
+    char buf[1024];
+    pollfd p{silent[i], POLLIN, 0};
+    while (poll(&p, 1, 10000) > 0) {
+      const ssize_t n = recv(silent[i], buf, sizeof buf, 0);
+      if (n <= 0) break;
+      answer.append(buf, static_cast<size_t>(n));
+    }
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200"))
+        << "silent connection " << i << ": " << answer;
+    close(silent[i]);
+  }
+}
+
 // What the server answers on a fresh connection to `request` (sent whole, then the client's side
 // shut down), read until the server closes it or 10 s pass.
 std::string RawExchange(int port, const std::string& request) {

@@ -834,9 +834,9 @@ TEST_F(TlsTest, IdleHttpsKeepAliveConnectionsOnEveryThreadDoNotStarveANewClient)
   }
 }
 
-// A client that connects and never sends its ClientHello holds a thread in the handshake for up
-// to the request read timeout; stopping the server must not wait for it (as it does not for an
-// idle keep-alive connection).
+// A client that connects and never sends its ClientHello waits up to the request read timeout;
+// it gives its thread up to a client that needs one (parked with the pool's watcher), and
+// stopping the server must not wait for it (as it does not for an idle keep-alive connection).
 TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
   ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
   o.http_threads = 2;
@@ -847,13 +847,16 @@ TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
     silent.push_back(ConnectTcp(*server_->http_port()));
     ASSERT_GE(silent.back(), 0);
   }
-  // Both threads now wait for a ClientHello: a real client is not served meanwhile.
+  // Both threads now wait for a ClientHello. A real client is served meanwhile: before the
+  // silent connections were parked, it was not (it waited for the 120 s handshake timeout).
   absl::SleepFor(absl::Milliseconds(300));
   auto waiting = HttpsClient();
-  waiting->set_connection_timeout(1, 0);
-  waiting->set_read_timeout(1, 0);
+  waiting->set_connection_timeout(3, 0);
+  waiting->set_read_timeout(3, 0);
   httplib::Result r = waiting->Get("/health");
-  EXPECT_FALSE(r) << "served while both threads wait for a handshake: status " << r->status;
+  ASSERT_TRUE(r) << "not served while two silent clients hold the connections: "
+                 << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
   const absl::Time start = absl::Now();
   server_->Shutdown();
   const absl::Duration took = absl::Now() - start;
@@ -864,6 +867,51 @@ TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
   for (int fd : silent) {
     EXPECT_TRUE(ClosedByPeer(fd, 10000)) << "the server kept the silent connection";
     close(fd);
+  }
+}
+
+// Clients that connect and send nothing, more than there are threads, neither keep a real client
+// waiting nor lose their connections: each is parked until its ClientHello arrives, then served
+// (the handshake's deadline counted from the accept), and one that stays silent is closed at
+// the request read timeout.
+TEST_F(TlsTest, SilentHttpsConnectionsAreParkedServedWhenTheyHandshakeAndClosedAtTheTimeout) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  o.http_request_read_timeout = std::chrono::milliseconds(4000);
+  StartServer(o);
+  std::vector<int> silent;
+  for (int i = 0; i < 2 * o.http_threads; ++i) {
+    silent.push_back(ConnectTcp(*server_->http_port()));
+    ASSERT_GE(silent.back(), 0);
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  auto fresh = HttpsClient();
+  fresh->set_connection_timeout(2, 0);
+  fresh->set_read_timeout(2, 0);
+  httplib::Result r = fresh->Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  // Two of the silent clients now handshake and ask: each gets its answer on its connection.
+  for (int i = 0; i < 2; ++i) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, silent[i]);
+    ASSERT_EQ(SSL_connect(ssl), 1) << "the parked connection " << i << " lost its handshake";
+    const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT_EQ(SSL_write(ssl, request.data(), static_cast<int>(request.size())),
+              static_cast<int>(request.size()));
+    std::string answer;
+    char buf[1024];
+    for (int n; (n = SSL_read(ssl, buf, sizeof buf)) > 0;) answer.append(buf, n);
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(silent[i]);
+  }
+  // The two that stay silent are closed once the request read timeout from their accept ends.
+  for (size_t i = 2; i < silent.size(); ++i) {
+    EXPECT_TRUE(ClosedByPeer(silent[i], 20000)) << "silent connection " << i << " was kept";
+    close(silent[i]);
   }
 }
 
