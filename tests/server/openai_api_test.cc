@@ -1350,17 +1350,8 @@ TEST_F(OpenAiApiTest, FreshConnectionsThatSendNothingDoNotStarveANewClient) {
   o.http_threads = 2;
   StartServer(o);
   const int port = *server_->http_port();
-  std::vector<int> silent;
-  for (int i = 0; i < 2 * o.http_threads; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
-    silent.push_back(fd);
-  }
-  absl::SleepFor(absl::Milliseconds(200));  // the threads take the first two
+  const std::vector<int> silent = testing_util::SilentConnections(port, 2 * o.http_threads);
+  ASSERT_EQ(silent.size(), 4u);
   httplib::Client fresh("127.0.0.1", port);
   fresh.set_read_timeout(3, 0);
   httplib::Result r = fresh.Get("/v1/models");

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,6 +158,28 @@ inline std::vector<std::string> ReflectionFilesContaining(
 }
 
 // ---- /metrics over a plain socket.
+
+// `n` TCP connections to 127.0.0.1:`port` that send nothing (the caller closes them), then a
+// pause for the server's threads to take the first ones; a failed connect fails the test and is
+// left out.
+inline std::vector<int> SilentConnections(int port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+      ADD_FAILURE() << "silent connection " << i << " to port " << port << " failed";
+      if (fd >= 0) close(fd);
+      continue;
+    }
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return fds;
+}
 
 // HTTP/1.0 GET; returns the whole response (status line, headers, body) or "" on error.
 inline std::string HttpGet(int port, const std::string& path) {

@@ -842,14 +842,10 @@ TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
   o.http_threads = 2;
   o.http_request_read_timeout = std::chrono::milliseconds(120000);
   StartServer(o);
-  std::vector<int> silent;
-  for (int i = 0; i < o.http_threads; ++i) {
-    silent.push_back(ConnectTcp(*server_->http_port()));
-    ASSERT_GE(silent.back(), 0);
-  }
+  const std::vector<int> silent =
+      testing_util::SilentConnections(*server_->http_port(), o.http_threads);
   // Both threads now wait for a ClientHello. A real client is served meanwhile: before the
   // silent connections were parked, it was not (it waited for the 120 s handshake timeout).
-  absl::SleepFor(absl::Milliseconds(300));
   auto waiting = HttpsClient();
   waiting->set_connection_timeout(3, 0);
   waiting->set_read_timeout(3, 0);
@@ -879,12 +875,9 @@ TEST_F(TlsTest, SilentHttpsConnectionsAreParkedServedWhenTheyHandshakeAndClosedA
   o.http_threads = 2;
   o.http_request_read_timeout = std::chrono::milliseconds(4000);
   StartServer(o);
-  std::vector<int> silent;
-  for (int i = 0; i < 2 * o.http_threads; ++i) {
-    silent.push_back(ConnectTcp(*server_->http_port()));
-    ASSERT_GE(silent.back(), 0);
-  }
-  absl::SleepFor(absl::Milliseconds(300));
+  const std::vector<int> silent =
+      testing_util::SilentConnections(*server_->http_port(), 2 * o.http_threads);
+  ASSERT_EQ(silent.size(), 4u);
   auto fresh = HttpsClient();
   fresh->set_connection_timeout(2, 0);
   fresh->set_read_timeout(2, 0);
