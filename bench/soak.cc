@@ -1,7 +1,7 @@
-// soak: a bounded soak of the gRPC server (issue 18). Drives `--requests` Generate calls from
-// `--clients` threads with random client cancels, Abort RPCs, short deadlines, duplicate request
-// ids and invalid requests (all drawn from `--seed`), then checks that every request is accounted
-// for and that nothing leaked:
+// soak: a bounded soak of the server (issue 18), over gRPC or the HTTP API. Drives `--requests`
+// Generate calls from `--clients` threads with random client cancels, Abort RPCs, short
+// deadlines, duplicate request ids and invalid requests (all drawn from `--seed`), then checks
+// that every request is accounted for and that nothing leaked:
 //
 //   1. per the client: completed + aborted + rejected + refused + cancelled + deadline = sent;
 //      every stream that ended OK carried exactly one final message whose completion_tokens is the
@@ -20,8 +20,17 @@
 // one (then `--metrics host:port` names its metrics endpoint, and the in-process invariant check
 // is skipped).
 //
-// Usage: soak [--requests 100000] [--clients 16] [--seed 1] [--target H:P --metrics H:P]
-//             [--max-rss-growth-mb 64]
+// `--front-end http` drives the OpenAI-compatible HTTP API instead (bench/soak_http.cc):
+// streamed and whole completions and chat completions, clients that hang up mid-stream,
+// streams aborted over gRPC by their id, invalid requests; the same checks, with every
+// response's shape checked and the server's counts exact (every HTTP request reaches the
+// server). `--target` then names the HTTP API, and `--grpc host:port` the gRPC service for the
+// Abort calls and the idle check (in process both are known).
+//
+// Usage: soak [--front-end grpc|http] [--requests 100000] [--clients 16] [--seed 1]
+//             [--target H:P --metrics H:P [--grpc H:P]] [--max-rss-growth-mb 64]
+#include "bench/soak.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -47,6 +56,32 @@
 #include "tools/loadgen/metrics_scrape.h"
 
 namespace neupims::soak {
+
+void Counts::Add(const Counts& o) {
+  sent += o.sent;
+  completed += o.completed;
+  aborted += o.aborted;
+  rejected += o.rejected;
+  for (const auto& [code, n] : o.refused) refused[code] += n;
+  cancelled += o.cancelled;
+  deadline += o.deadline;
+  deadline_without_message += o.deadline_without_message;
+  malformed += o.malformed;
+  abort_rpcs += o.abort_rpcs;
+  if (first_malformed.empty()) first_malformed = o.first_malformed;
+}
+
+int64_t Counts::refused_total() const {
+  int64_t n = 0;
+  for (const auto& [code, v] : refused) n += v;
+  return n;
+}
+
+void Counts::Malformed(const std::string& problem) {
+  ++malformed;
+  if (first_malformed.empty()) first_malformed = problem;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -54,47 +89,17 @@ using neupims::v1::GenerateRequest;
 using neupims::v1::GenerateResponse;
 using neupims::v1::LlmService;
 
+enum class FrontEnd { kGrpc, kHttp };
+
 struct Flags {
+  FrontEnd front_end = FrontEnd::kGrpc;
   int64_t requests = 100000;
   int clients = 16;
   uint64_t seed = 1;
   std::string target;   // empty: an in-process server
   std::string metrics;  // the target's metrics endpoint
+  std::string grpc;     // with --front-end http: the target's gRPC service (Abort, idle check)
   double max_rss_growth_mb = 64;
-};
-
-// What the client saw, per thread, merged at the end.
-struct Counts {
-  int64_t sent = 0;
-  int64_t completed = 0;  // final message: length or stop
-  int64_t aborted = 0;    // final message: aborted (Abort RPC, or a cancel the server saw first)
-  int64_t rejected = 0;   // final message: rejected by the engine
-  std::map<std::string, int64_t> refused;  // status code name -> calls
-  int64_t cancelled = 0;                   // client TryCancel
-  int64_t deadline = 0;
-  int64_t deadline_without_message = 0;  // may never have reached the server
-  int64_t malformed = 0;                 // a stream that broke the shape of a final message
-  int64_t abort_rpcs = 0;
-  std::string first_malformed;
-
-  void Add(const Counts& o) {
-    sent += o.sent;
-    completed += o.completed;
-    aborted += o.aborted;
-    rejected += o.rejected;
-    for (const auto& [code, n] : o.refused) refused[code] += n;
-    cancelled += o.cancelled;
-    deadline += o.deadline;
-    deadline_without_message += o.deadline_without_message;
-    malformed += o.malformed;
-    abort_rpcs += o.abort_rpcs;
-    if (first_malformed.empty()) first_malformed = o.first_malformed;
-  }
-  int64_t refused_total() const {
-    int64_t n = 0;
-    for (const auto& [code, v] : refused) n += v;
-    return n;
-  }
 };
 
 // gRPC's status code names, as the server's metrics label them (server/status_map.cc).
@@ -182,8 +187,7 @@ class Call {
       problem = "tokens out of order or messages after the final one";
     }
     if (!problem.empty()) {
-      ++c->malformed;
-      if (c->first_malformed.empty()) c->first_malformed = problem;
+      c->Malformed(problem);
       return;
     }
     switch (complete_->finish_reason()) {
@@ -198,8 +202,7 @@ class Call {
         ++c->rejected;
         break;
       default:
-        ++c->malformed;
-        if (c->first_malformed.empty()) c->first_malformed = "no finish reason";
+        c->Malformed("no finish reason");
     }
   }
 
@@ -210,11 +213,12 @@ class Call {
   bool out_of_order_ = false;
 };
 
-// One client thread: takes call numbers from `next` until `total`, each a random scenario.
-class Client {
+// A gRPC client thread: Generate calls, plain, cancelled, aborted, with short deadlines, with
+// duplicate ids, or invalid.
+class GrpcClient : public SoakClient {
  public:
-  Client(LlmService::Stub* stub, int index, uint64_t seed, std::atomic<int64_t>* next,
-         int64_t total, std::atomic<int64_t>* done)
+  GrpcClient(LlmService::Stub* stub, int index, uint64_t seed, std::atomic<int64_t>* next,
+             int64_t total, std::atomic<int64_t>* done)
       : stub_(stub),
         index_(index),
         rng_(seed * 1000003 + static_cast<uint64_t>(index)),
@@ -222,7 +226,7 @@ class Client {
         total_(total),
         done_(done) {}
 
-  void Run() {
+  void Run() override {
     while (true) {
       const int64_t i = next_->fetch_add(1);
       if (i >= total_) return;
@@ -243,7 +247,7 @@ class Client {
     }
   }
 
-  const Counts& counts() const { return counts_; }
+  const Counts& counts() const override { return counts_; }
 
  private:
   double Uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
@@ -453,8 +457,9 @@ void CheckServerCounts(const Counts& c, const ServerCounts& s, Checks* checks) {
 }
 
 struct Target {
-  std::string grpc;
-  std::string metrics;
+  std::string grpc;                        // empty: not known (a remote HTTP target without --grpc)
+  std::string http;                        // the HTTP API, with --front-end http
+  std::string metrics;                     // empty: not checked
   server::EngineRunner* runner = nullptr;  // in process only
 };
 
@@ -474,18 +479,37 @@ bool WaitIdle(LlmService::Stub* stub, neupims::v1::ServerInfo* last) {
 }
 
 int RunSoak(const Flags& f, const Target& target) {
-  auto channel = grpc::CreateChannel(target.grpc, grpc::InsecureChannelCredentials());
-  std::unique_ptr<LlmService::Stub> stub = LlmService::NewStub(channel);
-  std::printf("soak: %lld requests, %d clients, seed %llu, server %s%s\n",
+  const bool http = f.front_end == FrontEnd::kHttp;
+  std::unique_ptr<LlmService::Stub> stub;
+  if (!target.grpc.empty()) {
+    stub =
+        LlmService::NewStub(grpc::CreateChannel(target.grpc, grpc::InsecureChannelCredentials()));
+  }
+  std::string problem = http ? loadgen::HostPortProblem(target.http) : "";
+  if (http && problem.empty() && target.http.find(':') == std::string::npos) problem = "no port";
+  if (!problem.empty()) {
+    std::fprintf(stderr, "soak: --target '%s': %s\n", target.http.c_str(), problem.c_str());
+    return 2;
+  }
+  loadgen::BaseUrl http_url;
+  http_url.scheme_host_port = absl::StrCat("http://", target.http);
+  std::printf("soak: %lld requests, %d clients, seed %llu, %s %s%s\n",
               static_cast<long long>(f.requests), f.clients,
-              static_cast<unsigned long long>(f.seed), target.grpc.c_str(),
+              static_cast<unsigned long long>(f.seed), http ? "HTTP API" : "gRPC server",
+              http ? target.http.c_str() : target.grpc.c_str(),
               target.runner != nullptr ? " (in process, fast pacing)" : "");
   std::atomic<int64_t> next{0}, done{0};
-  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::unique_ptr<SoakClient>> clients;
   std::vector<std::thread> threads;
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < f.clients; ++i) {
-    clients.push_back(std::make_unique<Client>(stub.get(), i, f.seed, &next, f.requests, &done));
+    if (http) {
+      clients.push_back(
+          MakeHttpClient({http_url, stub.get()}, i, f.seed, &next, f.requests, &done));
+    } else {
+      clients.push_back(
+          std::make_unique<GrpcClient>(stub.get(), i, f.seed, &next, f.requests, &done));
+    }
     threads.emplace_back([c = clients.back().get()] { c->Run(); });
   }
   // Progress and the RSS after the warm-up (the first 10% of the calls).
@@ -521,12 +545,16 @@ int RunSoak(const Flags& f, const Target& target) {
                 absl::StrCat(total.malformed, " malformed streams",
                              total.first_malformed.empty() ? "" : " (first: ",
                              total.first_malformed, total.first_malformed.empty() ? "" : ")"));
-  neupims::v1::ServerInfo info;
-  const bool idle = WaitIdle(stub.get(), &info);
-  checks.Expect(idle,
-                absl::StrCat("engine idle, KV blocks used ", info.kv_blocks_used(), " of ",
-                             info.kv_blocks_total(), " (running ", info.running(), ", waiting ",
-                             info.waiting(), ", prefilling ", info.prefilling(), ")"));
+  if (stub != nullptr) {
+    neupims::v1::ServerInfo info;
+    const bool idle = WaitIdle(stub.get(), &info);
+    checks.Expect(idle,
+                  absl::StrCat("engine idle, KV blocks used ", info.kv_blocks_used(), " of ",
+                               info.kv_blocks_total(), " (running ", info.running(), ", waiting ",
+                               info.waiting(), ", prefilling ", info.prefilling(), ")"));
+  } else {
+    std::printf("  [--] engine idle: not checked (no --grpc)\n");
+  }
   if (target.runner != nullptr) {
     const server::ServerSnapshot snap = target.runner->Snapshot();
     checks.Expect(snap.live == 0,
@@ -563,8 +591,13 @@ int RunSoak(const Flags& f, const Target& target) {
 
 int Main(int argc, char** argv) {
   Flags f;
-  CLI::App app("Soak of the gRPC server: every request accounted for, nothing leaked (issue 18)");
-  app.add_option("--requests", f.requests, "Generate calls to make")
+  CLI::App app("Soak of the server: every request accounted for, nothing leaked (issue 18)");
+  std::string front_end = "grpc";
+  app.add_option("--front-end", front_end,
+                 "grpc: Generate calls; http: the OpenAI-compatible API (completions, chat)")
+      ->check(CLI::IsMember({"grpc", "http"}))
+      ->capture_default_str();
+  app.add_option("--requests", f.requests, "Calls to make")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--clients", f.clients, "Concurrent client threads")
@@ -572,8 +605,12 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", f.seed, "Seed of the scenario draw")->capture_default_str();
   app.add_option("--target", f.target,
-                 "host:port of a running server (default: one in process, fast pacing)");
+                 "host:port of a running server's gRPC service, or with --front-end http its "
+                 "HTTP API (default: a server in process, fast pacing)");
   app.add_option("--metrics", f.metrics, "host:port of the target's metrics endpoint");
+  app.add_option("--grpc", f.grpc,
+                 "With --front-end http and --target: host:port of the target's gRPC service "
+                 "(Abort calls, idle check)");
   app.add_option("--max-rss-growth-mb", f.max_rss_growth_mb,
                  "Allowed RSS growth from the end of the warm-up to the end, MiB")
       ->check(CLI::Range(0.0, 1e6))
@@ -584,11 +621,19 @@ int Main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  if (!f.target.empty()) return RunSoak(f, Target{f.target, f.metrics, nullptr});
+  f.front_end = front_end == "http" ? FrontEnd::kHttp : FrontEnd::kGrpc;
+  if (!f.grpc.empty() && (f.front_end != FrontEnd::kHttp || f.target.empty())) {
+    std::fprintf(stderr, "soak: --grpc needs --front-end http and --target\n");
+    return 2;
+  }
+  if (!f.target.empty()) {
+    if (f.front_end == FrontEnd::kHttp) return RunSoak(f, Target{f.grpc, f.target, f.metrics});
+    return RunSoak(f, Target{f.target, "", f.metrics});
+  }
   server::ServerOptions o;
   o.port = 0;
   o.metrics_port = 0;
-  o.http_port = std::nullopt;
+  o.http_port = f.front_end == FrontEnd::kHttp ? std::optional<int>(0) : std::nullopt;
   o.runner.pacing = server::Pacing::kFast;
   o.runner.mean_output_tokens = 16;  // requests without ignore_eos stop early now and then
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(o);
@@ -596,8 +641,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "soak: cannot start the server: %s\n", s.status().ToString().c_str());
     return 1;
   }
+  const std::string http =
+      (*s)->http_port().has_value() ? absl::StrCat("127.0.0.1:", *(*s)->http_port()) : "";
   const int rc =
-      RunSoak(f, Target{absl::StrCat("127.0.0.1:", (*s)->port()),
+      RunSoak(f, Target{absl::StrCat("127.0.0.1:", (*s)->port()), http,
                         absl::StrCat("127.0.0.1:", (*s)->metrics_port()), &(*s)->runner()});
   (*s)->Shutdown();
   return rc;
