@@ -6,10 +6,12 @@
 //   1. per the client: completed + aborted + rejected + refused + cancelled + deadline = sent;
 //      every stream that ended OK carried exactly one final message whose completion_tokens is the
 //      number of tokens received, indices 0..n-1 in order;
-//   2. per /metrics: every request the server saw is counted once, either as a refusal
-//      (neupims:request_errors_total, by code, equal to the client's refusals by code) or as an
-//      engine outcome (neupims:request_success_total); their sum is `sent`, less at most the
-//      calls whose deadline expired before any message (those may never reach the server);
+//   2. per /metrics (what the counters added since a scrape before the first call, so a server
+//      soaked before can be soaked again): every request the server saw is counted once, either
+//      as a refusal (neupims:request_errors_total, by code, equal to the client's refusals by
+//      code) or as an engine outcome (neupims:request_success_total); their sum is `sent`, less
+//      at most the calls whose deadline expired before any message (those may never reach the
+//      server);
 //   3. the engine is idle and holds no KV block (GetServerInfo), and, in process, the engine's
 //      invariants hold (EngineRunner::CheckInvariants: the KV cache's own, every KV holder live);
 //   4. RSS (VmRSS) after the warm-up (the first 10% of requests) and at the end: growth within
@@ -369,6 +371,19 @@ struct ServerCounts {
     for (const auto& [k, v] : errors) n += v;
     return n;
   }
+  // What the counters added since `before` (a scrape of the same server); labels that only
+  // `before` had stay out.
+  ServerCounts Since(const ServerCounts& before) const {
+    ServerCounts d = *this;
+    for (auto& [k, v] : d.success) {
+      if (auto it = before.success.find(k); it != before.success.end()) v -= it->second;
+    }
+    for (auto& [k, v] : d.errors) {
+      if (auto it = before.errors.find(k); it != before.errors.end()) v -= it->second;
+    }
+    d.overflows -= before.overflows;
+    return d;
+  }
 };
 
 // The value of label `key` in a `name{k="v",...} value` line, or "".
@@ -498,6 +513,18 @@ int RunSoak(const Flags& f, const Target& target) {
               static_cast<unsigned long long>(f.seed), http ? "HTTP API" : "gRPC server",
               http ? target.http.c_str() : target.grpc.c_str(),
               target.runner != nullptr ? " (in process, fast pacing)" : "");
+  // The counters before the first call: a server that served anything before (a remote
+  // target, soaked again) is checked on what this soak added.
+  ServerCounts before;
+  if (!target.metrics.empty()) {
+    absl::StatusOr<std::string> text = loadgen::FetchMetrics(target.metrics, 10);
+    if (!text.ok()) {
+      std::fprintf(stderr, "soak: --metrics %s: %s\n", target.metrics.c_str(),
+                   text.status().ToString().c_str());
+      return 2;
+    }
+    before = ParseCounts(*text);
+  }
   std::atomic<int64_t> next{0}, done{0};
   std::vector<std::unique_ptr<SoakClient>> clients;
   std::vector<std::thread> threads;
@@ -570,7 +597,7 @@ int RunSoak(const Flags& f, const Target& target) {
     ServerCounts s;
     for (int attempt = 0; attempt < 50; ++attempt) {
       absl::StatusOr<std::string> text = loadgen::FetchMetrics(target.metrics, 10);
-      if (text.ok()) s = ParseCounts(*text);
+      if (text.ok()) s = ParseCounts(*text).Since(before);
       if (s.total() >= static_cast<double>(total.sent - total.deadline_without_message)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
