@@ -926,14 +926,16 @@ class HttpThreadPool : public httplib::TaskQueue {
     tl_yielding_ = true;
     return true;
   }
+  // How long a resumed connection's job waited in the queue for a thread: time the server, not
+  // the client, took, so the caller adds it to the client's deadline.
+  using Resume = std::function<void(std::chrono::steady_clock::duration queued_for)>;
   // Called by a thread whose new connection has sent nothing yet (`sock`, its client's first
   // bytes due by `deadline`): when a connection waits for a thread that no free or yielding
   // thread will take, the watcher takes `sock` over and the caller's thread is free. `resume`
   // is queued as a job once the socket is readable (data, end of stream or error); at the
   // deadline, or when the pool shuts down first, the watcher closes the socket instead. False
   // (nothing taken) when no connection waits or the pool is shutting down.
-  bool Park(int sock, std::chrono::steady_clock::time_point deadline,
-            std::function<void()> resume) {
+  bool Park(int sock, std::chrono::steady_clock::time_point deadline, Resume resume) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (shutdown_ || !Pressed()) return false;
@@ -965,7 +967,7 @@ class HttpThreadPool : public httplib::TaskQueue {
   struct Parked {
     int sock;
     std::chrono::steady_clock::time_point deadline;
-    std::function<void()> resume;
+    Resume resume;
   };
 
   HttpThreadPool() = default;
@@ -984,7 +986,9 @@ class HttpThreadPool : public httplib::TaskQueue {
   // The watcher: one poll over the wake-up pipe and every parked socket, until the soonest
   // deadline; readable sockets are queued as jobs (in the order they were parked), expired ones
   // closed. Only Park adds entries and only this thread removes them, so the first entries
-  // are the ones polled, in the same order.
+  // are the ones polled, in the same order. Once shutdown() has begun nothing more is queued
+  // (a job queued after the last thread left would keep its socket open): the loop ends and
+  // closes every parked socket, readable or not.
   void Watch() {
     std::vector<pollfd> fds;
     std::vector<int> expired;
@@ -1017,8 +1021,10 @@ class HttpThreadPool : public httplib::TaskQueue {
         for (size_t i = 0; i < parked_.size(); ++i) {
           Parked& p = parked_[i];
           const bool polled = i + 1 < fds.size();
-          if (polled && fds[i + 1].revents != 0) {
-            jobs_.push_back(std::move(p.resume));
+          if (polled && fds[i + 1].revents != 0 && !shutdown_) {
+            jobs_.push_back([resume = std::move(p.resume), queued_at = now] {
+              resume(std::chrono::steady_clock::now() - queued_at);
+            });
             ++resumed;
           } else if (p.deadline <= now) {
             expired.push_back(p.sock);
@@ -1122,8 +1128,8 @@ class BudgetedServer : public httplib::Server {
                         : request_read_timeout_;
     return ServeConnection(sock, std::chrono::steady_clock::now() + first_bytes_timeout);
   }
-  // A connection from its accept (or its return from the watcher, with the same deadline for its
-  // client's first bytes) to its close.
+  // A connection from the moment a thread takes it (or takes it back from the watcher, with its
+  // first bytes' deadline moved by the time its job waited for a thread) to its close.
   bool ServeConnection(socket_t sock, std::chrono::steady_clock::time_point first_bytes_deadline) {
     switch (AwaitFirstBytes(sock, first_bytes_deadline)) {
       case FirstBytes::kParked:
@@ -1190,7 +1196,8 @@ class BudgetedServer : public httplib::Server {
     return ok;
   }
   // The TLS handshake, on the now non-blocking socket, by `deadline` (the request read timeout
-  // after the accept: a client that trickles its handshake is a slowloris too) and while the
+  // of the client's time, from when a thread first took the connection, less any wait for a
+  // thread: a client that trickles its handshake is a slowloris too) and while the
   // server runs (stop() does not wait for a client that stops sending); null if it failed or
   // took longer.
   SslPtr Handshake(int sock, std::chrono::steady_clock::time_point deadline) const {
@@ -1233,8 +1240,10 @@ class BudgetedServer : public httplib::Server {
       pollfd p{sock, POLLIN, 0};
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return FirstBytes::kArrived;
       if (now >= deadline) return FirstBytes::kNone;
-      if (pool_->Park(sock, deadline,
-                      [this, sock, deadline] { ServeConnection(sock, deadline); })) {
+      if (pool_->Park(sock, deadline, [this, sock, deadline](auto queued_for) {
+            // The handshake's deadline does not count the wait for a thread.
+            ServeConnection(sock, deadline + queued_for);
+          })) {
         return FirstBytes::kParked;
       }
       const auto step = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),

@@ -868,8 +868,8 @@ TEST_F(TlsTest, ShutdownDoesNotWaitForHttpsClientsThatNeverHandshake) {
 
 // Clients that connect and send nothing, more than there are threads, neither keep a real client
 // waiting nor lose their connections: each is parked until its ClientHello arrives, then served
-// (the handshake's deadline counted from the accept), and one that stays silent is closed at
-// the request read timeout.
+// (the handshake's deadline counted from when a thread first took the connection), and one that
+// stays silent is closed at the request read timeout.
 TEST_F(TlsTest, SilentHttpsConnectionsAreParkedServedWhenTheyHandshakeAndClosedAtTheTimeout) {
   ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
   o.http_threads = 2;
@@ -901,11 +901,48 @@ TEST_F(TlsTest, SilentHttpsConnectionsAreParkedServedWhenTheyHandshakeAndClosedA
     SSL_CTX_free(ctx);
     close(silent[i]);
   }
-  // The two that stay silent are closed once the request read timeout from their accept ends.
+  // The two that stay silent are closed once their request read timeout ends.
   for (size_t i = 2; i < silent.size(); ++i) {
     EXPECT_TRUE(ClosedByPeer(silent[i], 20000)) << "silent connection " << i << " was kept";
     close(silent[i]);
   }
+}
+
+// A parked client whose ClientHello comes at once, while the only thread is held by another
+// client's stalled handshake, waits in the queue for that thread: the wait is the server's, not
+// the client's, so its handshake still gets its whole timeout (before, the time queued counted
+// against it, and the connection was closed with no answer once the thread was free).
+TEST_F(TlsTest, AParkedConnectionsWaitForAThreadDoesNotCountAgainstItsHandshake) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 1;
+  o.http_request_read_timeout = std::chrono::milliseconds(1500);
+  StartServer(o);
+  const int port = *server_->http_port();
+  const int parked = ConnectTcp(port);
+  ASSERT_GE(parked, 0);
+  absl::SleepFor(absl::Milliseconds(100));  // the thread waits for its first bytes
+  const int stalled = ConnectTcp(port);
+  ASSERT_GE(stalled, 0);
+  // One byte of a TLS record: the thread parks `parked`, takes this one and waits for the rest
+  // of its handshake until its timeout (1.5 s).
+  ASSERT_EQ(send(stalled, "\x16", 1, MSG_NOSIGNAL), 1);
+  absl::SleepFor(absl::Milliseconds(100));
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, parked);
+  // The ClientHello goes out 0.2 s after the connect; the server reads it once the stalled
+  // handshake gives the thread up (about 1.6 s after the connect).
+  EXPECT_EQ(SSL_connect(ssl), 1) << "the handshake was refused though it began at 0.2 s";
+  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)SSL_write(ssl, request.data(), static_cast<int>(request.size()));
+  std::string answer;
+  char buf[1024];
+  for (int n; (n = SSL_read(ssl, buf, sizeof buf)) > 0;) answer.append(buf, n);
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  close(parked);
+  close(stalled);
 }
 
 // A client trickling its request (a byte every 100 ms: within every timeout for a minute) when
