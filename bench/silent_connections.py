@@ -1,63 +1,148 @@
 #!/usr/bin/env python3
-"""Silent HTTP connections against `neupims serve` (issue 18; docs/reliability.md).
+"""Silent or stalled HTTP(S) connections against `neupims serve` (issue 18; docs/reliability.md).
 
-Opens N TCP connections to the HTTP API's port that send nothing, times `GET /health` on a new
-connection, then sends `GET /health` on each silent connection and counts the 200 answers.
-With --linger S it instead leaves them silent for S seconds and counts those the server closed.
+Opens N connections to the HTTP API's port that stop before their first request, times
+`GET /health` on a new connection, then has each stopped connection go on and send
+`GET /health`, and counts the 200 answers. With --linger S it instead leaves them stopped for
+S seconds and counts those the server closed.
 
-Usage: bench/silent_connections.py PORT N [--linger SECONDS]
+Where they stop (--stage): `connect` sends nothing (plain HTTP, or HTTPS before the
+ClientHello); with --tls also `hello` (the first 20 bytes of the ClientHello) and `handshake`
+(the whole handshake, then no request). The server's certificate is not checked.
+
+Usage: bench/silent_connections.py PORT N [--linger SECONDS] [--tls] [--stage STAGE]
   e.g. neupims serve --pacing fast --http-threads 4 --port 0 --metrics-port -1 --http-port 18123 &
        bench/silent_connections.py 18123 200
 """
 import argparse
 import socket
+import ssl
 import time
 
 REQUEST = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+HELLO_PART = 20  # bytes of the ClientHello a `hello` connection sends before it stops
+
+
+def tls_context():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class Stopped:
+    """One connection that stops at `stage`, then goes on (ask) or is left (closed_by_server)."""
+
+    def __init__(self, port, tls, stage):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.tls = None
+        self.hello_rest = b""
+        if not tls:
+            return
+        # TLS over memory buffers: the bytes on the wire are sent by hand, so the ClientHello
+        # can stop partway.
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = tls_context().wrap_bio(self.incoming, self.outgoing)
+        if stage == "hello":
+            try:
+                self.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            hello = self.outgoing.read()
+            self.sock.sendall(hello[:HELLO_PART])
+            self.hello_rest = hello[HELLO_PART:]
+        elif stage == "handshake":
+            self.handshake()
+
+    def pump(self, call):
+        """Runs an SSLObject call, moving bytes between it and the socket until it returns."""
+        while True:
+            try:
+                result = call()
+                self.sock.sendall(self.outgoing.read())
+                return result
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.outgoing.read())
+                data = self.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("closed by the server")
+                self.incoming.write(data)
+
+    def handshake(self):
+        if self.hello_rest:
+            self.sock.sendall(self.hello_rest)
+            self.hello_rest = b""
+        self.pump(self.tls.do_handshake)
+
+    def ask(self):
+        """Goes on from where it stopped, sends the request; the answer's first bytes."""
+        self.sock.settimeout(10)
+        if self.tls is None:
+            self.sock.sendall(REQUEST)
+            return self.sock.recv(64)
+        if self.tls.version() is None:
+            self.handshake()
+        self.pump(lambda: self.tls.write(REQUEST))
+        return self.pump(lambda: self.tls.read(64))
+
+    def closed_by_server(self):
+        self.sock.settimeout(1)
+        try:
+            while data := self.sock.recv(4096):  # a TLS server may send records first
+                del data
+            return True
+        except OSError:
+            return False
+
+
+def timed_health(port, tls):
+    start = time.monotonic()
+    client = socket.create_connection(("127.0.0.1", port))
+    client.settimeout(30)
+    answer = b""
+    try:
+        if tls:
+            client = tls_context().wrap_socket(client)
+        client.sendall(REQUEST)
+        while chunk := client.recv(4096):
+            answer += chunk
+        status = answer.split(b"\r\n")[0].decode()
+    except (TimeoutError, ssl.SSLError):
+        status = "no answer within 30 s"
+    return status, (time.monotonic() - start) * 1000
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("port", type=int)
-    ap.add_argument("n", type=int, help="silent connections")
-    ap.add_argument("--linger", type=float, help="leave them silent this long, count the closed")
+    ap.add_argument("n", type=int, help="stopped connections")
+    ap.add_argument("--linger", type=float, help="leave them stopped this long, count the closed")
+    ap.add_argument("--tls", action="store_true", help="the server's HTTP API is HTTPS")
+    ap.add_argument("--stage", choices=["connect", "hello", "handshake"], default="connect",
+                    help="where each connection stops (hello and handshake need --tls)")
     args = ap.parse_args()
-    silent = [socket.create_connection(("127.0.0.1", args.port)) for _ in range(args.n)]
+    if args.stage != "connect" and not args.tls:
+        ap.error(f"--stage {args.stage} needs --tls")
+    opening = time.monotonic()
+    stopped = [Stopped(args.port, args.tls, args.stage) for _ in range(args.n)]
+    opened_s = time.monotonic() - opening
     time.sleep(0.3)  # the server's threads take the first ones
-    start = time.monotonic()
-    client = socket.create_connection(("127.0.0.1", args.port))
-    client.settimeout(30)
-    answer = b""
-    try:
-        client.sendall(REQUEST)
-        while chunk := client.recv(4096):
-            answer += chunk
-        status = answer.split(b"\r\n")[0].decode()
-    except socket.timeout:
-        status = "no answer within 30 s"
-    print(f"{args.n} silent connections: GET /health: {status} after "
-          f"{(time.monotonic() - start) * 1000:.1f} ms")
+    status, ms = timed_health(args.port, args.tls)
+    print(f"{args.n} connections stopped at '{args.stage}' (opened in {opened_s:.2f} s): "
+          f"GET /health: {status} after {ms:.1f} ms")
     if args.linger is not None:
         time.sleep(args.linger)
-        closed = 0
-        for s in silent:
-            s.settimeout(1)
-            try:
-                closed += s.recv(1) == b""
-            except OSError:
-                pass
+        closed = sum(s.closed_by_server() for s in stopped)
         print(f"after {args.linger:g} s: {closed} of {args.n} closed by the server")
         return
     start = time.monotonic()
     answered = 0
-    for s in silent:
-        s.settimeout(10)
+    for s in stopped:
         try:
-            s.sendall(REQUEST)
-            answered += s.recv(64).startswith(b"HTTP/1.1 200")
-        except OSError:
+            answered += s.ask().startswith(b"HTTP/1.1 200")
+        except (OSError, ssl.SSLError, ConnectionError):
             pass
-    print(f"then {answered} of {args.n} answered 200 on their own socket "
+    print(f"then {answered} of {args.n} answered 200 on their own connection "
           f"({time.monotonic() - start:.2f} s)")
 
 

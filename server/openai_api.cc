@@ -869,12 +869,13 @@ class BudgetedSocketStream : public httplib::Stream {
 // OpenAiHttpServer::Start (before anything is bound) and hands a refusal back as a Status, after
 // joining the threads it did start. Same queue discipline as httplib's (FIFO, drain on shutdown).
 //
-// It also keeps the connections parked by BudgetedServer: a new connection whose client has
-// sent nothing yet, while another connection waits for a thread, gives its thread up and is
-// watched by one thread (`poll` over all of them) until its first bytes arrive, then queued
-// again as a job; at its deadline it is closed. So a connection holds a thread only once its
-// client has sent something, as in an event-driven server (nginx, uvicorn): silent connections
-// no longer keep every other client waiting for their timeout.
+// It also keeps the connections parked by BudgetedServer: a connection waiting for its client
+// before its first request (for its first bytes, the rest of a TLS handshake, or the first
+// request after it), while another connection waits for a thread, gives its thread up and is
+// watched by one thread (`poll` over all of them) until the client's bytes arrive, then queued
+// again as a job; at its deadline it is closed. So before its first request a connection holds
+// a thread only while its client is sending, as in an event-driven server (nginx, uvicorn):
+// silent or stalled connections do not keep every other client waiting for their timeout.
 class HttpThreadPool : public httplib::TaskQueue {
  public:
   static absl::StatusOr<std::unique_ptr<HttpThreadPool>> Start(size_t n) {
@@ -929,12 +930,13 @@ class HttpThreadPool : public httplib::TaskQueue {
   // How long a resumed connection's job waited in the queue for a thread: time the server, not
   // the client, took, so the caller adds it to the client's deadline.
   using Resume = std::function<void(std::chrono::steady_clock::duration queued_for)>;
-  // Called by a thread whose new connection has sent nothing yet (`sock`, its client's first
-  // bytes due by `deadline`): when a connection waits for a thread that no free or yielding
-  // thread will take, the watcher takes `sock` over and the caller's thread is free. `resume`
-  // is queued as a job once the socket is readable (data, end of stream or error); at the
-  // deadline, or when the pool shuts down first, the watcher closes the socket instead. False
-  // (nothing taken) when no connection waits or the pool is shutting down.
+  // Called by a thread whose connection waits for its client before its first request (`sock`,
+  // the client's next bytes due by `deadline`): when a connection waits for a thread that no
+  // free or yielding thread will take, the watcher takes `sock` over and the caller's thread is
+  // free. `resume` is queued as a job once the socket is readable (data, end of stream or
+  // error); at the deadline, or when the pool shuts down first, the watcher closes the socket
+  // instead (and destroys `resume`). False (nothing taken) when no connection waits or the pool
+  // is shutting down.
   bool Park(int sock, std::chrono::steady_clock::time_point deadline, Resume resume) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1084,10 +1086,9 @@ struct SslCtxFree {
   void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
 };
 using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
-struct SslFree {
-  void operator()(SSL* ssl) const { SSL_free(ssl); }
-};
-using SslPtr = std::unique_ptr<SSL, SslFree>;
+// A connection's TLS state: shared, as a parked connection's resume (a copyable std::function)
+// holds it until the connection's next step runs on some thread.
+using SharedSsl = std::shared_ptr<SSL>;
 
 // The HTTP API's server, plain or TLS, its connections read through BudgetedSocketStream, so
 // that both have the request budget and the idle-connection handling. Its keep-alive loop is
@@ -1129,40 +1130,108 @@ class BudgetedServer : public httplib::Server {
     return ServeConnection(sock, std::chrono::steady_clock::now() + first_bytes_timeout);
   }
   // A connection from the moment a thread takes it (or takes it back from the watcher, with its
-  // first bytes' deadline moved by the time its job waited for a thread) to its close.
+  // first bytes' deadline moved by the time its job waited for a thread) to its close. Each
+  // wait for the client before its first request (its first bytes, the rest of its TLS
+  // handshake, its first request after the handshake) gives the thread up to a connection
+  // queued for one: the socket is parked with the pool's watcher (HttpThreadPool::Park), which
+  // queues the connection's next step once the client's bytes arrive. So a thread is held by a
+  // connection only while its client sends, or while it waits between requests (an idle
+  // keep-alive connection, which is given up in turn: NextRequestArrives).
   bool ServeConnection(socket_t sock, std::chrono::steady_clock::time_point first_bytes_deadline) {
-    switch (AwaitFirstBytes(sock, first_bytes_deadline)) {
-      case FirstBytes::kParked:
-        return true;  // the pool's watcher holds the socket now
-      case FirstBytes::kNone:
-        // Nothing came before the deadline or the server stopped: closed, as before a request.
-        ::shutdown(sock, SHUT_RDWR);
-        ::close(sock);
-        return true;
-      case FirstBytes::kArrived:
-        break;
+    const Wait first = AwaitOrPark(sock, first_bytes_deadline, [&] {
+      return [this, sock, first_bytes_deadline](std::chrono::steady_clock::duration queued_for) {
+        ServeConnection(sock, first_bytes_deadline + queued_for);
+      };
+    });
+    if (first == Wait::kParked) return true;  // the pool's watcher holds the socket now
+    if (first == Wait::kNone) {
+      // Nothing came before the deadline or the server stopped: closed, as before a request.
+      CloseSocket(sock);
+      return true;
     }
+    if (tls_ == nullptr) return ServeAndClose(sock, nullptr);
+    SharedSsl ssl(SSL_new(tls_.get()), SSL_free);
+    if (ssl == nullptr || SSL_set_fd(ssl.get(), sock) != 1 ||
+        ::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) {
+      return CloseFailedTls(sock);
+    }
+    return ContinueHandshake(sock, std::move(ssl), first_bytes_deadline);
+  }
+  // The TLS handshake, on the non-blocking socket, from where it stopped, by `deadline` (the
+  // request read timeout of the client's time, from when a thread first took the connection,
+  // less any wait for a thread: a client that trickles its handshake is a slowloris too) and
+  // while the server runs (stop() does not wait for a client that stops sending). Then the
+  // connection's requests.
+  bool ContinueHandshake(socket_t sock, SharedSsl ssl,
+                         std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      const int r = SSL_accept(ssl.get());
+      if (r == 1) return AwaitFirstRequest(sock, std::move(ssl));
+      const int err = SSL_get_error(ssl.get(), r);
+      Wait wait = Wait::kNone;
+      if (err == SSL_ERROR_WANT_READ) {
+        wait = AwaitOrPark(sock, deadline, [&] {
+          return [this, sock, ssl, deadline](std::chrono::steady_clock::duration queued_for) {
+            ContinueHandshake(sock, ssl, deadline + queued_for);
+          };
+        });
+      } else if (err == SSL_ERROR_WANT_WRITE) {
+        // The client does not read its handshake: not parked (the watcher waits for input).
+        wait = AwaitWhileRunning(sock, POLLOUT, deadline) ? Wait::kArrived : Wait::kNone;
+      }
+      if (wait == Wait::kParked) return true;
+      if (wait == Wait::kNone) return CloseFailedTls(sock);
+    }
+  }
+  // After the handshake: the wait for the first request, up to the keep-alive timeout (as
+  // httplib's loop waits for any request), parked like the waits before.
+  bool AwaitFirstRequest(socket_t sock, SharedSsl ssl) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    // Bytes OpenSSL has already read from the socket are not seen by a poll.
+    const Wait wait =
+        SSL_has_pending(ssl.get()) == 1 ? Wait::kArrived : AwaitOrPark(sock, deadline, [&] {
+          return [this, sock, ssl](std::chrono::steady_clock::duration) {
+            ServeAndClose(sock, ssl.get());
+          };
+        });
+    if (wait == Wait::kParked) return true;
+    if (wait == Wait::kNone) {
+      // As an idle connection ends: close_notify, then the close.
+      (void)SSL_shutdown(ssl.get());
+      ERR_clear_error();
+      CloseSocket(sock);
+      return true;
+    }
+    return ServeAndClose(sock, ssl.get());
+  }
+  // The connection's requests (on `ssl` over TLS, null for plain HTTP), then its close.
+  bool ServeAndClose(socket_t sock, SSL* ssl) {
     Connection connection{.socket = sock};
     tl_connection = &connection;
-    bool ok = false;
     bool yielded = false;
-    if (tls_ == nullptr) {
-      ok = Serve(nullptr, connection.budget, &yielded);
-    } else if (SslPtr ssl = Handshake(sock, first_bytes_deadline); ssl != nullptr) {
-      ok = Serve(ssl.get(), connection.budget, &yielded);
-      // close_notify (not waiting for the client's), except on an idle connection given up for
-      // a queued one: a client that finds close_notify unread on its idle connection takes it
-      // as still open, sends its next request and fails (httplib's SSLClient does), where a bare
-      // end of stream makes it reconnect.
-      if (ok && !yielded) (void)SSL_shutdown(ssl.get());
-    }
-    // OpenSSL keeps its errors per thread, and SSL_get_error reads them: what a failed handshake
-    // or a broken connection left must not make this thread's next connection fail.
-    if (tls_ != nullptr) ERR_clear_error();
+    const bool ok = Serve(ssl, connection.budget, &yielded);
+    // close_notify (not waiting for the client's), except on an idle connection given up for
+    // a queued one: a client that finds close_notify unread on its idle connection takes it as
+    // still open, sends its next request and fails (httplib's SSLClient does), where a bare end
+    // of stream makes it reconnect.
+    if (ssl != nullptr && ok && !yielded) (void)SSL_shutdown(ssl);
+    // OpenSSL keeps its errors per thread, and SSL_get_error reads them: what a broken
+    // connection left must not make this thread's next connection fail.
+    if (ssl != nullptr) ERR_clear_error();
     tl_connection = nullptr;
+    CloseSocket(sock);
+    return ok;
+  }
+  // A TLS connection whose set-up or handshake failed or timed out (or the server stopped).
+  static bool CloseFailedTls(socket_t sock) {
+    ERR_clear_error();  // as in ServeAndClose
+    CloseSocket(sock);
+    return false;
+  }
+  static void CloseSocket(socket_t sock) {
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
-    return ok;
   }
   // The connection's requests, as httplib's loop: at most keep_alive_max_count_, the last told
   // Connection: close. `yielded`: the connection was given up, idle, for a queued one.
@@ -1195,25 +1264,6 @@ class BudgetedServer : public httplib::Server {
     }
     return ok;
   }
-  // The TLS handshake, on the now non-blocking socket, by `deadline` (the request read timeout
-  // of the client's time, from when a thread first took the connection, less any wait for a
-  // thread: a client that trickles its handshake is a slowloris too) and while the
-  // server runs (stop() does not wait for a client that stops sending); null if it failed or
-  // took longer.
-  SslPtr Handshake(int sock, std::chrono::steady_clock::time_point deadline) const {
-    if (::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0) return nullptr;
-    SslPtr ssl(SSL_new(tls_.get()));
-    if (ssl == nullptr || SSL_set_fd(ssl.get(), sock) != 1) return nullptr;
-    for (;;) {
-      const int r = SSL_accept(ssl.get());
-      if (r == 1) return ssl;
-      const int err = SSL_get_error(ssl.get(), r);
-      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return nullptr;
-      if (!AwaitWhileRunning(sock, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) {
-        return nullptr;
-      }
-    }
-  }
   // Waits for `events` on `sock` until `deadline`, in short steps so that stop() (which
   // invalidates the listening socket) ends the wait; false if it timed out or the server stopped.
   bool AwaitWhileRunning(int sock, short events,
@@ -1229,30 +1279,27 @@ class BudgetedServer : public httplib::Server {
     }
     return false;
   }
-  enum class FirstBytes { kArrived, kParked, kNone };
-  // Waits for a new connection's first bytes (a request, a ClientHello, or the end of the
-  // stream) until `deadline`, in short steps so that stop() ends the wait. While it waits, a
-  // connection queued for a thread takes this one: the socket is parked with the pool's watcher
-  // (HttpThreadPool::Park), which queues ServeConnection again once the bytes arrive.
-  FirstBytes AwaitFirstBytes(int sock, std::chrono::steady_clock::time_point deadline) {
+  enum class Wait { kArrived, kParked, kNone };
+  // Waits for the client's next bytes on `sock` (data, the end of the stream or an error)
+  // until `deadline`, in short steps so that stop() ends the wait. While it waits, a connection
+  // queued for a thread takes this one: the socket is parked with the pool's watcher, which
+  // queues `make_resume()` (the connection's next step) once the bytes arrive.
+  template <typename MakeResume>
+  Wait AwaitOrPark(int sock, std::chrono::steady_clock::time_point deadline,
+                   const MakeResume& make_resume) {
     while (svr_sock_ != INVALID_SOCKET) {
       const auto now = std::chrono::steady_clock::now();
       pollfd p{sock, POLLIN, 0};
-      if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return FirstBytes::kArrived;
-      if (now >= deadline) return FirstBytes::kNone;
-      if (pool_->Park(sock, deadline, [this, sock, deadline](auto queued_for) {
-            // The handshake's deadline does not count the wait for a thread.
-            ServeConnection(sock, deadline + queued_for);
-          })) {
-        return FirstBytes::kParked;
-      }
+      if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return Wait::kArrived;
+      if (now >= deadline) return Wait::kNone;
+      if (pool_->Park(sock, deadline, make_resume())) return Wait::kParked;
       const auto step = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),
                                  kStopCheckInterval);
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(step.count()))) != 0) {
-        return FirstBytes::kArrived;
+        return Wait::kArrived;
       }
     }
-    return FirstBytes::kNone;
+    return Wait::kNone;
   }
   // httplib gives up on a request line that never ends (over its deadline or 1 MiB) without a
   // response: the client is told why here, as the error handler tells it for a head or body.

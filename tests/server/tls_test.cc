@@ -945,6 +945,131 @@ TEST_F(TlsTest, AParkedConnectionsWaitForAThreadDoesNotCountAgainstItsHandshake)
   close(stalled);
 }
 
+// A TLS client (the server's certificate not checked) whose ClientHello goes out in two parts:
+// `first` bytes at once, the rest when SendRest is called, which then completes the handshake.
+class SplitHelloClient {
+ public:
+  SplitHelloClient(int port, size_t first)
+      : fd_(ConnectTcp(port)), ctx_(SSL_CTX_new(TLS_client_method())), ssl_(SSL_new(ctx_)) {
+    if (fd_ < 0) return;
+    // The ClientHello is written to memory (the socket is non-blocking for this first step, so
+    // that SSL_connect returns when it would wait for the server's answer).
+    SSL_set_bio(ssl_, BIO_new_socket(fd_, BIO_NOCLOSE), BIO_new(BIO_s_mem()));
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    if (SSL_connect(ssl_) != -1) return;
+    char buf[4096];
+    for (int n; (n = BIO_read(SSL_get_wbio(ssl_), buf, sizeof buf)) > 0;) hello_.append(buf, n);
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+    sent_ = std::min(first, hello_.size());
+    started_ = sent_ < hello_.size() &&
+               send(fd_, hello_.data(), sent_, MSG_NOSIGNAL) == static_cast<ssize_t>(sent_);
+  }
+  ~SplitHelloClient() {
+    SSL_free(ssl_);
+    SSL_CTX_free(ctx_);
+    if (fd_ >= 0) close(fd_);
+  }
+  // Whether the first part went out (and a second part is left).
+  bool started() const { return started_; }
+  int fd() const { return fd_; }
+  // Sends the rest of the ClientHello, finishes the handshake on the socket, then asks
+  // `request`: what the server answered until it closed the connection ("" if the handshake
+  // failed).
+  std::string SendRestAndAsk(const std::string& request) {
+    const size_t rest = hello_.size() - sent_;
+    if (send(fd_, hello_.data() + sent_, rest, MSG_NOSIGNAL) != static_cast<ssize_t>(rest)) {
+      return "";
+    }
+    SSL_set0_wbio(ssl_, BIO_new_socket(fd_, BIO_NOCLOSE));
+    if (SSL_connect(ssl_) != 1) return "";
+    if (SSL_write(ssl_, request.data(), static_cast<int>(request.size())) <= 0) return "";
+    std::string answer;
+    char buf[1024];
+    for (int n; (n = SSL_read(ssl_, buf, sizeof buf)) > 0;) answer.append(buf, n);
+    return answer;
+  }
+
+ private:
+  const int fd_;
+  SSL_CTX* const ctx_;
+  SSL* const ssl_;
+  std::string hello_;
+  size_t sent_ = 0;
+  bool started_ = false;
+};
+
+// A client that stops in the middle of its ClientHello gives its thread up to a client that
+// needs one (parked with the pool's watcher, as a connection that sends nothing is), and its
+// handshake goes on when the rest comes. Before, it held its thread until the request read
+// timeout, and the client waiting for that thread was not served.
+TEST_F(TlsTest, AHandshakeThatStallsIsParkedAndGoesOnWhenTheRestComes) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 1;
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);
+  StartServer(o);
+  SplitHelloClient stalled(*server_->http_port(), /*first=*/20);
+  ASSERT_TRUE(stalled.started());
+  absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the rest of its hello
+  auto fresh = HttpsClient();
+  fresh->set_connection_timeout(3, 0);
+  fresh->set_read_timeout(3, 0);
+  httplib::Result r = fresh->Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(
+      stalled.SendRestAndAsk("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+      StartsWith("HTTP/1.1 200"));
+}
+
+// Stalled handshakes on every thread, and more: a new client is served, and each stalled one is
+// closed at the request read timeout (counted from when a thread first took it).
+TEST_F(TlsTest, StalledHandshakesAreClosedAtTheRequestReadTimeoutWithoutStarvingOthers) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  o.http_request_read_timeout = std::chrono::milliseconds(3000);
+  StartServer(o);
+  std::vector<std::unique_ptr<SplitHelloClient>> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<SplitHelloClient>(*server_->http_port(), 20));
+    ASSERT_TRUE(stalled.back()->started());
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  auto fresh = HttpsClient();
+  fresh->set_connection_timeout(2, 0);
+  fresh->set_read_timeout(2, 0);
+  httplib::Result r = fresh->Get("/health");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  // The rest never comes: the server closes each connection.
+  for (size_t i = 0; i < stalled.size(); ++i) {
+    EXPECT_TRUE(ClosedByPeer(stalled[i]->fd(), 20000)) << "stalled client " << i << " was kept";
+  }
+}
+
+// A client that completes its handshake and then sends no request gives its thread up as well,
+// and is served on its own connection when its request comes. Before, it held its thread for the
+// keep-alive timeout (5 s).
+TEST_F(TlsTest, HandshakenConnectionsWithoutARequestDoNotStarveANewClient) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  StartServer(o);
+  std::vector<std::unique_ptr<RawHttpsConnection>> quiet;
+  for (int i = 0; i < 4; ++i) {
+    quiet.push_back(std::make_unique<RawHttpsConnection>(*server_->http_port()));
+    ASSERT_TRUE(quiet.back()->connected()) << "connection " << i;
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  auto fresh = HttpsClient();
+  fresh->set_connection_timeout(3, 0);
+  fresh->set_read_timeout(3, 0);
+  httplib::Result r = fresh->Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (size_t i = 0; i < quiet.size(); ++i) {
+    EXPECT_THAT(quiet[i]->Get("/health"), StartsWith("HTTP/1.1 200")) << "connection " << i;
+  }
+}
+
 // A client trickling its request (a byte every 100 ms: within every timeout for a minute) when
 // the server stops is told 503 and closed: the stop does not wait for the rest of its request.
 TEST_F(TlsTest, ShutdownDoesNotWaitForAnHttpsClientTricklingARequest) {
