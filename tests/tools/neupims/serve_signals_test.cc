@@ -368,12 +368,15 @@ void StartHttpCall(int port, int64_t max_tokens, bool stream, HttpCall* call) {
       [stop] { *stop = true; });
 }
 
-// Requests running or waiting in the engine, per the HTTP API's /metrics.
+// Requests in the engine (waiting, on the standalone prefill NPUs, or running), per the HTTP
+// API's /metrics. (Without the prefilling ones, a request admitted between two scrapes went
+// uncounted: under TSan the second scrape read 3 of 8 after the first had read 8.)
 int LiveRequests(httplib::Client* http) {
   httplib::Result r = http->Get("/metrics");
   if (!r || r->status != 200) return -1;
   double live = 0;
-  for (const char* name : {"neupims:num_requests_running", "neupims:num_requests_waiting"}) {
+  for (const char* name : {"neupims:num_requests_running", "neupims:num_requests_waiting",
+                           "neupims:num_requests_prefilling"}) {
     std::smatch m;
     if (std::regex_search(r->body, m,
                           std::regex(absl::StrCat("\n", name, R"((\{[^}]*\})? (\S+))")))) {
