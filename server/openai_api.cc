@@ -1197,9 +1197,9 @@ class BudgetedServer : public httplib::Server {
         });
     if (wait == Wait::kParked) return true;
     if (wait == Wait::kNone) {
-      // As an idle connection ends: close_notify, then the close.
-      (void)SSL_shutdown(ssl.get());
-      ERR_clear_error();
+      // Closed without close_notify, as the watcher closes a parked one at the same deadline
+      // (one behaviour wherever the connection waited) and as an idle connection given up for a
+      // queued one is (ServeAndClose).
       CloseSocket(sock);
       return true;
     }

@@ -1028,6 +1028,7 @@ TEST_F(TlsTest, StalledHandshakesAreClosedAtTheRequestReadTimeoutWithoutStarving
   o.http_threads = 2;
   o.http_request_read_timeout = std::chrono::milliseconds(3000);
   StartServer(o);
+  const absl::Time connected = absl::Now();
   std::vector<std::unique_ptr<SplitHelloClient>> stalled;
   for (int i = 0; i < 4; ++i) {
     stalled.push_back(std::make_unique<SplitHelloClient>(*server_->http_port(), 20));
@@ -1040,9 +1041,13 @@ TEST_F(TlsTest, StalledHandshakesAreClosedAtTheRequestReadTimeoutWithoutStarving
   httplib::Result r = fresh->Get("/health");
   ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
   EXPECT_EQ(r->status, 200);
-  // The rest never comes: the server closes each connection.
+  // The rest never comes: the server closes each connection at its deadline, 3 s after a thread
+  // took it (not at once when it was parked; the upper bound is generous against the load).
   for (size_t i = 0; i < stalled.size(); ++i) {
     EXPECT_TRUE(ClosedByPeer(stalled[i]->fd(), 20000)) << "stalled client " << i << " was kept";
+    const absl::Duration after = absl::Now() - connected;
+    EXPECT_GE(after, absl::Milliseconds(2900)) << "stalled client " << i << " closed early";
+    EXPECT_LT(after, absl::Seconds(15)) << "stalled client " << i;
   }
 }
 
