@@ -19,8 +19,11 @@
 // The exit code is 1 if any check fails, 2 for bad flags.
 //
 // The server runs in process (fast pacing, GPT3-7B on NeuPIMs) unless `--target host:port` names
-// one (then `--metrics host:port` names its metrics endpoint, and the in-process invariant check
-// is skipped).
+// one (then `--metrics` names its metrics: the metrics port's host:port, or the HTTP API's base
+// URL, whose /metrics a secured server serves; the in-process invariant check is skipped). A
+// target started with --tls-cert / --auth-token-file is soaked with `--tls-ca` (and `--tls-cert`
+// / `--tls-key` for mutual TLS) and `--auth-token-file`, on both front ends, as
+// `neupims-bench` takes them.
 //
 // `--front-end http` drives the OpenAI-compatible HTTP API instead (bench/soak_http.cc):
 // streamed and whole completions and chat completions, clients that hang up mid-stream,
@@ -30,7 +33,8 @@
 // Abort calls and the idle check (in process both are known).
 //
 // Usage: soak [--front-end grpc|http] [--requests 100000] [--clients 16] [--seed 1]
-//             [--target H:P --metrics H:P [--grpc H:P]] [--max-rss-growth-mb 64]
+//             [--target H:P --metrics H:P|URL [--grpc H:P]] [--max-rss-growth-mb 64]
+//             [--tls-ca F [--tls-cert F --tls-key F]] [--auth-token-file F]
 #include "bench/soak.h"
 
 #include <algorithm>
@@ -45,16 +49,20 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "neupims/v1/llm_service.grpc.pb.h"
 #include "server/server.h"
+#include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/metrics_scrape.h"
 
 namespace neupims::soak {
@@ -99,9 +107,11 @@ struct Flags {
   int clients = 16;
   uint64_t seed = 1;
   std::string target;   // empty: an in-process server
-  std::string metrics;  // the target's metrics endpoint
+  std::string metrics;  // the target's metrics: host:port of its metrics port, or the API's URL
   std::string grpc;     // with --front-end http: the target's gRPC service (Abort, idle check)
   double max_rss_growth_mb = 64;
+  loadgen::TlsClientOptions tls;  // towards a target started with --tls-cert; empty: plaintext
+  std::string auth_token_file;    // the target's --auth-token-file; empty: no token
 };
 
 // gRPC's status code names, as the server's metrics label them (server/status_map.cc).
@@ -130,9 +140,10 @@ std::string CodeName(grpc::StatusCode c) {
 // One Generate call, read message by message.
 class Call {
  public:
-  Call(LlmService::Stub* stub, const GenerateRequest& request,
+  Call(LlmService::Stub* stub, const std::string& token, const GenerateRequest& request,
        std::optional<std::chrono::milliseconds> deadline) {
     if (deadline.has_value()) ctx_.set_deadline(std::chrono::system_clock::now() + *deadline);
+    loadgen::Authorize(token, &ctx_);
     reader_ = stub->Generate(&ctx_, request);
   }
 
@@ -219,9 +230,11 @@ class Call {
 // duplicate ids, or invalid.
 class GrpcClient : public SoakClient {
  public:
-  GrpcClient(LlmService::Stub* stub, int index, uint64_t seed, std::atomic<int64_t>* next,
-             int64_t total, std::atomic<int64_t>* done)
+  // `token`: the server's bearer token, sent with every call ("" for none).
+  GrpcClient(LlmService::Stub* stub, std::string token, int index, uint64_t seed,
+             std::atomic<int64_t>* next, int64_t total, std::atomic<int64_t>* done)
       : stub_(stub),
+        token_(std::move(token)),
         index_(index),
         rng_(seed * 1000003 + static_cast<uint64_t>(index)),
         next_(next),
@@ -270,7 +283,7 @@ class GrpcClient : public SoakClient {
   }
 
   void Plain() {
-    Call call(stub_, Request(48), std::nullopt);
+    Call call(stub_, token_, Request(48), std::nullopt);
     call.Finish(&counts_);
     Sent();
   }
@@ -278,7 +291,7 @@ class GrpcClient : public SoakClient {
   void CancelAfterSomeTokens() {
     GenerateRequest r = Request(256);
     r.set_ignore_eos(true);
-    Call call(stub_, r, std::nullopt);
+    Call call(stub_, token_, r, std::nullopt);
     const int64_t wait_for = Between(1, 3);
     while (call.messages() < wait_for && call.ReadOne()) {
     }
@@ -291,9 +304,10 @@ class GrpcClient : public SoakClient {
     r.set_ignore_eos(true);
     const std::string id = absl::StrCat("soak-abort-", index_, "-", i);
     r.set_request_id(id);
-    Call call(stub_, r, std::nullopt);
+    Call call(stub_, token_, r, std::nullopt);
     call.ReadOne();
     grpc::ClientContext ctx;
+    loadgen::Authorize(token_, &ctx);
     neupims::v1::AbortRequest req;
     req.set_request_id(id);
     neupims::v1::AbortResponse resp;
@@ -305,7 +319,7 @@ class GrpcClient : public SoakClient {
   void ShortDeadline() {
     GenerateRequest r = Request(512);
     r.set_ignore_eos(true);
-    Call call(stub_, r, std::chrono::milliseconds(Between(1, 20)));
+    Call call(stub_, token_, r, std::chrono::milliseconds(Between(1, 20)));
     call.Finish(&counts_);
     Sent();
   }
@@ -319,9 +333,9 @@ class GrpcClient : public SoakClient {
     GenerateRequest r = Request(128);
     r.set_ignore_eos(true);
     r.set_request_id(absl::StrCat("soak-dup-", index_, "-", i));
-    Call first(stub_, r, std::nullopt);
+    Call first(stub_, token_, r, std::nullopt);
     first.ReadOne();
-    Call second(stub_, r, std::nullopt);
+    Call second(stub_, token_, r, std::nullopt);
     second.Finish(&counts_);
     first.Finish(&counts_);
     Sent(2);
@@ -333,12 +347,13 @@ class GrpcClient : public SoakClient {
     } else {
       r.set_model("no-such-model");  // NOT_FOUND
     }
-    Call call(stub_, r, std::nullopt);
+    Call call(stub_, token_, r, std::nullopt);
     call.Finish(&counts_);
     Sent();
   }
 
   LlmService::Stub* stub_;
+  const std::string token_;
   int index_;
   std::mt19937_64 rng_;
   std::atomic<int64_t>* next_;
@@ -474,15 +489,34 @@ void CheckServerCounts(const Counts& c, const ServerCounts& s, Checks* checks) {
 struct Target {
   std::string grpc;                        // empty: not known (a remote HTTP target without --grpc)
   std::string http;                        // the HTTP API, with --front-end http
-  std::string metrics;                     // empty: not checked
+  std::string metrics;                     // host:port or the API's base URL; empty: not checked
   server::EngineRunner* runner = nullptr;  // in process only
+  loadgen::TlsClientOptions tls;           // empty: plaintext
+  std::string token;                       // the bearer token; empty: none
 };
 
+// A scrape of the target's metrics: its metrics port (host:port), or the HTTP API's /metrics
+// (an http:// or https:// base URL) over the target's TLS and with its token.
+absl::StatusOr<std::string> Scrape(const Target& t) {
+  if (!absl::StartsWith(t.metrics, "http://") && !absl::StartsWith(t.metrics, "https://")) {
+    return loadgen::FetchMetrics(t.metrics, 10);
+  }
+  ASSIGN_OR_RETURN(loadgen::BaseUrl url, loadgen::ParseBaseUrl(t.metrics));
+  if (!url.prefix.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", t.metrics, "': the API's base URL (scheme, host, port), without a path"));
+  }
+  url.tls = t.tls;
+  url.auth_token = t.token;
+  return loadgen::FetchApiMetrics(url, 10);
+}
+
 // Polls GetServerInfo until nothing is live and no KV block is held (30 s).
-bool WaitIdle(LlmService::Stub* stub, neupims::v1::ServerInfo* last) {
+bool WaitIdle(LlmService::Stub* stub, const std::string& token, neupims::v1::ServerInfo* last) {
   const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
   while (Clock::now() < until) {
     grpc::ClientContext ctx;
+    loadgen::Authorize(token, &ctx);
     const grpc::Status s = stub->GetServerInfo(&ctx, neupims::v1::GetServerInfoRequest(), last);
     if (s.ok() && last->kv_blocks_used() == 0 && last->running() == 0 && last->waiting() == 0 &&
         last->prefilling() == 0) {
@@ -497,8 +531,13 @@ int RunSoak(const Flags& f, const Target& target) {
   const bool http = f.front_end == FrontEnd::kHttp;
   std::unique_ptr<LlmService::Stub> stub;
   if (!target.grpc.empty()) {
-    stub =
-        LlmService::NewStub(grpc::CreateChannel(target.grpc, grpc::InsecureChannelCredentials()));
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+        loadgen::ChannelCredentials(target.tls);
+    if (!creds.ok()) {
+      std::fprintf(stderr, "soak: %s\n", std::string(creds.status().message()).c_str());
+      return 2;
+    }
+    stub = LlmService::NewStub(grpc::CreateChannel(target.grpc, *creds));
   }
   std::string problem = http ? loadgen::HostPortProblem(target.http) : "";
   if (http && problem.empty() && target.http.find(':') == std::string::npos) problem = "no port";
@@ -507,17 +546,20 @@ int RunSoak(const Flags& f, const Target& target) {
     return 2;
   }
   loadgen::BaseUrl http_url;
-  http_url.scheme_host_port = absl::StrCat("http://", target.http);
-  std::printf("soak: %lld requests, %d clients, seed %llu, %s %s%s\n",
+  http_url.scheme_host_port = absl::StrCat(target.tls.any() ? "https://" : "http://", target.http);
+  http_url.tls = target.tls;
+  http_url.auth_token = target.token;
+  std::printf("soak: %lld requests, %d clients, seed %llu, %s %s%s%s%s\n",
               static_cast<long long>(f.requests), f.clients,
               static_cast<unsigned long long>(f.seed), http ? "HTTP API" : "gRPC server",
               http ? target.http.c_str() : target.grpc.c_str(),
-              target.runner != nullptr ? " (in process, fast pacing)" : "");
+              target.runner != nullptr ? " (in process, fast pacing)" : "",
+              target.tls.any() ? ", TLS" : "", target.token.empty() ? "" : ", bearer token");
   // The counters before the first call: a server that served anything before (a remote
   // target, soaked again) is checked on what this soak added.
   ServerCounts before;
   if (!target.metrics.empty()) {
-    absl::StatusOr<std::string> text = loadgen::FetchMetrics(target.metrics, 10);
+    absl::StatusOr<std::string> text = Scrape(target);
     if (!text.ok()) {
       std::fprintf(stderr, "soak: --metrics %s: %s\n", target.metrics.c_str(),
                    text.status().ToString().c_str());
@@ -534,8 +576,8 @@ int RunSoak(const Flags& f, const Target& target) {
       clients.push_back(
           MakeHttpClient({http_url, stub.get()}, i, f.seed, &next, f.requests, &done));
     } else {
-      clients.push_back(
-          std::make_unique<GrpcClient>(stub.get(), i, f.seed, &next, f.requests, &done));
+      clients.push_back(std::make_unique<GrpcClient>(stub.get(), target.token, i, f.seed, &next,
+                                                     f.requests, &done));
     }
     threads.emplace_back([c = clients.back().get()] { c->Run(); });
   }
@@ -574,7 +616,7 @@ int RunSoak(const Flags& f, const Target& target) {
                              total.first_malformed, total.first_malformed.empty() ? "" : ")"));
   if (stub != nullptr) {
     neupims::v1::ServerInfo info;
-    const bool idle = WaitIdle(stub.get(), &info);
+    const bool idle = WaitIdle(stub.get(), target.token, &info);
     checks.Expect(idle,
                   absl::StrCat("engine idle, KV blocks used ", info.kv_blocks_used(), " of ",
                                info.kv_blocks_total(), " (running ", info.running(), ", waiting ",
@@ -596,7 +638,7 @@ int RunSoak(const Flags& f, const Target& target) {
     // The counters are updated on the engine thread as requests end: scrape until they settle.
     ServerCounts s;
     for (int attempt = 0; attempt < 50; ++attempt) {
-      absl::StatusOr<std::string> text = loadgen::FetchMetrics(target.metrics, 10);
+      absl::StatusOr<std::string> text = Scrape(target);
       if (text.ok()) s = ParseCounts(*text).Since(before);
       if (s.total() >= static_cast<double>(total.sent - total.deadline_without_message)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -634,7 +676,10 @@ int Main(int argc, char** argv) {
   app.add_option("--target", f.target,
                  "host:port of a running server's gRPC service, or with --front-end http its "
                  "HTTP API (default: a server in process, fast pacing)");
-  app.add_option("--metrics", f.metrics, "host:port of the target's metrics endpoint");
+  app.add_option("--metrics", f.metrics,
+                 "The target's metrics: host:port of its metrics port, or the base URL of its "
+                 "HTTP API (http(s)://host:port), whose /metrics is read with the TLS options "
+                 "and the token (a server with TLS or a token has no metrics port)");
   app.add_option("--grpc", f.grpc,
                  "With --front-end http and --target: host:port of the target's gRPC service "
                  "(Abort calls, idle check)");
@@ -642,6 +687,19 @@ int Main(int argc, char** argv) {
                  "Allowed RSS growth from the end of the warm-up to the end, MiB")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
+  app.add_option("--tls-ca", f.tls.ca,
+                 "With --target: PEM CA certificate(s) that signed the target's certificate "
+                 "(a server started with --tls-cert); TLS on both front ends")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", f.tls.cert,
+                 "With --target: PEM client certificate for mutual TLS (needs --tls-key)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", f.tls.key, "PEM private key of --tls-cert (unencrypted)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--auth-token-file", f.auth_token_file,
+                 "With --target: the file of the target's bearer token (its --auth-token-file), "
+                 "sent with every call")
+      ->check(CLI::ExistingFile);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -653,9 +711,32 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "soak: --grpc needs --front-end http and --target\n");
     return 2;
   }
+  if ((f.tls.any() || !f.auth_token_file.empty()) && f.target.empty()) {
+    std::fprintf(stderr,
+                 "soak: --tls-ca, --tls-cert, --tls-key and --auth-token-file need --target (the "
+                 "in-process server is plain)\n");
+    return 2;
+  }
+  if (f.tls.any() && f.tls.ca.empty()) {
+    std::fprintf(stderr, "soak: --tls-cert and --tls-key need --tls-ca (the target's CA)\n");
+    return 2;
+  }
   if (!f.target.empty()) {
-    if (f.front_end == FrontEnd::kHttp) return RunSoak(f, Target{f.grpc, f.target, f.metrics});
-    return RunSoak(f, Target{f.target, "", f.metrics});
+    std::string token;
+    if (!f.auth_token_file.empty()) {
+      absl::StatusOr<std::string> t = loadgen::ReadAuthToken(f.auth_token_file);
+      if (!t.ok()) {
+        std::fprintf(stderr, "soak: %s\n", std::string(t.status().message()).c_str());
+        return 2;
+      }
+      token = *std::move(t);
+    }
+    const bool http = f.front_end == FrontEnd::kHttp;
+    return RunSoak(f, Target{.grpc = http ? f.grpc : f.target,
+                             .http = http ? f.target : "",
+                             .metrics = f.metrics,
+                             .tls = f.tls,
+                             .token = std::move(token)});
   }
   server::ServerOptions o;
   o.port = 0;

@@ -47,9 +47,10 @@ class SoakClient {
 
 // Where the HTTP front end's clients send their requests.
 struct HttpTarget {
-  loadgen::BaseUrl url;  // the API's base URL (http://host:port)
+  loadgen::BaseUrl url;  // the API's base URL (http(s)://host:port), with its TLS and token
   // The server's gRPC service, for Abort calls on streamed completions by their id (the API's
-  // `id` is the engine's request id); null: that scenario is replaced by a plain stream.
+  // `id` is the engine's request id), made with `url.auth_token`; null: that scenario is
+  // replaced by a plain stream.
   neupims::v1::LlmService::Stub* grpc = nullptr;
 };
 

@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/openai_client.h"
 
 namespace neupims::soak {
@@ -303,6 +304,7 @@ class HttpClient : public SoakClient {
   void AbortById(const std::string& id) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    loadgen::Authorize(target_.url.auth_token, &ctx);  // the server's token is one for both
     neupims::v1::AbortRequest req;
     req.set_request_id(id);
     neupims::v1::AbortResponse resp;

@@ -1,5 +1,6 @@
 #include "tools/loadgen/openai_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -235,16 +236,27 @@ absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, doubl
                                                  : ""));
 }
 
-std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) {
+absl::StatusOr<std::string> FetchApiMetrics(const BaseUrl& url, double timeout_s) {
   const std::unique_ptr<httplib::Client> client = MakeClient(url);
   httplib::Client& c = *client;
-  c.set_connection_timeout(std::chrono::seconds(1));
-  c.set_read_timeout(std::chrono::seconds(1));
+  const auto timeout = std::chrono::duration<double>(std::max(0.001, timeout_s));
+  c.set_connection_timeout(timeout);
+  c.set_read_timeout(timeout);
   httplib::Result res = c.Get("/metrics");
-  if (!res || res->status != 200) return std::nullopt;
-  std::optional<ServerSample> s = ParseServerSample(res->body, t_s);
+  if (!res || res->status != 200) {
+    return absl::UnavailableError(absl::StrCat(
+        "no metrics from ", url.scheme_host_port,
+        "/metrics: ", res ? absl::StrCat("HTTP ", res->status) : httplib::to_string(res.error())));
+  }
+  return std::move(res->body);
+}
+
+std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s) {
+  const absl::StatusOr<std::string> text = FetchApiMetrics(url, 1);
+  if (!text.ok()) return std::nullopt;
+  std::optional<ServerSample> s = ParseServerSample(*text, t_s);
   // The same registry as the metrics port: the hardware view comes with every sample.
-  if (absl::StatusOr<HardwareReading> hw = ParseHardwareReading(res->body); s && hw.ok()) {
+  if (absl::StatusOr<HardwareReading> hw = ParseHardwareReading(*text); s && hw.ok()) {
     SetHardware(*hw, &*s);
   }
   return s;

@@ -58,6 +58,10 @@ std::string HostPortProblem(absl::string_view host_port);
 // neupims extension fields when the server is neupims. Unavailable naming the URL otherwise.
 absl::StatusOr<ServerDescription> DescribeOpenAiServer(const BaseUrl& url, double timeout_s);
 
+// The exposition text of the API's GET /metrics, over its TLS and with its token (a secured
+// server serves its metrics only there). Unavailable naming the URL if it does not answer 200
+// within `timeout_s`.
+absl::StatusOr<std::string> FetchApiMetrics(const BaseUrl& url, double timeout_s);
 // Samples the neupims gauges from GET /metrics: load, KV usage overall and per PIM channel, and
 // the hardware view (metrics_scrape.h); nullopt if unreachable or not neupims.
 std::optional<ServerSample> SampleOpenAiMetrics(const BaseUrl& url, double t_s);
