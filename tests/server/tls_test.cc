@@ -205,27 +205,56 @@ bool ClosedByPeer(int fd, int timeout_ms) {
   return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
 }
 
-// A keep-alive HTTPS connection driven by hand (OpenSSL, the server's certificate not checked),
-// on the test's thread: whether the server keeps it open is what is under test.
-class RawHttpsConnection {
+// The client side of a TLS connection on socket `fd` (OpenSSL, the server's certificate not
+// checked: only the server's handling of the connection is under test), freed with it; it
+// closes `fd` too when it owns it.
+class TlsClientSide {
  public:
-  explicit RawHttpsConnection(int port)
-      : fd_(ConnectTcp(port)), ctx_(SSL_CTX_new(TLS_client_method())), ssl_(SSL_new(ctx_)) {
-    SSL_set_fd(ssl_, fd_);
-    connected_ = fd_ >= 0 && SSL_connect(ssl_) == 1;
-  }
-  ~RawHttpsConnection() {
+  TlsClientSide(int fd, bool owns_fd)
+      : fd_(fd), owns_fd_(owns_fd), ctx_(SSL_CTX_new(TLS_client_method())), ssl_(SSL_new(ctx_)) {}
+  ~TlsClientSide() {
     SSL_free(ssl_);
     SSL_CTX_free(ctx_);
-    if (fd_ >= 0) close(fd_);
+    if (owns_fd_ && fd_ >= 0) close(fd_);
+  }
+  TlsClientSide(const TlsClientSide&) = delete;
+  TlsClientSide& operator=(const TlsClientSide&) = delete;
+  int fd() const { return fd_; }
+  SSL* ssl() const { return ssl_; }
+  // The handshake on the socket; true when it completed.
+  bool Connect() { return fd_ >= 0 && SSL_set_fd(ssl_, fd_) == 1 && SSL_connect(ssl_) == 1; }
+  // Sends `request` on the connection, then reads what the server sends until it closes it.
+  std::string Ask(const std::string& request) {
+    if (SSL_write(ssl_, request.data(), static_cast<int>(request.size())) <= 0) return "";
+    std::string answer;
+    char buf[1024];
+    for (int n; (n = SSL_read(ssl_, buf, sizeof buf)) > 0;) answer.append(buf, n);
+    return answer;
+  }
+
+ private:
+  const int fd_;
+  const bool owns_fd_;
+  SSL_CTX* const ctx_;
+  SSL* const ssl_;
+};
+
+constexpr char kHealthThenClose[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+// A keep-alive HTTPS connection driven by hand, on the test's thread: whether the server keeps
+// it open is what is under test.
+class RawHttpsConnection {
+ public:
+  explicit RawHttpsConnection(int port) : tls_(ConnectTcp(port), /*owns_fd=*/true) {
+    connected_ = tls_.Connect();
   }
   bool connected() const { return connected_; }
-  int fd() const { return fd_; }
+  int fd() const { return tls_.fd(); }
   // GET `path` on this connection; the status line, headers and body ("" if the connection
   // failed). Bodies are read by their Content-Length.
   std::string Get(const std::string& path) {
     const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: x\r\n\r\n");
-    if (SSL_write(ssl_, request.data(), static_cast<int>(request.size())) <= 0) return "";
+    if (SSL_write(tls_.ssl(), request.data(), static_cast<int>(request.size())) <= 0) return "";
     std::string response;
     char buf[4096];
     for (;;) {
@@ -235,16 +264,14 @@ class RawHttpsConnection {
         const size_t length = at == std::string::npos ? 0 : std::stoul(response.substr(at + 16));
         if (response.size() >= head_end + 4 + length) return response;
       }
-      const int n = SSL_read(ssl_, buf, sizeof buf);
+      const int n = SSL_read(tls_.ssl(), buf, sizeof buf);
       if (n <= 0) return "";
       response.append(buf, static_cast<size_t>(n));
     }
   }
 
  private:
-  const int fd_;
-  SSL_CTX* const ctx_;
-  SSL* const ssl_;
+  TlsClientSide tls_;
   bool connected_ = false;
 };
 
@@ -393,6 +420,17 @@ class TlsTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
+  }
+
+  // A new HTTPS client, which gives up after `timeout_s`, is answered 200 on `path`: what a
+  // connection that holds no thread must not keep waiting.
+  void ExpectANewClientServed(const char* path, int timeout_s) const {
+    std::unique_ptr<httplib::SSLClient> fresh = HttpsClient();
+    fresh->set_connection_timeout(timeout_s, 0);
+    fresh->set_read_timeout(timeout_s, 0);
+    httplib::Result r = fresh->Get(path);
+    ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+    EXPECT_EQ(r->status, 200);
   }
 
   // An HTTPS client verifying the server against the test CA (and presenting the test client
@@ -878,28 +916,12 @@ TEST_F(TlsTest, SilentHttpsConnectionsAreParkedServedWhenTheyHandshakeAndClosedA
   const std::vector<int> silent =
       testing_util::SilentConnections(*server_->http_port(), 2 * o.http_threads);
   ASSERT_EQ(silent.size(), 4u);
-  auto fresh = HttpsClient();
-  fresh->set_connection_timeout(2, 0);
-  fresh->set_read_timeout(2, 0);
-  httplib::Result r = fresh->Get("/v1/models");
-  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
-  EXPECT_EQ(r->status, 200);
+  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 2));
   // Two of the silent clients now handshake and ask: each gets its answer on its connection.
   for (int i = 0; i < 2; ++i) {
-    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-    SSL* ssl = SSL_new(ctx);
-    SSL_set_fd(ssl, silent[i]);
-    ASSERT_EQ(SSL_connect(ssl), 1) << "the parked connection " << i << " lost its handshake";
-    const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    ASSERT_EQ(SSL_write(ssl, request.data(), static_cast<int>(request.size())),
-              static_cast<int>(request.size()));
-    std::string answer;
-    char buf[1024];
-    for (int n; (n = SSL_read(ssl, buf, sizeof buf)) > 0;) answer.append(buf, n);
-    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
-    SSL_free(ssl);
-    SSL_CTX_free(ctx);
-    close(silent[i]);
+    TlsClientSide client(silent[i], /*owns_fd=*/true);
+    ASSERT_TRUE(client.Connect()) << "the parked connection " << i << " lost its handshake";
+    EXPECT_THAT(client.Ask(kHealthThenClose), StartsWith("HTTP/1.1 200"));
   }
   // The two that stay silent are closed once their request read timeout ends.
   for (size_t i = 2; i < silent.size(); ++i) {
@@ -927,21 +949,11 @@ TEST_F(TlsTest, AParkedConnectionsWaitForAThreadDoesNotCountAgainstItsHandshake)
   // of its handshake until its timeout (1.5 s).
   ASSERT_EQ(send(stalled, "\x16", 1, MSG_NOSIGNAL), 1);
   absl::SleepFor(absl::Milliseconds(100));
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL* ssl = SSL_new(ctx);
-  SSL_set_fd(ssl, parked);
+  TlsClientSide client(parked, /*owns_fd=*/true);
   // The ClientHello goes out 0.2 s after the connect; the server reads it once the stalled
   // handshake gives the thread up (about 1.6 s after the connect).
-  EXPECT_EQ(SSL_connect(ssl), 1) << "the handshake was refused though it began at 0.2 s";
-  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  (void)SSL_write(ssl, request.data(), static_cast<int>(request.size()));
-  std::string answer;
-  char buf[1024];
-  for (int n; (n = SSL_read(ssl, buf, sizeof buf)) > 0;) answer.append(buf, n);
-  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
-  SSL_free(ssl);
-  SSL_CTX_free(ctx);
-  close(parked);
+  EXPECT_TRUE(client.Connect()) << "the handshake was refused though it began at 0.2 s";
+  EXPECT_THAT(client.Ask(kHealthThenClose), StartsWith("HTTP/1.1 200"));
   close(stalled);
 }
 
@@ -949,50 +961,40 @@ TEST_F(TlsTest, AParkedConnectionsWaitForAThreadDoesNotCountAgainstItsHandshake)
 // `first` bytes at once, the rest when SendRest is called, which then completes the handshake.
 class SplitHelloClient {
  public:
-  SplitHelloClient(int port, size_t first)
-      : fd_(ConnectTcp(port)), ctx_(SSL_CTX_new(TLS_client_method())), ssl_(SSL_new(ctx_)) {
-    if (fd_ < 0) return;
+  SplitHelloClient(int port, size_t first) : tls_(ConnectTcp(port), /*owns_fd=*/true) {
+    const int fd = tls_.fd();
+    SSL* const ssl = tls_.ssl();
+    if (fd < 0) return;
     // The ClientHello is written to memory (the socket is non-blocking for this first step, so
     // that SSL_connect returns when it would wait for the server's answer).
-    SSL_set_bio(ssl_, BIO_new_socket(fd_, BIO_NOCLOSE), BIO_new(BIO_s_mem()));
-    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
-    if (SSL_connect(ssl_) != -1) return;
+    SSL_set_bio(ssl, BIO_new_socket(fd, BIO_NOCLOSE), BIO_new(BIO_s_mem()));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (SSL_connect(ssl) != -1) return;
     char buf[4096];
-    for (int n; (n = BIO_read(SSL_get_wbio(ssl_), buf, sizeof buf)) > 0;) hello_.append(buf, n);
-    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+    for (int n; (n = BIO_read(SSL_get_wbio(ssl), buf, sizeof buf)) > 0;) hello_.append(buf, n);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     sent_ = std::min(first, hello_.size());
     started_ = sent_ < hello_.size() &&
-               send(fd_, hello_.data(), sent_, MSG_NOSIGNAL) == static_cast<ssize_t>(sent_);
-  }
-  ~SplitHelloClient() {
-    SSL_free(ssl_);
-    SSL_CTX_free(ctx_);
-    if (fd_ >= 0) close(fd_);
+               send(fd, hello_.data(), sent_, MSG_NOSIGNAL) == static_cast<ssize_t>(sent_);
   }
   // Whether the first part went out (and a second part is left).
   bool started() const { return started_; }
-  int fd() const { return fd_; }
+  int fd() const { return tls_.fd(); }
   // Sends the rest of the ClientHello, finishes the handshake on the socket, then asks
   // `request`: what the server answered until it closed the connection ("" if the handshake
   // failed).
   std::string SendRestAndAsk(const std::string& request) {
     const size_t rest = hello_.size() - sent_;
-    if (send(fd_, hello_.data() + sent_, rest, MSG_NOSIGNAL) != static_cast<ssize_t>(rest)) {
+    if (send(tls_.fd(), hello_.data() + sent_, rest, MSG_NOSIGNAL) != static_cast<ssize_t>(rest)) {
       return "";
     }
-    SSL_set0_wbio(ssl_, BIO_new_socket(fd_, BIO_NOCLOSE));
-    if (SSL_connect(ssl_) != 1) return "";
-    if (SSL_write(ssl_, request.data(), static_cast<int>(request.size())) <= 0) return "";
-    std::string answer;
-    char buf[1024];
-    for (int n; (n = SSL_read(ssl_, buf, sizeof buf)) > 0;) answer.append(buf, n);
-    return answer;
+    SSL_set0_wbio(tls_.ssl(), BIO_new_socket(tls_.fd(), BIO_NOCLOSE));
+    if (SSL_connect(tls_.ssl()) != 1) return "";
+    return tls_.Ask(request);
   }
 
  private:
-  const int fd_;
-  SSL_CTX* const ctx_;
-  SSL* const ssl_;
+  TlsClientSide tls_;
   std::string hello_;
   size_t sent_ = 0;
   bool started_ = false;
@@ -1010,15 +1012,8 @@ TEST_F(TlsTest, AHandshakeThatStallsIsParkedAndGoesOnWhenTheRestComes) {
   SplitHelloClient stalled(*server_->http_port(), /*first=*/20);
   ASSERT_TRUE(stalled.started());
   absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the rest of its hello
-  auto fresh = HttpsClient();
-  fresh->set_connection_timeout(3, 0);
-  fresh->set_read_timeout(3, 0);
-  httplib::Result r = fresh->Get("/v1/models");
-  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
-  EXPECT_EQ(r->status, 200);
-  EXPECT_THAT(
-      stalled.SendRestAndAsk("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
-      StartsWith("HTTP/1.1 200"));
+  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
+  EXPECT_THAT(stalled.SendRestAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
 }
 
 // Stalled handshakes on every thread, and more: a new client is served, and each stalled one is
@@ -1035,12 +1030,7 @@ TEST_F(TlsTest, StalledHandshakesAreClosedAtTheRequestReadTimeoutWithoutStarving
     ASSERT_TRUE(stalled.back()->started());
   }
   absl::SleepFor(absl::Milliseconds(200));
-  auto fresh = HttpsClient();
-  fresh->set_connection_timeout(2, 0);
-  fresh->set_read_timeout(2, 0);
-  httplib::Result r = fresh->Get("/health");
-  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
-  EXPECT_EQ(r->status, 200);
+  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/health", 2));
   // The rest never comes: the server closes each connection at its deadline, 3 s after a thread
   // took it (not at once when it was parked; the upper bound is generous against the load).
   for (size_t i = 0; i < stalled.size(); ++i) {
@@ -1064,12 +1054,7 @@ TEST_F(TlsTest, HandshakenConnectionsWithoutARequestDoNotStarveANewClient) {
     ASSERT_TRUE(quiet.back()->connected()) << "connection " << i;
   }
   absl::SleepFor(absl::Milliseconds(200));
-  auto fresh = HttpsClient();
-  fresh->set_connection_timeout(3, 0);
-  fresh->set_read_timeout(3, 0);
-  httplib::Result r = fresh->Get("/v1/models");
-  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
-  EXPECT_EQ(r->status, 200);
+  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
   for (size_t i = 0; i < quiet.size(); ++i) {
     EXPECT_THAT(quiet[i]->Get("/health"), StartsWith("HTTP/1.1 200")) << "connection " << i;
   }
