@@ -957,46 +957,86 @@ TEST_F(TlsTest, AParkedConnectionsWaitForAThreadDoesNotCountAgainstItsHandshake)
   close(stalled);
 }
 
-// A TLS client (the server's certificate not checked) whose ClientHello goes out in two parts:
-// `first` bytes at once, the rest when SendRest is called, which then completes the handshake.
-class SplitHelloClient {
+// A TLS 1.3 client over memory BIOs, the bytes on the wire moved by hand, so that it can stop at
+// a chosen point of its handshake (the server's certificate not checked): 20 bytes into its
+// ClientHello, or with its Finished, the handshake's last message, written but not sent (the
+// server then waits for it, as for a client that stalls after reading the server's flight).
+class HandTlsClient {
  public:
-  SplitHelloClient(int port, size_t first) : tls_(ConnectTcp(port), /*owns_fd=*/true) {
-    const int fd = tls_.fd();
+  enum class Stop { kInClientHello, kBeforeFinished };
+
+  HandTlsClient(int port, Stop stop) : tls_(ConnectTcp(port), /*owns_fd=*/true) {
     SSL* const ssl = tls_.ssl();
-    if (fd < 0) return;
-    // The ClientHello is written to memory (the socket is non-blocking for this first step, so
-    // that SSL_connect returns when it would wait for the server's answer).
-    SSL_set_bio(ssl, BIO_new_socket(fd, BIO_NOCLOSE), BIO_new(BIO_s_mem()));
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (SSL_connect(ssl) != -1) return;
-    char buf[4096];
-    for (int n; (n = BIO_read(SSL_get_wbio(ssl), buf, sizeof buf)) > 0;) hello_.append(buf, n);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    sent_ = std::min(first, hello_.size());
-    started_ = sent_ < hello_.size() &&
-               send(fd, hello_.data(), sent_, MSG_NOSIGNAL) == static_cast<ssize_t>(sent_);
+    if (tls_.fd() < 0 || SSL_set_min_proto_version(ssl, TLS1_3_VERSION) != 1) return;
+    SSL_set_bio(ssl, BIO_new(BIO_s_mem()), BIO_new(BIO_s_mem()));  // the SSL owns both
+    SSL_set_connect_state(ssl);
+    if (SSL_do_handshake(ssl) != -1) return;  // it must wait for the server: the hello is out
+    TakeWritten();
+    if (stop == Stop::kInClientHello) {
+      started_ = Send(20);
+      return;
+    }
+    // The hello, then the server's flight until the handshake is done on the client's side.
+    if (!Send(pending_.size())) return;
+    int r = -1;
+    while (r != 1 && Receive()) r = SSL_do_handshake(ssl);
+    TakeWritten();  // the client's Finished
+    started_ = r == 1 && !pending_.empty();
   }
-  // Whether the first part went out (and a second part is left).
+  // Whether it stopped where it was asked to, with bytes left to send.
   bool started() const { return started_; }
   int fd() const { return tls_.fd(); }
-  // Sends the rest of the ClientHello, finishes the handshake on the socket, then asks
-  // `request`: what the server answered until it closed the connection ("" if the handshake
-  // failed).
-  std::string SendRestAndAsk(const std::string& request) {
-    const size_t rest = hello_.size() - sent_;
-    if (send(tls_.fd(), hello_.data() + sent_, rest, MSG_NOSIGNAL) != static_cast<ssize_t>(rest)) {
-      return "";
+  // Goes on from where it stopped, asks `request`, and returns what the server answered until
+  // it closed the connection ("" if the handshake failed).
+  std::string GoOnAndAsk(const std::string& request) {
+    SSL* const ssl = tls_.ssl();
+    if (!Send(pending_.size())) return "";
+    while (SSL_is_init_finished(ssl) != 1) {
+      if (!Receive()) return "";
+      const int r = SSL_do_handshake(ssl);
+      if (r != 1 && SSL_get_error(ssl, r) != SSL_ERROR_WANT_READ) return "";
+      TakeWritten();
+      if (!Send(pending_.size())) return "";
     }
-    SSL_set0_wbio(tls_.ssl(), BIO_new_socket(tls_.fd(), BIO_NOCLOSE));
-    if (SSL_connect(tls_.ssl()) != 1) return "";
-    return tls_.Ask(request);
+    if (SSL_write(ssl, request.data(), static_cast<int>(request.size())) <= 0) return "";
+    TakeWritten();
+    if (!Send(pending_.size())) return "";
+    std::string answer;
+    char buf[1024];
+    while (Receive()) {
+      for (int n; (n = SSL_read(ssl, buf, sizeof buf)) > 0;) answer.append(buf, n);
+    }
+    return answer;
   }
 
  private:
+  // What the client wrote to its output BIO, appended to pending_.
+  void TakeWritten() {
+    char buf[4096];
+    for (int n; (n = BIO_read(SSL_get_wbio(tls_.ssl()), buf, sizeof buf)) > 0;) {
+      pending_.append(buf, n);
+    }
+  }
+  // Sends the first `bytes` of pending_.
+  bool Send(size_t bytes) {
+    bytes = std::min(bytes, pending_.size());
+    if (send(tls_.fd(), pending_.data(), bytes, MSG_NOSIGNAL) != static_cast<ssize_t>(bytes)) {
+      return false;
+    }
+    pending_.erase(0, bytes);
+    return true;
+  }
+  // One read from the socket (waiting up to 30 s) into the input BIO; false at the end of the
+  // stream, on an error or at the timeout.
+  bool Receive() {
+    pollfd p{tls_.fd(), POLLIN, 0};
+    char buf[16384];
+    const ssize_t n = poll(&p, 1, 30000) > 0 ? recv(tls_.fd(), buf, sizeof buf, 0) : -1;
+    return n > 0 && BIO_write(SSL_get_rbio(tls_.ssl()), buf, static_cast<int>(n)) == n;
+  }
+
   TlsClientSide tls_;
-  std::string hello_;
-  size_t sent_ = 0;
+  std::string pending_;  // written by the client, not yet sent
   bool started_ = false;
 };
 
@@ -1009,11 +1049,25 @@ TEST_F(TlsTest, AHandshakeThatStallsIsParkedAndGoesOnWhenTheRestComes) {
   o.http_threads = 1;
   o.http_request_read_timeout = std::chrono::milliseconds(120000);
   StartServer(o);
-  SplitHelloClient stalled(*server_->http_port(), /*first=*/20);
+  HandTlsClient stalled(*server_->http_port(), HandTlsClient::Stop::kInClientHello);
   ASSERT_TRUE(stalled.started());
   absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the rest of its hello
   ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
-  EXPECT_THAT(stalled.SendRestAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(stalled.GoOnAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
+}
+
+// The same for a client that stops with its Finished unsent, after reading the server's flight
+// (where a TLS server most often waits for its client): parked, and served when it goes on.
+TEST_F(TlsTest, AHandshakeThatStallsBeforeTheClientsFinishedIsParkedAndGoesOn) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 1;
+  o.http_request_read_timeout = std::chrono::milliseconds(120000);
+  StartServer(o);
+  HandTlsClient stalled(*server_->http_port(), HandTlsClient::Stop::kBeforeFinished);
+  ASSERT_TRUE(stalled.started());
+  absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the client's Finished
+  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
+  EXPECT_THAT(stalled.GoOnAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
 }
 
 // Stalled handshakes on every thread, and more: a new client is served, and each stalled one is
@@ -1024,9 +1078,10 @@ TEST_F(TlsTest, StalledHandshakesAreClosedAtTheRequestReadTimeoutWithoutStarving
   o.http_request_read_timeout = std::chrono::milliseconds(3000);
   StartServer(o);
   const absl::Time connected = absl::Now();
-  std::vector<std::unique_ptr<SplitHelloClient>> stalled;
+  std::vector<std::unique_ptr<HandTlsClient>> stalled;
   for (int i = 0; i < 4; ++i) {
-    stalled.push_back(std::make_unique<SplitHelloClient>(*server_->http_port(), 20));
+    stalled.push_back(std::make_unique<HandTlsClient>(*server_->http_port(),
+                                                      HandTlsClient::Stop::kInClientHello));
     ASSERT_TRUE(stalled.back()->started());
   }
   absl::SleepFor(absl::Milliseconds(200));
