@@ -1040,34 +1040,36 @@ class HandTlsClient {
   bool started_ = false;
 };
 
+// The fixture's check for a client whose handshake stalls at `stop`: on the server's only
+// thread (120 s handshake timeout), a new client is served meanwhile, and the stalled one is
+// answered 200 when it goes on.
+class TlsStallTest : public TlsTest {
+ protected:
+  void ExpectAStalledHandshakeParkedAndServed(HandTlsClient::Stop stop) {
+    ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+    o.http_threads = 1;
+    o.http_request_read_timeout = std::chrono::milliseconds(120000);
+    StartServer(o);
+    HandTlsClient stalled(*server_->http_port(), stop);
+    ASSERT_TRUE(stalled.started());
+    absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the client
+    ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
+    EXPECT_THAT(stalled.GoOnAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
+  }
+};
+
 // A client that stops in the middle of its ClientHello gives its thread up to a client that
 // needs one (parked with the pool's watcher, as a connection that sends nothing is), and its
 // handshake goes on when the rest comes. Before, it held its thread until the request read
 // timeout, and the client waiting for that thread was not served.
-TEST_F(TlsTest, AHandshakeThatStallsIsParkedAndGoesOnWhenTheRestComes) {
-  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
-  o.http_threads = 1;
-  o.http_request_read_timeout = std::chrono::milliseconds(120000);
-  StartServer(o);
-  HandTlsClient stalled(*server_->http_port(), HandTlsClient::Stop::kInClientHello);
-  ASSERT_TRUE(stalled.started());
-  absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the rest of its hello
-  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
-  EXPECT_THAT(stalled.GoOnAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
+TEST_F(TlsStallTest, AHandshakeThatStallsIsParkedAndGoesOnWhenTheRestComes) {
+  ExpectAStalledHandshakeParkedAndServed(HandTlsClient::Stop::kInClientHello);
 }
 
 // The same for a client that stops with its Finished unsent, after reading the server's flight
 // (where a TLS server most often waits for its client): parked, and served when it goes on.
-TEST_F(TlsTest, AHandshakeThatStallsBeforeTheClientsFinishedIsParkedAndGoesOn) {
-  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
-  o.http_threads = 1;
-  o.http_request_read_timeout = std::chrono::milliseconds(120000);
-  StartServer(o);
-  HandTlsClient stalled(*server_->http_port(), HandTlsClient::Stop::kBeforeFinished);
-  ASSERT_TRUE(stalled.started());
-  absl::SleepFor(absl::Milliseconds(200));  // the only thread waits for the client's Finished
-  ASSERT_NO_FATAL_FAILURE(ExpectANewClientServed("/v1/models", 3));
-  EXPECT_THAT(stalled.GoOnAndAsk(kHealthThenClose), StartsWith("HTTP/1.1 200"));
+TEST_F(TlsStallTest, AHandshakeThatStallsBeforeTheClientsFinishedIsParkedAndGoesOn) {
+  ExpectAStalledHandshakeParkedAndServed(HandTlsClient::Stop::kBeforeFinished);
 }
 
 // Stalled handshakes on every thread, and more: a new client is served, and each stalled one is
