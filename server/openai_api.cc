@@ -5,10 +5,12 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -20,10 +22,12 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -872,9 +876,9 @@ class BudgetedSocketStream : public httplib::Stream {
 // It also keeps the connections parked by BudgetedServer: a connection waiting for its client
 // before its first request (for its first bytes, the rest of a TLS handshake, or the first
 // request after it), while another connection waits for a thread, gives its thread up and is
-// watched by one thread (`poll` over all of them) until the client's bytes arrive, then queued
-// again as a job; at its deadline it is closed. So before its first request a connection holds
-// a thread only while its client is sending, as in an event-driven server (nginx, uvicorn):
+// watched by one thread (one epoll set for all of them) until the client's bytes arrive, then
+// queued again as a job; at its deadline it is closed. So before its first request a connection
+// holds a thread only while its client is sending, as in an event-driven server (nginx, uvicorn):
 // silent or stalled connections do not keep every other client waiting for their timeout.
 class HttpThreadPool : public httplib::TaskQueue {
  public:
@@ -885,6 +889,12 @@ class HttpThreadPool : public httplib::TaskQueue {
       pool->wake_[0] = pool->wake_[1] = -1;
       return absl::UnavailableError(absl::StrCat(
           "cannot make the HTTP connection watcher's wake-up pipe: ", std::strerror(error)));
+    }
+    pool->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event wake{.events = EPOLLIN, .data = {.fd = pool->wake_[0]}};
+    if (pool->epoll_ < 0 || ::epoll_ctl(pool->epoll_, EPOLL_CTL_ADD, pool->wake_[0], &wake) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot make the HTTP connection watcher's epoll set: ", std::strerror(errno)));
     }
     for (size_t i = 0; i < n; ++i) {
       absl::StatusOr<std::thread> t = StartThread(absl::StrCat("HTTP thread ", i + 1, " of ", n),
@@ -902,7 +912,7 @@ class HttpThreadPool : public httplib::TaskQueue {
   }
   ~HttpThreadPool() override {
     shutdown();
-    for (const int fd : wake_) {
+    for (const int fd : {wake_[0], wake_[1], epoll_}) {
       if (fd >= 0) ::close(fd);
     }
   }
@@ -938,16 +948,22 @@ class HttpThreadPool : public httplib::TaskQueue {
   // instead (and destroys `resume`). False (nothing taken) when no connection waits or the pool
   // is shutting down.
   bool Park(int sock, std::chrono::steady_clock::time_point deadline, Resume resume) {
+    bool soonest = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (shutdown_ || !Pressed()) return false;
-      parked_.push_back({sock, deadline, std::move(resume)});
+      // Watched once: the watcher takes the registration out when it resumes or closes it.
+      epoll_event watch{.events = EPOLLIN | EPOLLRDHUP, .data = {.fd = sock}};
+      if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, sock, &watch) != 0) return false;  // waits itself
+      parked_.emplace(sock, Parked{deadline, std::move(resume)});
+      deadlines_.emplace(deadline, sock);
+      soonest = deadlines_.begin()->second == sock;
       // Counted as YieldToQueued counts: this thread is on its way to the queued connection, so
       // no other thread gives its connection up for the same one.
       ++yielding_;
       tl_yielding_ = true;
     }
-    Wake();
+    if (soonest) Wake();  // the watcher's wait ends earlier now
     return true;
   }
   // Closes the parked connections, runs the queued jobs, then joins every thread. Idempotent
@@ -967,7 +983,6 @@ class HttpThreadPool : public httplib::TaskQueue {
 
  private:
   struct Parked {
-    int sock;
     std::chrono::steady_clock::time_point deadline;
     Resume resume;
   };
@@ -985,56 +1000,59 @@ class HttpThreadPool : public httplib::TaskQueue {
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
   }
-  // The watcher: one poll over the wake-up pipe and every parked socket, until the soonest
-  // deadline; readable sockets are queued as jobs (in the order they were parked), expired ones
-  // closed. Only Park adds entries and only this thread removes them, so the first entries
-  // are the ones polled, in the same order. Once shutdown() has begun nothing more is queued
-  // (a job queued after the last thread left would keep its socket open): the loop ends and
-  // closes every parked socket, readable or not.
+  // The watcher: waits on the epoll set (the wake-up pipe and every parked socket) until the
+  // soonest deadline; sockets that became readable are queued as jobs, those past their
+  // deadline closed. Each wake-up costs the events it returns and the deadlines that passed,
+  // not a pass over every parked connection (a `poll` over 8,000 parked connections took about
+  // 3.6 ms a wake-up, so parked clients that sent their requests one after another waited past
+  // their deadlines). Once shutdown() has begun nothing more is queued (a job queued after the
+  // last thread left would keep its socket open): the loop ends and closes every parked socket,
+  // readable or not.
   void Watch() {
-    std::vector<pollfd> fds;
+    constexpr int kEvents = 256;
+    std::array<epoll_event, kEvents> events;
     std::vector<int> expired;
     for (;;) {
-      auto soonest = std::chrono::steady_clock::time_point::max();
+      int timeout_ms = -1;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (shutdown_) break;
-        fds.assign(1, pollfd{wake_[0], POLLIN, 0});
-        for (const Parked& p : parked_) {
-          fds.push_back(pollfd{p.sock, POLLIN, 0});
-          soonest = std::min(soonest, p.deadline);
+        if (!deadlines_.empty()) {
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+              deadlines_.begin()->first - std::chrono::steady_clock::now());
+          timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
         }
       }
-      int timeout_ms = -1;
-      if (soonest != std::chrono::steady_clock::time_point::max()) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-            soonest - std::chrono::steady_clock::now());
-        timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
-      }
-      (void)TEMP_FAILURE_RETRY(::poll(fds.data(), fds.size(), timeout_ms));
-      char drain[64];
-      while (::read(wake_[0], drain, sizeof drain) > 0) {
-      }
+      const int n = TEMP_FAILURE_RETRY(::epoll_wait(epoll_, events.data(), kEvents, timeout_ms));
       const auto now = std::chrono::steady_clock::now();
       size_t resumed = 0;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        std::vector<Parked> kept;
-        for (size_t i = 0; i < parked_.size(); ++i) {
-          Parked& p = parked_[i];
-          const bool polled = i + 1 < fds.size();
-          if (polled && fds[i + 1].revents != 0 && !shutdown_) {
-            jobs_.push_back([resume = std::move(p.resume), queued_at = now] {
-              resume(std::chrono::steady_clock::now() - queued_at);
-            });
-            ++resumed;
-          } else if (p.deadline <= now) {
-            expired.push_back(p.sock);
-          } else {
-            kept.push_back(std::move(p));
+        for (int i = 0; i < n; ++i) {
+          const int fd = events[i].data.fd;
+          if (fd == wake_[0]) {
+            char drain[64];
+            while (::read(wake_[0], drain, sizeof drain) > 0) {
+            }
+            continue;
           }
+          if (shutdown_) continue;
+          auto it = parked_.find(fd);
+          if (it == parked_.end()) continue;
+          (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+          deadlines_.erase({it->second.deadline, fd});
+          jobs_.push_back([resume = std::move(it->second.resume), queued_at = now] {
+            resume(std::chrono::steady_clock::now() - queued_at);
+          });
+          parked_.erase(it);
+          ++resumed;
         }
-        parked_.swap(kept);
+        while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+          const int fd = deadlines_.begin()->second;
+          deadlines_.erase(deadlines_.begin());
+          parked_.erase(fd);
+          expired.push_back(fd);  // closing it takes it out of the epoll set
+        }
       }
       for (size_t i = 0; i < resumed; ++i) cv_.notify_one();
       for (const int sock : expired) CloseConnection(sock);
@@ -1042,12 +1060,13 @@ class HttpThreadPool : public httplib::TaskQueue {
     }
     // Shutting down: the parked connections are closed, as a stop closes a connection still
     // waiting for its first request.
-    std::vector<Parked> left;
+    absl::flat_hash_map<int, Parked> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
       left.swap(parked_);
+      deadlines_.clear();
     }
-    for (const Parked& p : left) CloseConnection(p.sock);
+    for (const auto& [sock, parked] : left) CloseConnection(sock);
   }
   void Work() {
     for (;;) {
@@ -1075,8 +1094,11 @@ class HttpThreadPool : public httplib::TaskQueue {
   // silent new one parked, Park) and have not taken a job yet.
   size_t yielding_ = 0;
   static thread_local bool tl_yielding_;  // this thread is one of them
-  std::vector<Parked> parked_;  // connections the watcher holds, in the order they were parked
-  int wake_[2] = {-1, -1};      // the watcher's wake-up pipe (read end, write end)
+  // The connections the watcher holds, by socket, and their deadlines in order.
+  absl::flat_hash_map<int, Parked> parked_;
+  std::set<std::pair<std::chrono::steady_clock::time_point, int>> deadlines_;
+  int wake_[2] = {-1, -1};  // the watcher's wake-up pipe (read end, write end)
+  int epoll_ = -1;          // the watcher's epoll set: the pipe's read end and the parked sockets
   std::vector<std::thread> threads_;
   std::thread watcher_;
 };
