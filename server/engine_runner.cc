@@ -224,6 +224,7 @@ absl::StatusOr<std::string> EngineRunner::Submit(const SubmitArgs& args,
       result = s;
       return;
     }
+    sink->OnAccepted(name);
     live_[id] = Live{name, std::move(sink), args.seed, stop_early};
     by_name_[name] = id;
     {

@@ -78,6 +78,12 @@ struct Completion {
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
+  // The engine accepted the request under `request_id`. Called on the engine thread inside
+  // Submit, before any of the request's tokens: a sink that may abort its own request (a stream
+  // that overflows its buffer) knows the id by its first token. (Learning it only when Submit
+  // returned on the caller's thread let a fast-paced engine finish the request first, so an
+  // overflow's abort found nothing to abort.)
+  virtual void OnAccepted(const std::string& request_id) { (void)request_id; }
   // `tokens` is valid for the call only (the engine thread reuses the vector): copy what is kept.
   virtual void OnTokens(const std::vector<GeneratedToken>& tokens) = 0;
   virtual void OnComplete(const Completion& completion) = 0;

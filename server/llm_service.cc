@@ -101,9 +101,9 @@ class StreamState : public RequestSink {
         max_buffer_(max_buffer),
         abort_(runner) {}
 
-  // The engine accepted the request under this id; a cancel or overflow that came first aborts
-  // it now.
-  void set_request_id(const std::string& id) { abort_.SetId(id); }
+  // The engine accepted the request under this id (on the engine thread, before its first
+  // token); a cancel that came first aborts it now.
+  void OnAccepted(const std::string& id) override { abort_.SetId(id); }
   // The client cancelled or its deadline expired.
   void AbortRequest() { abort_.Abort(); }
 
@@ -297,11 +297,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<GenerateResponse> {
 
   void Start(const GenerateInput& input) {
     absl::StatusOr<std::string> id = SubmitGenerate(runner_, metrics_, input, state_);
-    if (!id.ok()) {
-      state_->FinishWith(ToGrpcStatus(id.status()));
-      return;
-    }
-    state_->set_request_id(*id);
+    if (!id.ok()) state_->FinishWith(ToGrpcStatus(id.status()));
   }
 
   void OnWriteDone(bool ok) override { state_->WriteDone(ok); }
