@@ -1047,11 +1047,17 @@ class HttpThreadPool : public httplib::TaskQueue {
           parked_.erase(it);
           ++resumed;
         }
-        while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        // With a full batch of events, sockets that are readable may not have been returned
+        // yet: the next wait returns at once with them, and only then are deadlines applied,
+        // so that a client that sent its bytes in time is not closed.
+        while (n < kEvents && !deadlines_.empty() && deadlines_.begin()->first <= now) {
           const int fd = deadlines_.begin()->second;
           deadlines_.erase(deadlines_.begin());
           parked_.erase(fd);
-          expired.push_back(fd);  // closing it takes it out of the epoll set
+          // Out of the set before the close (a close takes it out only if no other descriptor
+          // refers to the socket).
+          (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+          expired.push_back(fd);
         }
       }
       for (size_t i = 0; i < resumed; ++i) cv_.notify_one();
