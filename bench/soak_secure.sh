@@ -49,6 +49,7 @@ leaf client soak-client "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n\
 extendedKeyUsage=clientAuth\n" 3
 openssl rand -hex 24 >token
 
+: >serve.log  # there before the server's shell opens it: the loop below reads it at once
 "$neupims" serve --pacing fast --port 0 --http-port 0 --metrics-port -1 \
   --tls-cert server.pem --tls-key server.key --tls-client-ca ca.pem --auth-token-file token \
   >serve.log 2>&1 &
