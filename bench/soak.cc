@@ -64,6 +64,7 @@
 #include "server/server.h"
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/metrics_scrape.h"
+#include "tools/loadgen/security_flags.h"
 
 namespace neupims::soak {
 
@@ -687,19 +688,7 @@ int Main(int argc, char** argv) {
                  "Allowed RSS growth from the end of the warm-up to the end, MiB")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  app.add_option("--tls-ca", f.tls.ca,
-                 "With --target: PEM CA certificate(s) that signed the target's certificate "
-                 "(a server started with --tls-cert); TLS on both front ends")
-      ->check(CLI::ExistingFile);
-  app.add_option("--tls-cert", f.tls.cert,
-                 "With --target: PEM client certificate for mutual TLS (needs --tls-key)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--tls-key", f.tls.key, "PEM private key of --tls-cert (unencrypted)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--auth-token-file", f.auth_token_file,
-                 "With --target: the file of the target's bearer token (its --auth-token-file), "
-                 "sent with every call")
-      ->check(CLI::ExistingFile);
+  loadgen::AddClientSecurityFlags(&app, &f.tls, &f.auth_token_file);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -719,6 +708,13 @@ int Main(int argc, char** argv) {
   }
   if (f.tls.any() && f.tls.ca.empty()) {
     std::fprintf(stderr, "soak: --tls-cert and --tls-key need --tls-ca (the target's CA)\n");
+    return 2;
+  }
+  // The PEM files read now, for both front ends (the HTTP one reads them only as it connects).
+  if (absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+          loadgen::ChannelCredentials(f.tls);
+      !creds.ok()) {
+    std::fprintf(stderr, "soak: %s\n", std::string(creds.status().message()).c_str());
     return 2;
   }
   if (!f.target.empty()) {

@@ -943,11 +943,13 @@ class HttpThreadPool : public httplib::TaskQueue {
   // Called by a thread whose connection waits for its client before its first request (`sock`,
   // the client's next bytes due by `deadline`): when a connection waits for a thread that no
   // free or yielding thread will take, the watcher takes `sock` over and the caller's thread is
-  // free. `resume` is queued as a job once the socket is readable (data, end of stream or
-  // error); at the deadline, or when the pool shuts down first, the watcher closes the socket
-  // instead (and destroys `resume`). False (nothing taken) when no connection waits or the pool
-  // is shutting down.
-  bool Park(int sock, std::chrono::steady_clock::time_point deadline, Resume resume) {
+  // free. `make_resume()`, called only then, gives the job queued once the socket is readable
+  // (data, end of stream or error); at the deadline, or when the pool shuts down first, the
+  // watcher closes the socket instead (and destroys the job). False (nothing taken) when no
+  // connection waits or the pool is shutting down.
+  template <typename MakeResume>
+  bool Park(int sock, std::chrono::steady_clock::time_point deadline,
+            const MakeResume& make_resume) {
     bool soonest = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -955,7 +957,7 @@ class HttpThreadPool : public httplib::TaskQueue {
       // Watched once: the watcher takes the registration out when it resumes or closes it.
       epoll_event watch{.events = EPOLLIN | EPOLLRDHUP, .data = {.fd = sock}};
       if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, sock, &watch) != 0) return false;  // waits itself
-      parked_.emplace(sock, Parked{deadline, std::move(resume)});
+      parked_.emplace(sock, Parked{deadline, Resume(make_resume())});
       deadlines_.emplace(deadline, sock);
       soonest = deadlines_.begin()->second == sock;
       // Counted as YieldToQueued counts: this thread is on its way to the queued connection, so
@@ -1311,7 +1313,8 @@ class BudgetedServer : public httplib::Server {
   // Waits for the client's next bytes on `sock` (data, the end of the stream or an error)
   // until `deadline`, in short steps so that stop() ends the wait. While it waits, a connection
   // queued for a thread takes this one: the socket is parked with the pool's watcher, which
-  // queues `make_resume()` (the connection's next step) once the bytes arrive.
+  // queues `make_resume()` (the connection's next step, made only if it is parked) once the
+  // bytes arrive.
   template <typename MakeResume>
   Wait AwaitOrPark(int sock, std::chrono::steady_clock::time_point deadline,
                    const MakeResume& make_resume) {
@@ -1320,7 +1323,7 @@ class BudgetedServer : public httplib::Server {
       pollfd p{sock, POLLIN, 0};
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return Wait::kArrived;
       if (now >= deadline) return Wait::kNone;
-      if (pool_->Park(sock, deadline, make_resume())) return Wait::kParked;
+      if (pool_->Park(sock, deadline, make_resume)) return Wait::kParked;
       const auto step = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),
                                  kStopCheckInterval);
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(step.count()))) != 0) {

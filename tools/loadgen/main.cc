@@ -22,6 +22,7 @@
 #include "tools/loadgen/loadgen.h"
 #include "tools/loadgen/report.h"
 #include "tools/loadgen/results.h"
+#include "tools/loadgen/security_flags.h"
 #include "tools/neupims/enum_flag.h"
 #include "tools/workload/range_flag.h"
 #include "tools/workload/workload_flags.h"
@@ -109,21 +110,7 @@ int RunBench(int argc, char** argv) {
                  "Seconds to wait for the server before giving up")
       ->check(neupims::InRange(neupims::option_ranges::kConnectTimeoutS))
       ->capture_default_str();
-  app.add_option("--auth-token-file", auth_token_file,
-                 "File whose first line is the bearer token of a server started with "
-                 "--auth-token-file; sent on every call of either backend and in CNN mode")
-      ->check(neupims::NonEmpty());
-  app.add_option("--tls-ca", o.tls.ca,
-                 "PEM CA certificate that signed the certificate of a server started with "
-                 "--tls-cert: gRPC over TLS (--backend grpc and CNN mode), and the CA "
-                 "an https:// --base-url is verified with")
-      ->check(neupims::NonEmpty());
-  app.add_option("--tls-cert", o.tls.cert,
-                 "PEM client certificate for a server with --tls-client-ca (mutual TLS; needs "
-                 "--tls-key)")
-      ->check(neupims::NonEmpty());
-  app.add_option("--tls-key", o.tls.key, "PEM private key of --tls-cert (unencrypted)")
-      ->check(neupims::NonEmpty());
+  neupims::loadgen::AddClientSecurityFlags(&app, &o.tls, &auth_token_file);
   app.add_flag("-q,--quiet", o.quiet,
                "Nothing on stderr but errors (no workload report, progress)");
   app.add_flag("!--no-progress", o.progress, "No progress bar or periodic progress lines");
