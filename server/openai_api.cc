@@ -23,6 +23,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -41,6 +42,7 @@
 #include "nlohmann/json.hpp"
 #include "prometheus/text_serializer.h"
 #include "server/generate_request.h"
+#include "server/request_scan.h"
 #include "server/start_thread.h"
 #include "server/status_map.h"
 
@@ -730,30 +732,72 @@ class BudgetedSocketStream : public httplib::Stream {
         read_timeout_(read_timeout),
         write_timeout_(write_timeout) {}
 
+  // A read's size, and the most GatherRequest holds for a request (head and body) before it
+  // hands the request over: a parked connection keeps its bytes in memory.
+  static constexpr size_t kReadBytes = 4096;
+  static constexpr size_t kMaxGatheredBytes = size_t{64} << 10;
+
   bool is_readable() const override { return Readable(read_timeout_); }
   // Whether a byte can be read without waiting longer than `timeout`.
   bool Readable(std::chrono::milliseconds timeout) const {
-    return begin_ < end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0) || Poll(POLLIN, timeout);
+    return begin_ < buf_.size() || (ssl_ != nullptr && SSL_pending(ssl_) > 0) ||
+           Poll(POLLIN, timeout);
   }
   bool is_writable() const override { return Poll(POLLOUT, write_timeout_); }
   ssize_t read(char* ptr, size_t size) override {
-    if (begin_ == end_) {
-      const ssize_t n = Fill();
-      if (n <= 0) return n;
+    if (budget_->exceeded == RequestBudget::Exceeded::kHeadBytes) return -1;
+    if (begin_ == buf_.size()) {
+      buf_.clear();
       begin_ = 0;
-      end_ = static_cast<size_t>(n);
-      if (budget_->reading && budget_->in_head) {
-        budget_->head_bytes += end_;
-        if (budget_->head_bytes > RequestBudget::kMaxHeadBytes) {
-          budget_->exceeded = RequestBudget::Exceeded::kHeadBytes;
-          return -1;
-        }
-      }
+      const ssize_t n = Fill();
+      if (n <= 0 || !CountHeadBytes(static_cast<size_t>(n))) return n <= 0 ? n : -1;
     }
-    const size_t n = std::min(size, end_ - begin_);
-    std::memcpy(ptr, buf_ + begin_, n);
+    const size_t n = std::min(size, buf_.size() - begin_);
+    std::memcpy(ptr, buf_.data() + begin_, n);
     begin_ += n;
     return static_cast<ssize_t>(n);
+  }
+  // What GatherRequest found: the request can be handed to httplib (kReady), or the client's
+  // next bytes are awaited (kWaitRead; a TLS session may also wait to write, kWaitWrite).
+  enum class Gathered { kReady, kWaitRead, kWaitWrite };
+  // Reads, without waiting, what the client has sent of the request that starts at the next
+  // unread byte, until `scan` says httplib can be given it (RequestScan), the client must send
+  // more, or the stream ended or failed (kReady: httplib's own read then meets the end, and the
+  // head-size limit is applied as by read()). Buffered bytes are kept for read().
+  Gathered GatherRequest(RequestScan& scan) {
+    if (begin_ > 0) {
+      buf_.erase(0, begin_);
+      begin_ = 0;
+    }
+    while (!scan.Ready(buf_)) {
+      const size_t old = buf_.size();
+      if (buf_.capacity() < old + kReadBytes) {
+        // Grown to the request's size, not twice it: a parked connection holds this buffer.
+        buf_.reserve(std::max(old + kReadBytes, std::min(2 * buf_.capacity(), kMaxGatheredBytes)));
+      }
+      buf_.resize(old + kReadBytes);
+      short wait = 0;
+      ssize_t n = 0;
+      if (ssl_ == nullptr) {
+        n = TEMP_FAILURE_RETRY(::recv(sock_, buf_.data() + old, kReadBytes, MSG_DONTWAIT));
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) wait = POLLIN;
+      } else {
+        n = SSL_read(ssl_, buf_.data() + old, static_cast<int>(kReadBytes));
+        if (n <= 0) {
+          const int err = SSL_get_error(ssl_, static_cast<int>(n));
+          wait = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+        }
+      }
+      buf_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n > 0) {
+        if (!CountHeadBytes(static_cast<size_t>(n))) return Gathered::kReady;
+        continue;
+      }
+      if (wait == POLLIN) return Gathered::kWaitRead;
+      if (wait == POLLOUT) return Gathered::kWaitWrite;
+      return Gathered::kReady;
+    }
+    return Gathered::kReady;
   }
   ssize_t write(const char* ptr, size_t size) override {
     if (ssl_ == nullptr) {
@@ -786,10 +830,25 @@ class BudgetedSocketStream : public httplib::Stream {
   int socket() const override { return sock_; }
 
  private:
-  // Reads what comes next into buf_, waiting at most the read timeout for each byte of the
-  // socket and never past the request's deadline: the bytes read, 0 at the end of the stream,
-  // -1 on an error or a timeout (budget_->exceeded says if it was the deadline).
+  // Counts `n` bytes just read towards the head's limit while the head is read; false (and the
+  // budget marked) past it.
+  bool CountHeadBytes(size_t n) {
+    if (!budget_->reading || !budget_->in_head) return true;
+    budget_->head_bytes += n;
+    if (budget_->head_bytes <= RequestBudget::kMaxHeadBytes) return true;
+    budget_->exceeded = RequestBudget::Exceeded::kHeadBytes;
+    return false;
+  }
+  // Reads what comes next into buf_ (empty), waiting at most the read timeout for each byte of
+  // the socket and never past the request's deadline: the bytes read, 0 at the end of the
+  // stream, -1 on an error or a timeout (budget_->exceeded says if it was the deadline).
   ssize_t Fill() {
+    buf_.resize(kReadBytes);
+    const ssize_t n = FillInto(buf_.data());
+    buf_.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    return n;
+  }
+  ssize_t FillInto(char* out) {
     short events = POLLIN;
     for (;;) {
       if (ssl_ == nullptr || SSL_pending(ssl_) == 0 || events != POLLIN) {
@@ -815,8 +874,8 @@ class BudgetedSocketStream : public httplib::Stream {
           return -1;
         }
       }
-      if (ssl_ == nullptr) return TEMP_FAILURE_RETRY(::recv(sock_, buf_, sizeof buf_, 0));
-      const int n = SSL_read(ssl_, buf_, sizeof buf_);
+      if (ssl_ == nullptr) return TEMP_FAILURE_RETRY(::recv(sock_, out, kReadBytes, 0));
+      const int n = SSL_read(ssl_, out, static_cast<int>(kReadBytes));
       if (n > 0) return n;
       const int err = SSL_get_error(ssl_, n);
       if (err == SSL_ERROR_ZERO_RETURN) return 0;  // the client's close_notify
@@ -861,9 +920,9 @@ class BudgetedSocketStream : public httplib::Stream {
   const std::atomic<socket_t>* const listener_;
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds write_timeout_;
-  char buf_[4096];
+  // Bytes read and not yet taken by read(), from begin_; GatherRequest appends to them.
+  std::string buf_;
   size_t begin_ = 0;
-  size_t end_ = 0;
   bool wrote_ = false;
 };
 
@@ -940,15 +999,17 @@ class HttpThreadPool : public httplib::TaskQueue {
   // How long a resumed connection's job waited in the queue for a thread: time the server, not
   // the client, took, so the caller adds it to the client's deadline.
   using Resume = std::function<void(std::chrono::steady_clock::duration queued_for)>;
-  // Called by a thread whose connection waits for its client before its first request (`sock`,
-  // the client's next bytes due by `deadline`): when a connection waits for a thread that no
-  // free or yielding thread will take, the watcher takes `sock` over and the caller's thread is
-  // free. `make_resume()`, called only then, gives the job queued once the socket is readable
-  // (data, end of stream or error); at the deadline, or when the pool shuts down first, the
-  // watcher closes the socket instead (and destroys the job). False (nothing taken) when no
-  // connection waits or the pool is shutting down.
+  // Called by a thread whose connection waits for its client (`sock`, the client's next bytes
+  // due by `deadline`): before its first request, or in the middle of a request (`mid_request`).
+  // When a connection waits for a thread that no free or yielding thread will take, the watcher
+  // takes `sock` over and the caller's thread is free. `make_resume()`, called only then, gives
+  // the job queued once the socket is readable (data, end of stream or error). At the deadline,
+  // or when the pool shuts down first, the watcher closes a connection that has no request yet
+  // (and destroys the job); one in the middle of a request has its job queued then too, which
+  // answers the client (408 at the deadline, 503 at a stop) as a thread that had waited would.
+  // False (nothing taken) when no connection waits or the pool is shutting down.
   template <typename MakeResume>
-  bool Park(int sock, std::chrono::steady_clock::time_point deadline,
+  bool Park(int sock, std::chrono::steady_clock::time_point deadline, bool mid_request,
             const MakeResume& make_resume) {
     bool soonest = false;
     {
@@ -957,7 +1018,7 @@ class HttpThreadPool : public httplib::TaskQueue {
       // Watched once: the watcher takes the registration out when it resumes or closes it.
       epoll_event watch{.events = EPOLLIN | EPOLLRDHUP, .data = {.fd = sock}};
       if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, sock, &watch) != 0) return false;  // waits itself
-      parked_.emplace(sock, Parked{deadline, Resume(make_resume())});
+      parked_.emplace(sock, Parked{deadline, mid_request, Resume(make_resume())});
       deadlines_.emplace(deadline, sock);
       soonest = deadlines_.begin()->second == sock;
       // Counted as YieldToQueued counts: this thread is on its way to the queued connection, so
@@ -968,8 +1029,8 @@ class HttpThreadPool : public httplib::TaskQueue {
     if (soonest) Wake();  // the watcher's wait ends earlier now
     return true;
   }
-  // Closes the parked connections, runs the queued jobs, then joins every thread. Idempotent
-  // (httplib calls it, then deletes).
+  // Closes the parked connections (queues the jobs of those in the middle of a request), runs
+  // the queued jobs, then joins every thread. Idempotent (httplib calls it, then deletes).
   void shutdown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -977,6 +1038,11 @@ class HttpThreadPool : public httplib::TaskQueue {
     }
     Wake();
     if (watcher_.joinable()) watcher_.join();
+    {
+      // From here no job is queued: a thread that finds the queue empty may leave.
+      std::lock_guard<std::mutex> lock(mu_);
+      watched_ = true;
+    }
     cv_.notify_all();
     for (std::thread& t : threads_) {
       if (t.joinable()) t.join();
@@ -986,6 +1052,7 @@ class HttpThreadPool : public httplib::TaskQueue {
  private:
   struct Parked {
     std::chrono::steady_clock::time_point deadline;
+    bool mid_request;  // its job is queued at the deadline and at a stop, not dropped
     Resume resume;
   };
 
@@ -1009,7 +1076,8 @@ class HttpThreadPool : public httplib::TaskQueue {
   // 3.6 ms a wake-up, so parked clients that sent their requests one after another waited past
   // their deadlines). Once shutdown() has begun nothing more is queued (a job queued after the
   // last thread left would keep its socket open): the loop ends and closes every parked socket,
-  // readable or not.
+  // readable or not, except those in the middle of a request, whose jobs are queued (the pool's
+  // threads stay until the watcher has ended: shutdown()).
   void Watch() {
     constexpr int kEvents = 256;
     std::array<epoll_event, kEvents> events;
@@ -1043,9 +1111,7 @@ class HttpThreadPool : public httplib::TaskQueue {
           if (it == parked_.end()) continue;
           (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
           deadlines_.erase({it->second.deadline, fd});
-          jobs_.push_back([resume = std::move(it->second.resume), queued_at = now] {
-            resume(std::chrono::steady_clock::now() - queued_at);
-          });
+          QueueResume(std::move(it->second.resume), now);
           parked_.erase(it);
           ++resumed;
         }
@@ -1055,11 +1121,17 @@ class HttpThreadPool : public httplib::TaskQueue {
         while (n < kEvents && !deadlines_.empty() && deadlines_.begin()->first <= now) {
           const int fd = deadlines_.begin()->second;
           deadlines_.erase(deadlines_.begin());
-          parked_.erase(fd);
           // Out of the set before the close (a close takes it out only if no other descriptor
           // refers to the socket).
           (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-          expired.push_back(fd);
+          auto it = parked_.find(fd);
+          if (it->second.mid_request) {
+            QueueResume(std::move(it->second.resume), now);
+            ++resumed;
+          } else {
+            expired.push_back(fd);
+          }
+          parked_.erase(it);
         }
       }
       for (size_t i = 0; i < resumed; ++i) cv_.notify_one();
@@ -1067,14 +1139,26 @@ class HttpThreadPool : public httplib::TaskQueue {
       expired.clear();
     }
     // Shutting down: the parked connections are closed, as a stop closes a connection still
-    // waiting for its first request.
+    // waiting for its first request; one in the middle of a request is resumed, to be told 503.
     absl::flat_hash_map<int, Parked> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
       left.swap(parked_);
       deadlines_.clear();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto& [sock, parked] : left) {
+        if (parked.mid_request) QueueResume(std::move(parked.resume), now);
+      }
     }
-    for (const auto& [sock, parked] : left) CloseConnection(sock);
+    for (const auto& [sock, parked] : left) {
+      if (!parked.mid_request) CloseConnection(sock);
+    }
+  }
+  // Queues a parked connection's job (mu_ held), told how long it waited for a thread.
+  void QueueResume(Resume resume, std::chrono::steady_clock::time_point now) {
+    jobs_.push_back([resume = std::move(resume), queued_at = now] {
+      resume(std::chrono::steady_clock::now() - queued_at);
+    });
   }
   void Work() {
     for (;;) {
@@ -1083,9 +1167,9 @@ class HttpThreadPool : public httplib::TaskQueue {
         std::unique_lock<std::mutex> lock(mu_);
         if (std::exchange(tl_yielding_, false)) --yielding_;  // this thread takes a job now
         ++waiting_;
-        cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+        cv_.wait(lock, [this] { return watched_ || !jobs_.empty(); });
         --waiting_;
-        if (jobs_.empty()) return;  // shut down
+        if (jobs_.empty()) return;  // shut down, and the watcher queues no more
         fn = std::move(jobs_.front());
         jobs_.pop_front();
       }
@@ -1097,7 +1181,8 @@ class HttpThreadPool : public httplib::TaskQueue {
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
-  size_t waiting_ = 0;  // threads in Work's wait: each takes a job that enqueue() notifies
+  bool watched_ = false;  // shut down, and the watcher has ended (it queues jobs until then)
+  size_t waiting_ = 0;    // threads in Work's wait: each takes a job that enqueue() notifies
   // Threads that left their connection for a queued one (an idle one closed, YieldToQueued; a
   // silent new one parked, Park) and have not taken a job yet.
   size_t yielding_ = 0;
@@ -1168,7 +1253,7 @@ class BudgetedServer : public httplib::Server {
   // connection only while its client sends, or while it waits between requests (an idle
   // keep-alive connection, which is given up in turn: NextRequestArrives).
   bool ServeConnection(socket_t sock, std::chrono::steady_clock::time_point first_bytes_deadline) {
-    const Wait first = AwaitOrPark(sock, first_bytes_deadline, [&] {
+    const Wait first = AwaitOrPark(sock, first_bytes_deadline, /*mid_request=*/false, [&] {
       return [this, sock, first_bytes_deadline](std::chrono::steady_clock::duration queued_for) {
         ServeConnection(sock, first_bytes_deadline + queued_for);
       };
@@ -1200,7 +1285,7 @@ class BudgetedServer : public httplib::Server {
       const int err = SSL_get_error(ssl.get(), r);
       Wait wait = Wait::kNone;
       if (err == SSL_ERROR_WANT_READ) {
-        wait = AwaitOrPark(sock, deadline, [&] {
+        wait = AwaitOrPark(sock, deadline, /*mid_request=*/false, [&] {
           return [this, sock, ssl, deadline](std::chrono::steady_clock::duration queued_for) {
             ContinueHandshake(sock, ssl, deadline + queued_for);
           };
@@ -1219,12 +1304,13 @@ class BudgetedServer : public httplib::Server {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
     // Bytes OpenSSL has already read from the socket are not seen by a poll.
-    const Wait wait =
-        SSL_has_pending(ssl.get()) == 1 ? Wait::kArrived : AwaitOrPark(sock, deadline, [&] {
-          return [this, sock, ssl](std::chrono::steady_clock::duration) {
-            ServeAndClose(sock, ssl.get());
-          };
-        });
+    const Wait wait = SSL_has_pending(ssl.get()) == 1
+                          ? Wait::kArrived
+                          : AwaitOrPark(sock, deadline, /*mid_request=*/false, [&] {
+                              return [this, sock, ssl](std::chrono::steady_clock::duration) {
+                                ServeAndClose(sock, ssl);
+                              };
+                            });
     if (wait == Wait::kParked) return true;
     if (wait == Wait::kNone) {
       // Closed without close_notify, as the watcher closes a parked one at the same deadline
@@ -1233,29 +1319,63 @@ class BudgetedServer : public httplib::Server {
       CloseSocket(sock);
       return true;
     }
-    return ServeAndClose(sock, ssl.get());
+    return ServeAndClose(sock, std::move(ssl));
   }
-  // The connection's requests (on `ssl` over TLS, null for plain HTTP), then its close.
-  bool ServeAndClose(socket_t sock, SSL* ssl) {
-    Connection connection{.socket = sock};
-    tl_connection = &connection;
-    bool yielded = false;
-    const bool ok = Serve(ssl, connection.budget, &yielded);
+  enum class Wait { kArrived, kParked, kNone };
+  // A connection while its requests are served: on the heap, so that one parked in the middle of
+  // a request (its bytes so far in its stream's buffer) goes on from there on whichever thread
+  // takes it back.
+  struct Live {
+    Connection connection;
+    SharedSsl ssl;  // null for plain HTTP
+    std::unique_ptr<BudgetedSocketStream> strm;
+    std::optional<RequestScan> scan;  // the request being gathered, until httplib is given it
+    size_t left = 0;                  // requests it may still make (httplib's keep-alive count)
+    bool yielded = false;             // it was given up, idle, for a queued connection
+  };
+  enum class Served { kOk, kFailed, kParked };
+
+  // The connection's requests (over `ssl` for TLS, null for plain HTTP), then its close.
+  bool ServeAndClose(socket_t sock, SharedSsl ssl) {
+    using std::chrono::microseconds;
+    using std::chrono::milliseconds;
+    using std::chrono::seconds;
+    auto live = std::make_shared<Live>();
+    live->connection.socket = sock;
+    live->ssl = std::move(ssl);
+    live->strm = std::make_unique<BudgetedSocketStream>(
+        sock, live->ssl.get(), &live->connection.budget, &svr_sock_,
+        std::chrono::duration_cast<milliseconds>(seconds(read_timeout_sec_) +
+                                                 microseconds(read_timeout_usec_)),
+        std::chrono::duration_cast<milliseconds>(seconds(write_timeout_sec_) +
+                                                 microseconds(write_timeout_usec_)));
+    live->left = keep_alive_max_count_;
+    return ServeLive(std::move(live));
+  }
+  // Serves `live` from where it stopped (a new connection, or one that was parked in the middle
+  // of a request), then closes it, unless it is parked again.
+  bool ServeLive(std::shared_ptr<Live> live) {
+    tl_connection = &live->connection;
+    const Served served = Serve(live);
+    tl_connection = nullptr;
+    // OpenSSL keeps its errors per thread, and SSL_get_error reads them: what a broken
+    // connection left must not make this thread's next connection fail.
+    if (live->ssl != nullptr) ERR_clear_error();
+    if (served == Served::kParked) return true;  // the pool's watcher holds it now
     // close_notify (not waiting for the client's), except on an idle connection given up for
     // a queued one: a client that finds close_notify unread on its idle connection takes it as
     // still open, sends its next request and fails (httplib's SSLClient does), where a bare end
     // of stream makes it reconnect.
-    if (ssl != nullptr && ok && !yielded) (void)SSL_shutdown(ssl);
-    // OpenSSL keeps its errors per thread, and SSL_get_error reads them: what a broken
-    // connection left must not make this thread's next connection fail.
-    if (ssl != nullptr) ERR_clear_error();
-    tl_connection = nullptr;
-    CloseSocket(sock);
-    return ok;
+    if (live->ssl != nullptr && served == Served::kOk && !live->yielded) {
+      (void)SSL_shutdown(live->ssl.get());
+      ERR_clear_error();
+    }
+    CloseSocket(live->connection.socket);
+    return served == Served::kOk;
   }
   // A TLS connection whose set-up or handshake failed or timed out (or the server stopped).
   static bool CloseFailedTls(socket_t sock) {
-    ERR_clear_error();  // as in ServeAndClose
+    ERR_clear_error();  // as in ServeLive
     CloseSocket(sock);
     return false;
   }
@@ -1264,24 +1384,24 @@ class BudgetedServer : public httplib::Server {
     ::close(sock);
   }
   // The connection's requests, as httplib's loop: at most keep_alive_max_count_, the last told
-  // Connection: close. `yielded`: the connection was given up, idle, for a queued one.
-  bool Serve(SSL* ssl, RequestBudget& budget, bool* yielded) {
-    using std::chrono::microseconds;
-    using std::chrono::milliseconds;
-    using std::chrono::seconds;
-    BudgetedSocketStream strm(tl_connection->socket, ssl, &budget, &svr_sock_,
-                              std::chrono::duration_cast<milliseconds>(
-                                  seconds(read_timeout_sec_) + microseconds(read_timeout_usec_)),
-                              std::chrono::duration_cast<milliseconds>(
-                                  seconds(write_timeout_sec_) + microseconds(write_timeout_usec_)));
+  // Connection: close. Each request is gathered (GatherOrPark) before httplib reads it.
+  Served Serve(const std::shared_ptr<Live>& live) {
+    BudgetedSocketStream& strm = *live->strm;
+    const RequestBudget& budget = live->connection.budget;
+    SSL* const ssl = live->ssl.get();
     const auto setup = [ssl](httplib::Request& req) { req.ssl = ssl; };
     bool ok = true;
-    for (size_t left = keep_alive_max_count_;
-         ok && left > 0 && NextRequestArrives(strm, /*idle=*/left < keep_alive_max_count_, yielded);
-         --left) {
-      AwaitRequest(request_read_timeout_);
+    while (ok && live->left > 0) {
+      if (!live->scan.has_value()) {
+        const bool idle = live->left < keep_alive_max_count_;
+        if (!NextRequestArrives(strm, idle, &live->yielded)) break;
+        AwaitRequest(request_read_timeout_);
+        live->scan.emplace(BudgetedSocketStream::kMaxGatheredBytes, payload_max_length_);
+      }
+      if (GatherOrPark(live) == Wait::kParked) return Served::kParked;
+      live->scan.reset();
       bool closed = false;
-      ok = process_request(strm, /*close_connection=*/left == 1, closed, setup);
+      ok = process_request(strm, /*close_connection=*/live->left-- == 1, closed, setup);
       // What follows a request that broke its budget is not a request.
       if (budget.exceeded != RequestBudget::Exceeded::kNo) {
         // Not when the error handler answered and its write failed: the client is gone, and the
@@ -1289,10 +1409,40 @@ class BudgetedServer : public httplib::Server {
         if (!strm.TakeWrote() && !budget.refused) AnswerBudgetExceeded(strm);
         break;
       }
-      if (closed || tl_connection->close_after_response) break;
+      if (closed || live->connection.close_after_response) break;
       (void)strm.TakeWrote();
     }
-    return ok;
+    return ok ? Served::kOk : Served::kFailed;
+  }
+  // Reads the request that is arriving on `live` until httplib can be given it (RequestScan),
+  // waiting for the client's bytes within the request's deadline. While it waits, a connection
+  // queued for a thread takes this one: `live` is parked with the pool's watcher and goes on
+  // (ServeLive) when the bytes come, or at the deadline or a stop, to be answered 408 or 503
+  // (kParked). So a client that trickles its request (slowloris) holds a thread only while its
+  // bytes are read. kArrived: hand the request to httplib (all of it came; or the deadline
+  // passed or the server stopped, which httplib's read then meets).
+  Wait GatherOrPark(const std::shared_ptr<Live>& live) {
+    const int sock = live->connection.socket;
+    for (;;) {
+      const auto gathered = live->strm->GatherRequest(*live->scan);
+      if (gathered == BudgetedSocketStream::Gathered::kReady) return Wait::kArrived;
+      const auto deadline = live->connection.budget.deadline;
+      Wait wait = Wait::kNone;
+      if (gathered == BudgetedSocketStream::Gathered::kWaitWrite) {
+        // A TLS session that must write first: its client is not waiting for a request's
+        // answer, so it is not parked (the watcher waits for input).
+        wait = AwaitWhileRunning(sock, POLLOUT, deadline) ? Wait::kArrived : Wait::kNone;
+      } else {
+        wait = AwaitOrPark(sock, deadline, /*mid_request=*/true, [&] {
+          return [this, live](std::chrono::steady_clock::duration queued_for) {
+            live->connection.budget.deadline += queued_for;
+            ServeLive(live);
+          };
+        });
+      }
+      if (wait == Wait::kParked) return Wait::kParked;
+      if (wait == Wait::kNone) return Wait::kArrived;
+    }
   }
   // Waits for `events` on `sock` until `deadline`, in short steps so that stop() (which
   // invalidates the listening socket) ends the wait; false if it timed out or the server stopped.
@@ -1309,21 +1459,20 @@ class BudgetedServer : public httplib::Server {
     }
     return false;
   }
-  enum class Wait { kArrived, kParked, kNone };
   // Waits for the client's next bytes on `sock` (data, the end of the stream or an error)
   // until `deadline`, in short steps so that stop() ends the wait. While it waits, a connection
   // queued for a thread takes this one: the socket is parked with the pool's watcher, which
   // queues `make_resume()` (the connection's next step, made only if it is parked) once the
-  // bytes arrive.
+  // bytes arrive (and, `mid_request`, at the deadline or a stop: HttpThreadPool::Park).
   template <typename MakeResume>
-  Wait AwaitOrPark(int sock, std::chrono::steady_clock::time_point deadline,
+  Wait AwaitOrPark(int sock, std::chrono::steady_clock::time_point deadline, bool mid_request,
                    const MakeResume& make_resume) {
     while (svr_sock_ != INVALID_SOCKET) {
       const auto now = std::chrono::steady_clock::now();
       pollfd p{sock, POLLIN, 0};
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return Wait::kArrived;
       if (now >= deadline) return Wait::kNone;
-      if (pool_->Park(sock, deadline, make_resume)) return Wait::kParked;
+      if (pool_->Park(sock, deadline, mid_request, make_resume)) return Wait::kParked;
       const auto step = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),
                                  kStopCheckInterval);
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(step.count()))) != 0) {

@@ -1264,6 +1264,119 @@ TEST_F(OpenAiApiTest, ClientsTricklingARequestAreClosedAndOthersAreServed) {
   EXPECT_EQ(completion.status, 200) << completion.body;
 }
 
+// A client that sends a whole request slowly, `chunk` bytes every `interval` (from `start`
+// bytes sent at once), then reads the answer to the end of the stream (at most 30 s).
+class SlowRequest {
+ public:
+  SlowRequest(int port, std::string request, absl::Duration interval, size_t start = 0,
+              size_t chunk = 1) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+    thread_ = std::thread([this, request = std::move(request), interval, start, chunk] {
+      for (size_t at = 0; at < request.size();) {
+        const size_t n = at == 0 && start > 0 ? start : std::min(chunk, request.size() - at);
+        if (send(fd_, request.data() + at, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) break;
+        at += n;
+        if (at < request.size()) absl::SleepFor(interval);
+      }
+      const absl::Time end = absl::Now() + absl::Seconds(30);
+      char buf[4096];
+      pollfd p{fd_, POLLIN, 0};
+      while (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(end - absl::Now()))) > 0) {
+        const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        answer_.append(buf, static_cast<size_t>(n));
+      }
+    });
+  }
+  ~SlowRequest() {
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  bool connected() const { return connected_; }
+  // Waits for the answer (the server's close, or 30 s) and returns it.
+  const std::string& Answer() {
+    if (thread_.joinable()) thread_.join();
+    return answer_;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string answer_;
+  std::thread thread_;
+};
+
+// Clients that trickle their requests (slowloris), twice as many as the HTTP threads, do not hold
+// the threads while they trickle: a connection waiting for its request's next bytes is parked with
+// the pool's watcher when another waits for a thread, and goes on when the bytes come. So a new
+// client is served at once (before, it waited until the tricklers were done, about 5 s here), and
+// each trickled request, a head and a body, is answered in full when it has all come.
+TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsDoNotHoldThreads) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 2;
+  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  StartServer(o);
+  const int port = *server_->http_port();
+  const std::string get = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string body = R"({"prompt": "Hi", "max_tokens": 2})" + std::string(10, ' ');
+  const std::string post = absl::StrCat(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: ",
+      body.size(), "\r\n\r\n", body);
+  std::vector<std::unique_ptr<SlowRequest>> slow;
+  for (int i = 0; i < 2 * o.http_threads; ++i) {
+    // A head trickled a byte every 100 ms (about 5 s), or a head at once and its body trickled.
+    slow.push_back(i % 2 == 0 ? std::make_unique<SlowRequest>(port, get, absl::Milliseconds(100))
+                              : std::make_unique<SlowRequest>(port, post, absl::Milliseconds(100),
+                                                              post.size() - body.size()));
+    ASSERT_TRUE(slow.back()->connected());
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // the first two hold the threads, if they can
+  httplib::Client fresh("127.0.0.1", port);
+  fresh.set_read_timeout(2, 0);
+  const absl::Time asked = absl::Now();
+  httplib::Result r = fresh.Get("/v1/models");
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(2));
+  for (size_t i = 0; i < slow.size(); ++i) {
+    const std::string& answer = slow[i]->Answer();
+    EXPECT_THAT(answer, StartsWith("HTTP/1.1 200")) << "slow client " << i;
+    EXPECT_THAT(answer, HasSubstr(i % 2 == 0 ? "\"object\":\"list\"" : "\"text_completion\""))
+        << "slow client " << i << ": " << answer;
+  }
+}
+
+// A stop while clients trickle their requests, some parked and some on a thread, answers each
+// 503 (the rest of its request was not read), as a thread that had waited answers it.
+TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsAreAnswered503AtAStop) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 1;
+  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  StartServer(o);
+  const int port = *server_->http_port();
+  const std::string get = "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + std::string(200, ' ');
+  std::vector<std::unique_ptr<SlowRequest>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<SlowRequest>(port, get, absl::Milliseconds(50)));
+    ASSERT_TRUE(slow.back()->connected());
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time stop = absl::Now();
+  server_->Shutdown();
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(5));
+  for (size_t i = 0; i < slow.size(); ++i) {
+    const std::string& answer = slow[i]->Answer();
+    EXPECT_THAT(answer, StartsWith("HTTP/1.1 503")) << "slow client " << i;
+    EXPECT_THAT(answer, HasSubstr("the server is stopping")) << "slow client " << i;
+  }
+}
+
 // A request line trickled a byte at a time (no line end yet) is told 408 too, as the docs say,
 // not closed unexplained: httplib gives up on an unfinished request line without a response.
 TEST_F(OpenAiApiTest, ARequestLineTrickledPastTheDeadlineIsAnswered408) {

@@ -828,6 +828,47 @@ TEST_F(TlsTest, HttpsClientsTricklingARequestAreAnswered408AndOthersAreServed) {
   }
 }
 
+// HTTPS clients that trickle their requests a byte to a TLS record, twice as many as the HTTP
+// threads, do not hold the threads: each waits for its request's next record parked with the
+// pool's watcher (its TLS session goes with it) when another connection waits for a thread. A new
+// client is served at once (before, after the first two tricklers, about 5 s), and each trickled
+// request is answered in full.
+TEST_F(TlsTest, HttpsClientsTricklingTheirRequestsDoNotHoldThreads) {
+  ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
+  o.http_threads = 2;
+  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  StartServer(o);
+  const int port = *server_->http_port();
+  const std::string request = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::vector<std::string> answers(2 * o.http_threads);
+  std::vector<std::thread> tricklers;
+  for (std::string& answer : answers) {
+    tricklers.emplace_back([&, port] {
+      TlsClientSide tls(ConnectTcp(port), /*owns_fd=*/true);
+      if (!tls.Connect()) return;
+      for (size_t i = 0; i + 1 < request.size(); ++i) {
+        if (SSL_write(tls.ssl(), &request[i], 1) != 1) return;
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+      answer = tls.Ask(request.substr(request.size() - 1));
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // the first two hold the threads, if they can
+  std::unique_ptr<httplib::SSLClient> fresh = HttpsClient();
+  fresh->set_read_timeout(2, 0);
+  const absl::Time asked = absl::Now();
+  httplib::Result r = fresh->Get("/v1/models");
+  const absl::Duration took = absl::Now() - asked;
+  for (std::thread& t : tricklers) t.join();
+  ASSERT_TRUE(r) << "the new client was not served: " << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(took, absl::Seconds(2));
+  for (size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_THAT(answers[i], StartsWith("HTTP/1.1 200")) << "trickler " << i;
+    EXPECT_THAT(answers[i], HasSubstr("\"object\":\"list\"")) << "trickler " << i;
+  }
+}
+
 TEST_F(TlsTest, AnHttpsHeadWithoutEndIsCutOffAtOneMebibyte) {
   ServerOptions o = Options(/*tls=*/true, /*mutual=*/false, /*token=*/false);
   o.http_request_read_timeout = std::chrono::milliseconds(120000);  // only the size may end it
