@@ -7,8 +7,10 @@ Opens N connections to the HTTP API's port that stop before their first request,
 S seconds and counts those the server closed.
 
 Where they stop (--stage): `connect` sends nothing (plain HTTP, or HTTPS before the
-ClientHello); with --tls also `hello` (the first 20 bytes of the ClientHello) and `handshake`
-(the whole handshake, then no request). The server's certificate is not checked.
+ClientHello); `request` sends the first part of its request (the request line and a header, not
+the head's end: a slowloris client), plain or over TLS; with --tls also `hello` (the first 20
+bytes of the ClientHello) and `handshake` (the whole handshake, then no request). The server's
+certificate is not checked.
 
 Usage: bench/silent_connections.py PORT N [--linger SECONDS] [--tls] [--stage STAGE]
   e.g. neupims serve --pacing fast --http-threads 4 --port 0 --metrics-port -1 --http-port 18123 &
@@ -21,6 +23,7 @@ import time
 
 REQUEST = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 HELLO_PART = 20  # bytes of the ClientHello a `hello` connection sends before it stops
+REQUEST_PART = len(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # what a `request` one sends
 
 
 def tls_context():
@@ -37,7 +40,9 @@ class Stopped:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.tls = None
         self.hello_rest = b""
+        self.sent = REQUEST_PART if stage == "request" else 0  # bytes of REQUEST sent
         if not tls:
+            self.sock.sendall(REQUEST[:self.sent])
             return
         # TLS over memory buffers: the bytes on the wire are sent by hand, so the ClientHello
         # can stop partway.
@@ -51,8 +56,10 @@ class Stopped:
             hello = self.outgoing.read()
             self.sock.sendall(hello[:HELLO_PART])
             self.hello_rest = hello[HELLO_PART:]
-        elif stage == "handshake":
+        elif stage in ("handshake", "request"):
             self.handshake()
+            if self.sent:
+                self.pump(lambda: self.tls.write(REQUEST[:self.sent]))
 
     def pump(self, call):
         """Runs an SSLObject call, moving bytes between it and the socket until it returns."""
@@ -78,11 +85,11 @@ class Stopped:
         """Goes on from where it stopped, sends the request; the answer's first bytes."""
         self.sock.settimeout(10)
         if self.tls is None:
-            self.sock.sendall(REQUEST)
+            self.sock.sendall(REQUEST[self.sent:])
             return self.sock.recv(64)
         if self.tls.version() is None:
             self.handshake()
-        self.pump(lambda: self.tls.write(REQUEST))
+        self.pump(lambda: self.tls.write(REQUEST[self.sent:]))
         return self.pump(lambda: self.tls.read(64))
 
     def closed_by_server(self):
@@ -118,10 +125,11 @@ def main():
     ap.add_argument("n", type=int, help="stopped connections")
     ap.add_argument("--linger", type=float, help="leave them stopped this long, count the closed")
     ap.add_argument("--tls", action="store_true", help="the server's HTTP API is HTTPS")
-    ap.add_argument("--stage", choices=["connect", "hello", "handshake"], default="connect",
+    ap.add_argument("--stage", choices=["connect", "request", "hello", "handshake"],
+                    default="connect",
                     help="where each connection stops (hello and handshake need --tls)")
     args = ap.parse_args()
-    if args.stage != "connect" and not args.tls:
+    if args.stage in ("hello", "handshake") and not args.tls:
         ap.error(f"--stage {args.stage} needs --tls")
     opening = time.monotonic()
     stopped = [Stopped(args.port, args.tls, args.stage) for _ in range(args.n)]
