@@ -766,15 +766,14 @@ class BudgetedSocketStream : public httplib::Stream {
   // head-size limit is applied as by read()). Buffered bytes are kept for read().
   Gathered GatherRequest(RequestScan& scan) {
     if (begin_ > 0) {
-      buf_.erase(0, begin_);
+      buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(begin_));
       begin_ = 0;
     }
-    while (!scan.Ready(buf_)) {
+    while (!scan.Ready(absl::string_view(buf_.data(), buf_.size()))) {
       const size_t old = buf_.size();
-      if (buf_.capacity() < old + kReadBytes) {
-        // Grown to the request's size, not twice it: a parked connection holds this buffer.
-        buf_.reserve(std::max(old + kReadBytes, std::min(2 * buf_.capacity(), kMaxGatheredBytes)));
-      }
+      // Grown by a read at a time (a vector's reserve takes what it is asked), not doubled: a
+      // parked connection holds this buffer, at most its request and one read.
+      if (buf_.capacity() < old + kReadBytes) buf_.reserve(old + kReadBytes);
       buf_.resize(old + kReadBytes);
       short wait = 0;
       ssize_t n = 0;
@@ -821,6 +820,8 @@ class BudgetedSocketStream : public httplib::Stream {
   }
   // Whether anything was written since the last call (a request's response, or part of it).
   bool TakeWrote() { return std::exchange(wrote_, false); }
+  // The memory the buffer holds (what a parked connection keeps).
+  size_t buffer_bytes() const { return buf_.capacity(); }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     Address(&getpeername, &ip, &port);
   }
@@ -921,7 +922,7 @@ class BudgetedSocketStream : public httplib::Stream {
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds write_timeout_;
   // Bytes read and not yet taken by read(), from begin_; GatherRequest appends to them.
-  std::string buf_;
+  std::vector<char> buf_;
   size_t begin_ = 0;
   bool wrote_ = false;
 };
@@ -1008,17 +1009,21 @@ class HttpThreadPool : public httplib::TaskQueue {
   // (and destroys the job); one in the middle of a request has its job queued then too, which
   // answers the client (408 at the deadline, 503 at a stop) as a thread that had waited would.
   // False (nothing taken) when no connection waits or the pool is shutting down.
+  // `held_bytes`: the memory the connection keeps while parked (its request's bytes so far); the
+  // parked connections keep at most kMaxParkedBytes together (past it, a connection waits on its
+  // thread, as before parking).
   template <typename MakeResume>
   bool Park(int sock, std::chrono::steady_clock::time_point deadline, bool mid_request,
-            const MakeResume& make_resume) {
+            size_t held_bytes, const MakeResume& make_resume) {
     bool soonest = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (shutdown_ || !Pressed()) return false;
+      if (shutdown_ || !Pressed() || parked_bytes_ + held_bytes > kMaxParkedBytes) return false;
       // Watched once: the watcher takes the registration out when it resumes or closes it.
       epoll_event watch{.events = EPOLLIN | EPOLLRDHUP, .data = {.fd = sock}};
       if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, sock, &watch) != 0) return false;  // waits itself
-      parked_.emplace(sock, Parked{deadline, mid_request, Resume(make_resume())});
+      parked_.emplace(sock, Parked{deadline, mid_request, held_bytes, Resume(make_resume())});
+      parked_bytes_ += held_bytes;
       deadlines_.emplace(deadline, sock);
       soonest = deadlines_.begin()->second == sock;
       // Counted as YieldToQueued counts: this thread is on its way to the queued connection, so
@@ -1052,9 +1057,13 @@ class HttpThreadPool : public httplib::TaskQueue {
  private:
   struct Parked {
     std::chrono::steady_clock::time_point deadline;
-    bool mid_request;  // its job is queued at the deadline and at a stop, not dropped
+    bool mid_request;   // its job is queued at the deadline and at a stop, not dropped
+    size_t held_bytes;  // counted in parked_bytes_
     Resume resume;
   };
+  // What the parked connections may hold together (Park): 256 MiB, about 3,800 requests of the
+  // 64 KiB a connection gathers at most.
+  static constexpr size_t kMaxParkedBytes = size_t{256} << 20;
 
   HttpThreadPool() = default;
   // A connection waits for a thread that neither a free thread (waiting for a job, or woken
@@ -1112,7 +1121,7 @@ class HttpThreadPool : public httplib::TaskQueue {
           (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
           deadlines_.erase({it->second.deadline, fd});
           QueueResume(std::move(it->second.resume), now);
-          parked_.erase(it);
+          Unpark(it);
           ++resumed;
         }
         // With a full batch of events, sockets that are readable may not have been returned
@@ -1131,7 +1140,7 @@ class HttpThreadPool : public httplib::TaskQueue {
           } else {
             expired.push_back(fd);
           }
-          parked_.erase(it);
+          Unpark(it);
         }
       }
       for (size_t i = 0; i < resumed; ++i) cv_.notify_one();
@@ -1145,6 +1154,7 @@ class HttpThreadPool : public httplib::TaskQueue {
       std::lock_guard<std::mutex> lock(mu_);
       left.swap(parked_);
       deadlines_.clear();
+      parked_bytes_ = 0;
       const auto now = std::chrono::steady_clock::now();
       for (auto& [sock, parked] : left) {
         if (parked.mid_request) QueueResume(std::move(parked.resume), now);
@@ -1153,6 +1163,11 @@ class HttpThreadPool : public httplib::TaskQueue {
     for (const auto& [sock, parked] : left) {
       if (!parked.mid_request) CloseConnection(sock);
     }
+  }
+  // Forgets a parked connection (mu_ held).
+  void Unpark(absl::flat_hash_map<int, Parked>::iterator it) {
+    parked_bytes_ -= it->second.held_bytes;
+    parked_.erase(it);
   }
   // Queues a parked connection's job (mu_ held), told how long it waited for a thread.
   void QueueResume(Resume resume, std::chrono::steady_clock::time_point now) {
@@ -1189,6 +1204,7 @@ class HttpThreadPool : public httplib::TaskQueue {
   static thread_local bool tl_yielding_;  // this thread is one of them
   // The connections the watcher holds, by socket, and their deadlines in order.
   absl::flat_hash_map<int, Parked> parked_;
+  size_t parked_bytes_ = 0;  // their held_bytes
   std::set<std::pair<std::chrono::steady_clock::time_point, int>> deadlines_;
   int wake_[2] = {-1, -1};  // the watcher's wake-up pipe (read end, write end)
   int epoll_ = -1;          // the watcher's epoll set: the pipe's read end and the parked sockets
@@ -1253,11 +1269,13 @@ class BudgetedServer : public httplib::Server {
   // connection only while its client sends, or while it waits between requests (an idle
   // keep-alive connection, which is given up in turn: NextRequestArrives).
   bool ServeConnection(socket_t sock, std::chrono::steady_clock::time_point first_bytes_deadline) {
-    const Wait first = AwaitOrPark(sock, first_bytes_deadline, /*mid_request=*/false, [&] {
-      return [this, sock, first_bytes_deadline](std::chrono::steady_clock::duration queued_for) {
-        ServeConnection(sock, first_bytes_deadline + queued_for);
-      };
-    });
+    const Wait first =
+        AwaitOrPark(sock, first_bytes_deadline, /*mid_request=*/false, /*held_bytes=*/0, [&] {
+          return
+              [this, sock, first_bytes_deadline](std::chrono::steady_clock::duration queued_for) {
+                ServeConnection(sock, first_bytes_deadline + queued_for);
+              };
+        });
     if (first == Wait::kParked) return true;  // the pool's watcher holds the socket now
     if (first == Wait::kNone) {
       // Nothing came before the deadline or the server stopped: closed, as before a request.
@@ -1285,7 +1303,7 @@ class BudgetedServer : public httplib::Server {
       const int err = SSL_get_error(ssl.get(), r);
       Wait wait = Wait::kNone;
       if (err == SSL_ERROR_WANT_READ) {
-        wait = AwaitOrPark(sock, deadline, /*mid_request=*/false, [&] {
+        wait = AwaitOrPark(sock, deadline, /*mid_request=*/false, /*held_bytes=*/0, [&] {
           return [this, sock, ssl, deadline](std::chrono::steady_clock::duration queued_for) {
             ContinueHandshake(sock, ssl, deadline + queued_for);
           };
@@ -1304,13 +1322,14 @@ class BudgetedServer : public httplib::Server {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
     // Bytes OpenSSL has already read from the socket are not seen by a poll.
-    const Wait wait = SSL_has_pending(ssl.get()) == 1
-                          ? Wait::kArrived
-                          : AwaitOrPark(sock, deadline, /*mid_request=*/false, [&] {
-                              return [this, sock, ssl](std::chrono::steady_clock::duration) {
-                                ServeAndClose(sock, ssl);
-                              };
-                            });
+    const Wait wait =
+        SSL_has_pending(ssl.get()) == 1
+            ? Wait::kArrived
+            : AwaitOrPark(sock, deadline, /*mid_request=*/false, /*held_bytes=*/0, [&] {
+                return [this, sock, ssl](std::chrono::steady_clock::duration) {
+                  ServeAndClose(sock, ssl);
+                };
+              });
     if (wait == Wait::kParked) return true;
     if (wait == Wait::kNone) {
       // Closed without close_notify, as the watcher closes a parked one at the same deadline
@@ -1433,7 +1452,7 @@ class BudgetedServer : public httplib::Server {
         // answer, so it is not parked (the watcher waits for input).
         wait = AwaitWhileRunning(sock, POLLOUT, deadline) ? Wait::kArrived : Wait::kNone;
       } else {
-        wait = AwaitOrPark(sock, deadline, /*mid_request=*/true, [&] {
+        wait = AwaitOrPark(sock, deadline, /*mid_request=*/true, live->strm->buffer_bytes(), [&] {
           return [this, live](std::chrono::steady_clock::duration queued_for) {
             live->connection.budget.deadline += queued_for;
             ServeLive(live);
@@ -1463,16 +1482,17 @@ class BudgetedServer : public httplib::Server {
   // until `deadline`, in short steps so that stop() ends the wait. While it waits, a connection
   // queued for a thread takes this one: the socket is parked with the pool's watcher, which
   // queues `make_resume()` (the connection's next step, made only if it is parked) once the
-  // bytes arrive (and, `mid_request`, at the deadline or a stop: HttpThreadPool::Park).
+  // bytes arrive (and, `mid_request`, at the deadline or a stop: HttpThreadPool::Park, which
+  // also counts the `held_bytes` a parked connection keeps).
   template <typename MakeResume>
   Wait AwaitOrPark(int sock, std::chrono::steady_clock::time_point deadline, bool mid_request,
-                   const MakeResume& make_resume) {
+                   size_t held_bytes, const MakeResume& make_resume) {
     while (svr_sock_ != INVALID_SOCKET) {
       const auto now = std::chrono::steady_clock::now();
       pollfd p{sock, POLLIN, 0};
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, 0)) != 0) return Wait::kArrived;
       if (now >= deadline) return Wait::kNone;
-      if (pool_->Park(sock, deadline, mid_request, make_resume)) return Wait::kParked;
+      if (pool_->Park(sock, deadline, mid_request, held_bytes, make_resume)) return Wait::kParked;
       const auto step = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),
                                  kStopCheckInterval);
       if (TEMP_FAILURE_RETRY(::poll(&p, 1, static_cast<int>(step.count()))) != 0) {

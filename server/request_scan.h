@@ -7,15 +7,19 @@
 // rest it can park the connection with the pool's watcher (openai_api.cc, BudgetedServer); it
 // hands the request to httplib once this scan says httplib can read it all from what came.
 //
-// The scan follows httplib 0.11's reader (Server::process_request): the request line, then
-// header lines up to the first line that is exactly "\r\n" (a line ending in a bare "\n" is
-// skipped by httplib, and so here); then, for a method that carries content (POST, PUT, PATCH,
-// DELETE, PRI), exactly Content-Length bytes. It never waits longer than httplib would: it is
-// Ready at once where httplib would stop reading (a request line or header line it refuses, a
-// body over its payload limit), and it is Ready where the rest's length is not known up front
-// (chunked, no Content-Length on a method with content, "Expect: 100-continue", whose client
-// waits for the server's answer before its body) or would pass `max_bytes`: httplib then reads
-// the rest itself, as before, within the request read timeout.
+// The scan follows httplib 0.11's reader (Server::process_request, detail::read_content): the
+// request line, then header lines up to the first line that is exactly "\r\n" (a line ending in
+// a bare "\n", or without a colon, is skipped by httplib, and so here); then, for a method that
+// carries content (POST, PUT, PATCH, DELETE, PRI), the body as httplib reads it: chunked (the
+// first Transfer-Encoding is "chunked": chunks to the last one and its trailer), else
+// Content-Length bytes (the first Content-Length), else everything up to the end of the stream
+// (the gathering then ends at the end of the stream). It never waits longer than httplib would:
+// it is Ready at once where httplib stops reading to refuse the request (a request line it
+// refuses, a header line over 8 KiB, a body over its payload limit, a chunk framing error), and
+// it is Ready where httplib answers before the body ("Expect: 100-continue": its client waits
+// for "100 Continue"), where it cannot tell the length as httplib does (a Content-Length that
+// is not plain digits), or when waiting would pass `max_bytes`: httplib then reads the rest
+// itself, as before, within the request read timeout.
 #ifndef NEUPIMS_SERVER_REQUEST_SCAN_H_
 #define NEUPIMS_SERVER_REQUEST_SCAN_H_
 
@@ -44,22 +48,44 @@ class RequestScan {
   std::optional<size_t> head_bytes() const { return head_end_; }
 
  private:
-  // One complete line (with its "\n"); false when httplib stops reading at it.
-  bool OnLine(absl::string_view line);
+  // What the body's framing expects next (after the head).
+  enum class Body {
+    kNone,       // nothing more: the request is complete at the head's end
+    kLength,     // body_left_ bytes
+    kToEnd,      // everything up to the end of the stream
+    kChunkSize,  // a chunk-size line
+    kChunkData,  // body_left_ bytes of a chunk
+    kChunkEnd,   // the line that ends a chunk's data, exactly "\r\n"
+    kTrailer,    // trailer lines, up to one that is exactly "\r\n"
+  };
+
+  // The next complete line of `received` from at_ (with its "\n"), advancing past it; nullopt
+  // when the line has not all come.
+  std::optional<absl::string_view> NextLine(absl::string_view received);
+  // One line of the head; false when httplib stops reading at it.
+  bool OnHeadLine(absl::string_view line);
   bool OnRequestLine(absl::string_view line);
   void OnHeader(absl::string_view name, absl::string_view value);
+  // The body's framing once the head has ended; false when httplib refuses it after the head.
+  bool StartBody();
+  // Goes through the body's framing from at_; true when it is complete or httplib stops
+  // reading it (ready_ then), false when more bytes are needed.
+  bool ScanBody(absl::string_view received);
 
   const size_t max_bytes_;
   const size_t max_body_bytes_;
   bool ready_ = false;
-  size_t line_start_ = 0;  // the first byte not yet in a complete line
+  size_t at_ = 0;  // the first byte not yet scanned
   bool request_line_done_ = false;
   bool carries_content_ = false;  // the method's content is read (httplib's expect_content)
-  // The body's length is not known from the head: chunked, an Expect header, a Content-Length
-  // that is repeated or not a number.
-  bool body_unknown_ = false;
+  bool expect_continue_ = false;  // "Expect: 100-continue"
+  std::optional<bool> chunked_;   // the first Transfer-Encoding is "chunked"
+  // The first Content-Length, if it is plain digits (nullopt with content_length_bad_ if not).
   std::optional<uint64_t> content_length_;
+  bool content_length_bad_ = false;
   std::optional<size_t> head_end_;
+  Body body_ = Body::kNone;
+  uint64_t body_left_ = 0;
 };
 
 }  // namespace neupims::server
