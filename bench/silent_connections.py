@@ -93,13 +93,16 @@ class Stopped:
         return self.pump(lambda: self.tls.read(64))
 
     def closed_by_server(self):
+        """Whether the server closed the connection, and the answer's status line before it
+        (plain HTTP; over TLS the records are not decrypted: None)."""
         self.sock.settimeout(1)
+        answer = b""
         try:
             while data := self.sock.recv(4096):  # a TLS server may send records first
-                del data
-            return True
+                answer += data
         except OSError:
-            return False
+            return False, None
+        return True, None if self.tls else answer.split(b"\r\n")[0].decode(errors="replace")
 
 
 def timed_health(port, tls):
@@ -140,8 +143,15 @@ def main():
           f"GET /health: {status} after {ms:.1f} ms")
     if args.linger is not None:
         time.sleep(args.linger)
-        closed = sum(s.closed_by_server() for s in stopped)
-        print(f"after {args.linger:g} s: {closed} of {args.n} closed by the server")
+        ends = [s.closed_by_server() for s in stopped]
+        closed = sum(c for c, _ in ends)
+        statuses = {}
+        for c, line in ends:
+            if c and line is not None:
+                statuses[line or "(nothing)"] = statuses.get(line or "(nothing)", 0) + 1
+        told = "; ".join(f"{n} {line!r}" for line, n in sorted(statuses.items()))
+        print(f"after {args.linger:g} s: {closed} of {args.n} closed by the server"
+              + (f" ({told})" if told else ""))
         return
     start = time.monotonic()
     answered = 0
