@@ -106,7 +106,8 @@ TEST(RequestScanTest, WhatHttplibRefusesIsHandedOverAtOnce) {
   EXPECT_EQ(ReadyAfter("\r\nGET / HTTP/1.1\r\n\r\n"), 2u);
   EXPECT_EQ(ReadyAfter("FOO /health HTTP/1.1\r\nHost: x\r\n\r\n"), 22u);  // not its method
   EXPECT_EQ(ReadyAfter("GET /health?a?b HTTP/1.1\r\nHost: x\r\n\r\n"), 26u);
-  EXPECT_EQ(ReadyAfter(std::string("GET /a\0b HTTP/1.1\r\nHost: x\r\n\r\n", 33)), 19u);
+  constexpr char kNul[] = "GET /a\0b HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_EQ(ReadyAfter(std::string(kNul, sizeof kNul - 1)), 19u);
   // A header line over httplib's 8 KiB.
   const std::string line = "GET / HTTP/1.1\r\n";
   const std::string long_header = "X: " + std::string(8200, 'a') + "\r\n";
