@@ -942,8 +942,9 @@ class BudgetedSocketStream : public httplib::Stream {
 // silent or stalled connections do not keep every other client waiting for their timeout.
 class HttpThreadPool : public httplib::TaskQueue {
  public:
-  static absl::StatusOr<std::unique_ptr<HttpThreadPool>> Start(size_t n) {
-    std::unique_ptr<HttpThreadPool> pool(new HttpThreadPool());
+  // `n` threads; the parked connections hold at most `max_parked_bytes` (Park).
+  static absl::StatusOr<std::unique_ptr<HttpThreadPool>> Start(size_t n, size_t max_parked_bytes) {
+    std::unique_ptr<HttpThreadPool> pool(new HttpThreadPool(max_parked_bytes));
     if (::pipe2(pool->wake_, O_NONBLOCK | O_CLOEXEC) != 0) {
       const int error = errno;
       pool->wake_[0] = pool->wake_[1] = -1;
@@ -1010,15 +1011,15 @@ class HttpThreadPool : public httplib::TaskQueue {
   // answers the client (408 at the deadline, 503 at a stop) as a thread that had waited would.
   // False (nothing taken) when no connection waits or the pool is shutting down.
   // `held_bytes`: the memory the connection keeps while parked (its request's bytes so far); the
-  // parked connections keep at most kMaxParkedBytes together (past it, a connection waits on its
-  // thread, as before parking).
+  // parked connections keep at most max_parked_bytes_ together (past it, a connection waits on
+  // its thread, as before parking).
   template <typename MakeResume>
   bool Park(int sock, std::chrono::steady_clock::time_point deadline, bool mid_request,
             size_t held_bytes, const MakeResume& make_resume) {
     bool soonest = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (shutdown_ || !Pressed() || parked_bytes_ + held_bytes > kMaxParkedBytes) return false;
+      if (shutdown_ || !Pressed() || parked_bytes_ + held_bytes > max_parked_bytes_) return false;
       // Watched once: the watcher takes the registration out when it resumes or closes it.
       epoll_event watch{.events = EPOLLIN | EPOLLRDHUP, .data = {.fd = sock}};
       if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, sock, &watch) != 0) return false;  // waits itself
@@ -1061,11 +1062,8 @@ class HttpThreadPool : public httplib::TaskQueue {
     size_t held_bytes;  // counted in parked_bytes_
     Resume resume;
   };
-  // What the parked connections may hold together (Park): 256 MiB, about 3,800 requests of the
-  // 64 KiB a connection gathers at most.
-  static constexpr size_t kMaxParkedBytes = size_t{256} << 20;
 
-  HttpThreadPool() = default;
+  explicit HttpThreadPool(size_t max_parked_bytes) : max_parked_bytes_(max_parked_bytes) {}
   // A connection waits for a thread that neither a free thread (waiting for a job, or woken
   // for one and not yet running it) nor one that left its idle connection will take.
   bool Pressed() const { return jobs_.size() > yielding_ + waiting_; }
@@ -1205,6 +1203,7 @@ class HttpThreadPool : public httplib::TaskQueue {
   // The connections the watcher holds, by socket, and their deadlines in order.
   absl::flat_hash_map<int, Parked> parked_;
   size_t parked_bytes_ = 0;  // their held_bytes
+  const size_t max_parked_bytes_;
   std::set<std::pair<std::chrono::steady_clock::time_point, int>> deadlines_;
   int wake_[2] = {-1, -1};  // the watcher's wake-up pipe (read end, write end)
   int epoll_ = -1;          // the watcher's epoll set: the pipe's read end and the parked sockets
@@ -1986,7 +1985,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   // The pool first: a start that cannot get its threads has bound nothing yet. httplib asks for
   // the queue once, on the listener thread, and owns it from then on (shutdown, delete).
   ASSIGN_OR_RETURN(std::unique_ptr<HttpThreadPool> pool,
-                   HttpThreadPool::Start(static_cast<size_t>(std::max(1, options.threads))));
+                   HttpThreadPool::Start(static_cast<size_t>(std::max(1, options.threads)),
+                                         options.max_parked_bytes));
   RETURN_IF_ERROR(im.Create(pool.get()));
   im.http->new_task_queue = [pool = std::make_shared<std::unique_ptr<HttpThreadPool>>(std::move(
                                  pool))]() -> httplib::TaskQueue* { return pool->release(); };

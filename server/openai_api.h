@@ -64,6 +64,10 @@ struct HttpOptions {
   // alone, so a client that trickles a byte a second (slowloris) would hold a thread for good;
   // past this it is answered 408 and the connection is closed. HTTP and HTTPS alike.
   std::chrono::milliseconds request_read_timeout{10000};
+  // What the connections parked in the middle of a request (their client's next bytes awaited
+  // without a thread) may hold together of their requests' bytes: 256 MiB, about 3,800 requests
+  // of the 64 KiB a connection gathers at most. Past it a connection waits on its thread.
+  size_t max_parked_bytes = size_t{256} << 20;
   // SO_SNDBUF of every connection (the kernel doubles it); 0: the kernel's autotuning, which on
   // a loopback or LAN connection lets a client that does not read hold up to tcp_wmem's maximum
   // (4 MiB by default: every token of any request) in the kernel, out of --max-stream-buffer's

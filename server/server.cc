@@ -408,6 +408,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http.max_stream_buffer = options.max_stream_buffer;
     http.write_timeout = options.http_write_timeout;
     http.request_read_timeout = options.http_request_read_timeout;
+    http.max_parked_bytes = options.http_max_parked_bytes;
     http.version = kVersion;
     http.cors = options.cors;
     if (options.security.any()) http.security = im.security;

@@ -58,6 +58,7 @@ struct ServerOptions {
   // The longest an HTTP socket write waits for a client that does not read (HttpOptions).
   std::chrono::milliseconds http_write_timeout = HttpOptions{}.write_timeout;
   std::chrono::milliseconds http_request_read_timeout = HttpOptions{}.request_read_timeout;
+  size_t http_max_parked_bytes = HttpOptions{}.max_parked_bytes;  // (HttpOptions)
   // TLS and the bearer token for gRPC and HTTP (security.h), read and checked by Start. With any
   // of them set, metrics_port must be -1: the separate metrics port (prometheus-cpp's exposer)
   // can do neither, so metrics are scraped from the HTTP API's /metrics instead.

@@ -1366,6 +1366,32 @@ TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsDoNotHoldThreads) {
   }
 }
 
+// The parked connections' bytes are bounded together (HttpOptions::max_parked_bytes): past the
+// bound a connection waits for the rest of its request on its thread, as before parking. With a
+// bound no request fits, a trickler holds the one thread and a new client waits for it (served
+// only once the trickled request is done, about 2 s), where with the default it is served at once.
+TEST_F(OpenAiApiTest, PastTheParkedBytesBoundATricklerWaitsOnItsThread) {
+  ServerOptions o = FastOptions();
+  o.http_threads = 1;
+  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  o.http_max_parked_bytes = 1;
+  StartServer(o);
+  const int port = *server_->http_port();
+  const std::string head = "GET /v1/models HTTP/1.1\r\nHost: x\r\n";
+  SlowRequest slow(port, head + "Connection: close\r\n\r\n", absl::Milliseconds(100), head.size());
+  ASSERT_TRUE(slow.connected());
+  absl::SleepFor(absl::Milliseconds(300));  // the trickler holds the thread
+  httplib::Client fresh("127.0.0.1", port);
+  fresh.set_read_timeout(10, 0);
+  const absl::Time asked = absl::Now();
+  httplib::Result r = fresh.Get("/v1/models");
+  ASSERT_TRUE(r) << static_cast<int>(r.error());
+  EXPECT_EQ(r->status, 200);
+  // The trickle ends about 2.1 s after its start; the new client cannot be served before.
+  EXPECT_GE(absl::Now() - asked, absl::Milliseconds(1500));
+  EXPECT_THAT(slow.Answer(), StartsWith("HTTP/1.1 200"));
+}
+
 // A stop while clients trickle their requests, some parked and some on a thread, answers each
 // 503 (the rest of its request was not read), as a thread that had waited answers it.
 TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsAreAnswered503AtAStop) {
