@@ -1312,6 +1312,15 @@ class SlowRequest {
   std::thread thread_;
 };
 
+// Options for the tests of clients that trickle whole requests: `threads` HTTP threads and a
+// request read timeout far beyond the trickles, so that only parking can free a thread.
+ServerOptions TricklingOptions(int threads) {
+  ServerOptions o = FastOptions();
+  o.http_threads = threads;
+  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  return o;
+}
+
 // Clients that trickle their requests (slowloris), twice as many as the HTTP threads, do not hold
 // the threads while they trickle: a connection waiting for its request's next bytes is parked with
 // the pool's watcher when another waits for a thread, and goes on when the bytes come. So a new
@@ -1320,9 +1329,7 @@ class SlowRequest {
 // line httplib skips (no colon: a review found it let the head be handed over unfinished), a body
 // of known Content-Length, and a chunked body.
 TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsDoNotHoldThreads) {
-  ServerOptions o = FastOptions();
-  o.http_threads = 2;
-  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  ServerOptions o = TricklingOptions(2);
   StartServer(o);
   const int port = *server_->http_port();
   const std::string get = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
@@ -1371,9 +1378,7 @@ TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsDoNotHoldThreads) {
 // bound no request fits, a trickler holds the one thread and a new client waits for it (served
 // only once the trickled request is done, about 2 s), where with the default it is served at once.
 TEST_F(OpenAiApiTest, PastTheParkedBytesBoundATricklerWaitsOnItsThread) {
-  ServerOptions o = FastOptions();
-  o.http_threads = 1;
-  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  ServerOptions o = TricklingOptions(1);
   o.http_max_parked_bytes = 1;
   StartServer(o);
   const int port = *server_->http_port();
@@ -1395,9 +1400,7 @@ TEST_F(OpenAiApiTest, PastTheParkedBytesBoundATricklerWaitsOnItsThread) {
 // A stop while clients trickle their requests, some parked and some on a thread, answers each
 // 503 (the rest of its request was not read), as a thread that had waited answers it.
 TEST_F(OpenAiApiTest, ClientsTricklingTheirRequestsAreAnswered503AtAStop) {
-  ServerOptions o = FastOptions();
-  o.http_threads = 1;
-  o.http_request_read_timeout = std::chrono::milliseconds(30000);
+  ServerOptions o = TricklingOptions(1);
   StartServer(o);
   const int port = *server_->http_port();
   const std::string get = "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + std::string(200, ' ');
