@@ -776,17 +776,7 @@ class BudgetedSocketStream : public httplib::Stream {
       if (buf_.capacity() < old + kReadBytes) buf_.reserve(old + kReadBytes);
       buf_.resize(old + kReadBytes);
       short wait = 0;
-      ssize_t n = 0;
-      if (ssl_ == nullptr) {
-        n = TEMP_FAILURE_RETRY(::recv(sock_, buf_.data() + old, kReadBytes, MSG_DONTWAIT));
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) wait = POLLIN;
-      } else {
-        n = SSL_read(ssl_, buf_.data() + old, static_cast<int>(kReadBytes));
-        if (n <= 0) {
-          const int err = SSL_get_error(ssl_, static_cast<int>(n));
-          wait = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-        }
-      }
+      const ssize_t n = ReadNow(buf_.data() + old, &wait);
       buf_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
       if (n > 0) {
         if (!CountHeadBytes(static_cast<size_t>(n))) return Gathered::kReady;
@@ -875,14 +865,29 @@ class BudgetedSocketStream : public httplib::Stream {
           return -1;
         }
       }
-      if (ssl_ == nullptr) return TEMP_FAILURE_RETRY(::recv(sock_, out, kReadBytes, 0));
-      const int n = SSL_read(ssl_, out, static_cast<int>(kReadBytes));
-      if (n > 0) return n;
-      const int err = SSL_get_error(ssl_, n);
-      if (err == SSL_ERROR_ZERO_RETURN) return 0;  // the client's close_notify
-      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return -1;
-      events = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;  // a part of a record came
+      // A poll that said readable may still find nothing (or, over TLS, part of a record):
+      // then wait again, for what ReadNow says.
+      const ssize_t n = ReadNow(out, &events);
+      if (n >= 0 || events == 0) return n;
     }
+  }
+  // Reads up to kReadBytes that have come, without waiting: the bytes read, 0 at the end of the
+  // stream (over TLS, the client's close_notify), -1 otherwise, with `*wait` the poll event it
+  // would have to wait for (POLLIN, or POLLOUT for a TLS session that must write), 0 on an error.
+  ssize_t ReadNow(char* out, short* wait) {
+    *wait = 0;
+    if (ssl_ == nullptr) {
+      const ssize_t n = TEMP_FAILURE_RETRY(::recv(sock_, out, kReadBytes, MSG_DONTWAIT));
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) *wait = POLLIN;
+      return n;
+    }
+    const int n = SSL_read(ssl_, out, static_cast<int>(kReadBytes));
+    if (n > 0) return n;
+    const int err = SSL_get_error(ssl_, n);
+    if (err == SSL_ERROR_ZERO_RETURN) return 0;
+    if (err == SSL_ERROR_WANT_READ) *wait = POLLIN;
+    if (err == SSL_ERROR_WANT_WRITE) *wait = POLLOUT;
+    return -1;
   }
   bool Poll(short events, std::chrono::milliseconds timeout) const {
     pollfd p{sock_, events, 0};
